@@ -1,0 +1,238 @@
+// Package fsm is raftlock's replicated state machine: sessions, locks, their
+// holders and FIFO waiters, lock-delays and cluster member addresses.
+//
+// Apply is deterministic: it reads no clock, draws no random numbers and does
+// no I/O. Time and ids arrive inside commands, stamped by the leader before it
+// proposes them. Business outcomes (busy, not holder, ...) are returned as
+// typed Results; Apply panics only on a log entry it cannot decode, which
+// would mean a corrupt log.
+package fsm
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Version is the encoding version of commands written by this build. It is
+// the first byte of every encoded command.
+const Version byte = 1
+
+// CommandType tags the variant of a Command.
+type CommandType uint8
+
+// The command variants. Values are part of the log format: never renumber.
+const (
+	CmdOpenSession   CommandType = 1
+	CmdCloseSession  CommandType = 2
+	CmdExpireSession CommandType = 3
+	CmdAcquire       CommandType = 4
+	CmdRelease       CommandType = 5
+	CmdCancelWait    CommandType = 6
+	CmdEndDelay      CommandType = 7
+	CmdSetMember     CommandType = 8
+)
+
+// String names the command type.
+func (t CommandType) String() string {
+	switch t {
+	case CmdOpenSession:
+		return "open_session"
+	case CmdCloseSession:
+		return "close_session"
+	case CmdExpireSession:
+		return "expire_session"
+	case CmdAcquire:
+		return "acquire"
+	case CmdRelease:
+		return "release"
+	case CmdCancelWait:
+		return "cancel_wait"
+	case CmdEndDelay:
+		return "end_delay"
+	case CmdSetMember:
+		return "set_member"
+	default:
+		return fmt.Sprintf("command(%d)", uint8(t))
+	}
+}
+
+// Mode is a lock mode as stored in the state machine.
+type Mode uint8
+
+// Lock modes; values match sequencer.Mode.
+const (
+	Exclusive Mode = 1
+	Shared    Mode = 2
+)
+
+// Command is one replicated operation: a tagged union in which exactly the
+// field named by Type is set. Now is the leader's wall clock (Unix
+// nanoseconds) when it proposed the command.
+type Command struct {
+	Type CommandType
+	Now  int64
+
+	OpenSession   *OpenSession
+	CloseSession  *SessionRef
+	ExpireSession *SessionRef
+	Acquire       *Acquire
+	Release       *LockRef
+	CancelWait    *LockRef
+	EndDelay      *EndDelay
+	SetMember     *Member
+}
+
+// OpenSession creates a session with a leader-generated random id.
+type OpenSession struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	TTL       int64  `json:"ttl"`        // nanoseconds
+	LockDelay int64  `json:"lock_delay"` // nanoseconds
+}
+
+// SessionRef names a session to close or expire.
+type SessionRef struct {
+	ID string `json:"id"`
+}
+
+// Acquire asks for a lock on behalf of (Session, Holder). With Wait the
+// request queues (FIFO) when the lock cannot be granted now.
+type Acquire struct {
+	Lock    string `json:"lock"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Mode    Mode   `json:"mode"`
+	Wait    bool   `json:"wait,omitempty"`
+	Value   string `json:"value,omitempty"`
+}
+
+// LockRef names one (session, holder) of one lock: a release, or the
+// cancellation of a wait.
+type LockRef struct {
+	Lock    string `json:"lock"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+}
+
+// EndDelay ends a lock's lock-delay if it is still the delay that ends at
+// Until (a later expiry may have extended it).
+type EndDelay struct {
+	Lock  string `json:"lock"`
+	Until int64  `json:"until"`
+}
+
+// Member records a cluster member's addresses.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// envelope is the JSON body behind the version and type bytes.
+type envelope struct {
+	Now int64           `json:"now"`
+	Arg json.RawMessage `json:"arg"`
+}
+
+// ErrDecode is wrapped by every Decode error.
+var ErrDecode = errors.New("fsm: cannot decode command")
+
+// payload returns the set variant and checks that it matches Type.
+func (c *Command) payload() (any, error) {
+	var p any
+	var set bool
+	switch c.Type {
+	case CmdOpenSession:
+		p, set = c.OpenSession, c.OpenSession != nil
+	case CmdCloseSession:
+		p, set = c.CloseSession, c.CloseSession != nil
+	case CmdExpireSession:
+		p, set = c.ExpireSession, c.ExpireSession != nil
+	case CmdAcquire:
+		p, set = c.Acquire, c.Acquire != nil
+	case CmdRelease:
+		p, set = c.Release, c.Release != nil
+	case CmdCancelWait:
+		p, set = c.CancelWait, c.CancelWait != nil
+	case CmdEndDelay:
+		p, set = c.EndDelay, c.EndDelay != nil
+	case CmdSetMember:
+		p, set = c.SetMember, c.SetMember != nil
+	default:
+		return nil, fmt.Errorf("unknown command type %d", c.Type)
+	}
+	if !set {
+		return nil, fmt.Errorf("%s command without its %s payload", c.Type, c.Type)
+	}
+	return p, nil
+}
+
+// Encode serialises c as [Version][Type][JSON envelope].
+func (c *Command) Encode() ([]byte, error) {
+	p, err := c.payload()
+	if err != nil {
+		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	arg, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Type, err)
+	}
+	body, err := json.Marshal(envelope{Now: c.Now, Arg: arg})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", c.Type, err)
+	}
+	return append([]byte{Version, byte(c.Type)}, body...), nil
+}
+
+// Decode parses an encoded command. Every failure wraps ErrDecode.
+func Decode(data []byte) (Command, error) {
+	if len(data) < 2 {
+		return Command{}, fmt.Errorf("%w: %d bytes, want at least 2", ErrDecode, len(data))
+	}
+	if data[0] != Version {
+		return Command{}, fmt.Errorf("%w: version %d, this build reads %d", ErrDecode, data[0], Version)
+	}
+	c := Command{Type: CommandType(data[1])}
+	var env envelope
+	if err := json.Unmarshal(data[2:], &env); err != nil {
+		return Command{}, fmt.Errorf("%w: %s: %v", ErrDecode, c.Type, err)
+	}
+	c.Now = env.Now
+	var target any
+	switch c.Type {
+	case CmdOpenSession:
+		c.OpenSession = new(OpenSession)
+		target = c.OpenSession
+	case CmdCloseSession:
+		c.CloseSession = new(SessionRef)
+		target = c.CloseSession
+	case CmdExpireSession:
+		c.ExpireSession = new(SessionRef)
+		target = c.ExpireSession
+	case CmdAcquire:
+		c.Acquire = new(Acquire)
+		target = c.Acquire
+	case CmdRelease:
+		c.Release = new(LockRef)
+		target = c.Release
+	case CmdCancelWait:
+		c.CancelWait = new(LockRef)
+		target = c.CancelWait
+	case CmdEndDelay:
+		c.EndDelay = new(EndDelay)
+		target = c.EndDelay
+	case CmdSetMember:
+		c.SetMember = new(Member)
+		target = c.SetMember
+	default:
+		return Command{}, fmt.Errorf("%w: unknown command type %d", ErrDecode, data[1])
+	}
+	if len(env.Arg) == 0 || string(env.Arg) == "null" {
+		return Command{}, fmt.Errorf("%w: %s without payload", ErrDecode, c.Type)
+	}
+	if err := json.Unmarshal(env.Arg, target); err != nil {
+		return Command{}, fmt.Errorf("%w: %s payload: %v", ErrDecode, c.Type, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,665 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// Status is the business outcome of applying one command.
+type Status uint8
+
+// Outcomes of Apply. They are values, not failures of the state machine.
+const (
+	StatusOK Status = iota
+	// StatusGranted: the acquire holds the lock (now, or already did).
+	StatusGranted
+	// StatusQueued: the acquire waits in the lock's FIFO queue.
+	StatusQueued
+	StatusSessionNotFound
+	StatusLockBusy
+	StatusNotHolder
+	// StatusNotWaiting: a cancelled wait was no longer queued.
+	StatusNotWaiting
+	// StatusSessionExists: an open with an id already in use.
+	StatusSessionExists
+	// StatusInvalid: the command's content is out of range (the leader
+	// validates before proposing, so this only guards the state).
+	StatusInvalid
+)
+
+// String names the status.
+func (s Status) String() string {
+	return [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
+		"not_holder", "not_waiting", "session_exists", "invalid"}[s]
+}
+
+// Result is what Apply returns for one command (raft.ApplyFuture.Response).
+type Result struct {
+	Status Status
+	// Token is the fencing token of a grant (StatusGranted).
+	Token uint64
+	// Mode is the mode the lock is held in (StatusGranted).
+	Mode Mode
+	// Index is the log index of the entry.
+	Index uint64
+}
+
+// Session is an open session as replicated.
+type Session struct {
+	ID        string `json:"id"`
+	Name      string `json:"name,omitempty"`
+	TTL       int64  `json:"ttl"`
+	LockDelay int64  `json:"lock_delay"`
+	// Created is the leader's clock when the session was opened.
+	Created int64 `json:"created"`
+	// Locks are the names of the locks it holds or waits for.
+	Locks map[string]struct{} `json:"-"`
+}
+
+// Holder is one holder of a lock.
+type Holder struct {
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Token   uint64 `json:"token"`
+	Value   string `json:"value,omitempty"`
+}
+
+// Waiter is one queued acquire.
+type Waiter struct {
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Mode    Mode   `json:"mode"`
+	Value   string `json:"value,omitempty"`
+}
+
+// Lock is one lock. A lock with no holders, no waiters and no delay is not
+// stored at all.
+type Lock struct {
+	Name    string   `json:"name"`
+	Mode    Mode     `json:"mode"`
+	Holders []Holder `json:"holders,omitempty"`
+	Waiters []Waiter `json:"waiters,omitempty"`
+	// Delayed is true while the lock-delay of an expired holder runs;
+	// DelayUntil is when the leader will end it.
+	Delayed    bool  `json:"delayed,omitempty"`
+	DelayUntil int64 `json:"delay_until,omitempty"`
+	// Index is the log index of the lock's last change.
+	Index uint64 `json:"index"`
+}
+
+// EventKind classifies an Event.
+type EventKind uint8
+
+// Kinds of events.
+const (
+	// EventGranted: (Session, Holder) now holds Lock with Token.
+	EventGranted EventKind = iota + 1
+	// EventWaitEnded: the wait of (Session, Holder) on Lock ended without a
+	// grant (cancelled, or its session is gone).
+	EventWaitEnded
+	// EventSessionOpened: Session exists (TTL set).
+	EventSessionOpened
+	// EventSessionRemoved: Session was closed or expired.
+	EventSessionRemoved
+	// EventDelayStarted: Lock is delayed until DelayUntil.
+	EventDelayStarted
+	// EventLockChanged: Lock changed at Index.
+	EventLockChanged
+	// EventRestored: the whole state was replaced from a snapshot.
+	EventRestored
+)
+
+// Event tells the local replica what an entry changed, so that the leader can
+// answer waiting requests and arm timers. Events never feed back into state.
+type Event struct {
+	Kind       EventKind
+	Lock       string
+	Session    string
+	Holder     string
+	Token      uint64
+	Mode       Mode
+	TTL        int64
+	DelayUntil int64
+	Index      uint64
+}
+
+// FSM is the replicated lock state machine. It implements raft.FSM. Reads
+// are safe concurrently with Apply.
+type FSM struct {
+	onEvent func(Event)
+
+	mu       sync.RWMutex
+	sessions map[string]*Session
+	locks    map[string]*Lock
+	members  map[string]Member
+	now      int64
+	applied  uint64
+}
+
+// New returns an empty state machine. onEvent, if not nil, is called
+// synchronously from Apply and Restore, with the state lock held: it must not
+// block or call back into the FSM.
+func New(onEvent func(Event)) *FSM {
+	f := &FSM{onEvent: onEvent}
+	f.reset()
+	return f
+}
+
+func (f *FSM) reset() {
+	f.sessions = make(map[string]*Session)
+	f.locks = make(map[string]*Lock)
+	f.members = make(map[string]Member)
+	f.now, f.applied = 0, 0
+}
+
+func (f *FSM) emit(e Event) {
+	if f.onEvent != nil {
+		f.onEvent(e)
+	}
+}
+
+// Apply applies one committed log entry. It panics only if the entry cannot
+// be decoded: a corrupt log must stop the replica, not diverge it.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	cmd, err := Decode(l.Data)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: log entry %d: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(l.Index, cmd)
+}
+
+// ApplyCommand applies a decoded command at the given index (tests and
+// benchmarks feed entries straight in).
+func (f *FSM) ApplyCommand(index uint64, cmd Command) Result {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.apply(index, cmd)
+}
+
+func (f *FSM) apply(index uint64, cmd Command) Result {
+	if index > f.applied {
+		f.applied = index
+	}
+	if cmd.Now > f.now {
+		f.now = cmd.Now
+	}
+	r := Result{Index: index}
+	switch cmd.Type {
+	case CmdOpenSession:
+		r.Status = f.openSession(cmd.OpenSession)
+	case CmdCloseSession:
+		r.Status = f.removeSession(index, cmd.CloseSession.ID, false)
+	case CmdExpireSession:
+		r.Status = f.removeSession(index, cmd.ExpireSession.ID, true)
+	case CmdAcquire:
+		r = f.acquire(index, cmd.Acquire)
+	case CmdRelease:
+		r.Status = f.release(index, cmd.Release)
+	case CmdCancelWait:
+		r = f.cancelWait(index, cmd.CancelWait)
+	case CmdEndDelay:
+		r.Status = f.endDelay(index, cmd.EndDelay)
+	case CmdSetMember:
+		f.members[cmd.SetMember.ID] = *cmd.SetMember
+	default:
+		r.Status = StatusInvalid
+	}
+	return r
+}
+
+func (f *FSM) openSession(c *OpenSession) Status {
+	if c.ID == "" || c.TTL <= 0 || c.LockDelay < 0 {
+		return StatusInvalid
+	}
+	if _, ok := f.sessions[c.ID]; ok {
+		return StatusSessionExists
+	}
+	f.sessions[c.ID] = &Session{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
+		Created: f.now, Locks: make(map[string]struct{})}
+	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
+	return StatusOK
+}
+
+// removeSession closes (expire=false) or expires a session: its holds are
+// released (with its lock-delay on expiry) and its waits dropped.
+func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
+	s, ok := f.sessions[id]
+	if !ok {
+		return StatusSessionNotFound
+	}
+	delete(f.sessions, id)
+	for _, name := range sortedKeys(s.Locks) {
+		l := f.locks[name]
+		if l == nil {
+			continue
+		}
+		held := false
+		keptH := l.Holders[:0]
+		for _, h := range l.Holders {
+			if h.Session == id {
+				held = true
+				continue
+			}
+			keptH = append(keptH, h)
+		}
+		l.Holders = keptH
+		keptW := l.Waiters[:0]
+		for _, w := range l.Waiters {
+			if w.Session == id {
+				f.emit(Event{Kind: EventWaitEnded, Lock: name, Session: id, Holder: w.Holder})
+				continue
+			}
+			keptW = append(keptW, w)
+		}
+		l.Waiters = keptW
+		if held && expire && s.LockDelay > 0 {
+			until := f.now + s.LockDelay
+			if !l.Delayed || until > l.DelayUntil {
+				l.Delayed, l.DelayUntil = true, until
+				f.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: until})
+			}
+		}
+		f.changed(index, l)
+	}
+	f.emit(Event{Kind: EventSessionRemoved, Session: id})
+	return StatusOK
+}
+
+func compatible(l *Lock, m Mode) bool {
+	return len(l.Holders) == 0 || (l.Mode == Shared && m == Shared)
+}
+
+func (f *FSM) acquire(index uint64, c *Acquire) Result {
+	r := Result{Index: index}
+	if c.Lock == "" || c.Holder == "" || (c.Mode != Exclusive && c.Mode != Shared) {
+		r.Status = StatusInvalid
+		return r
+	}
+	s, ok := f.sessions[c.Session]
+	if !ok {
+		r.Status = StatusSessionNotFound
+		return r
+	}
+	l := f.locks[c.Lock]
+	if l != nil {
+		for _, h := range l.Holders {
+			if h.Session == c.Session && h.Holder == c.Holder {
+				// A retried acquire: the same grant, never a second one.
+				r.Status, r.Token, r.Mode = StatusGranted, h.Token, l.Mode
+				return r
+			}
+		}
+		for _, w := range l.Waiters {
+			if w.Session == c.Session && w.Holder == c.Holder {
+				r.Status = StatusQueued
+				return r
+			}
+		}
+	} else {
+		l = &Lock{Name: c.Lock}
+	}
+	if !l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode) {
+		f.locks[c.Lock] = l
+		s.Locks[c.Lock] = struct{}{}
+		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
+		f.changed(index, l)
+		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
+		return r
+	}
+	if !c.Wait {
+		r.Status = StatusLockBusy
+		return r
+	}
+	f.locks[c.Lock] = l
+	s.Locks[c.Lock] = struct{}{}
+	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value})
+	f.changed(index, l)
+	r.Status = StatusQueued
+	return r
+}
+
+// grant makes h a holder of l in mode m with the entry's index as token.
+func (f *FSM) grant(index uint64, l *Lock, h Holder, m Mode) {
+	h.Token = index
+	l.Mode = m
+	l.Holders = append(l.Holders, h)
+	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m})
+}
+
+// grantWaiters grants l to the head of its queue, in FIFO order, as far as
+// modes allow: one exclusive waiter, or a run of shared ones. Waiters whose
+// session is gone are skipped.
+func (f *FSM) grantWaiters(index uint64, l *Lock) {
+	for len(l.Waiters) > 0 && !l.Delayed {
+		w := l.Waiters[0]
+		if _, ok := f.sessions[w.Session]; !ok {
+			l.Waiters = l.Waiters[1:]
+			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder})
+			continue
+		}
+		if !compatible(l, w.Mode) {
+			return
+		}
+		l.Waiters = l.Waiters[1:]
+		f.grant(index, l, Holder{Session: w.Session, Holder: w.Holder, Value: w.Value}, w.Mode)
+	}
+}
+
+// changed grants what can be granted, records the change and drops the lock
+// if nothing is left of it.
+func (f *FSM) changed(index uint64, l *Lock) {
+	f.grantWaiters(index, l)
+	l.Index = index
+	if len(l.Waiters) == 0 {
+		l.Waiters = nil
+	}
+	if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.Delayed {
+		delete(f.locks, l.Name)
+	}
+	f.emit(Event{Kind: EventLockChanged, Lock: l.Name, Index: index})
+}
+
+// forget drops name from the session's set unless it still holds or waits.
+func (f *FSM) forget(l *Lock, session string) {
+	s := f.sessions[session]
+	if s == nil {
+		return
+	}
+	for _, h := range l.Holders {
+		if h.Session == session {
+			return
+		}
+	}
+	for _, w := range l.Waiters {
+		if w.Session == session {
+			return
+		}
+	}
+	delete(s.Locks, l.Name)
+}
+
+func (f *FSM) release(index uint64, c *LockRef) Status {
+	if _, ok := f.sessions[c.Session]; !ok {
+		return StatusSessionNotFound
+	}
+	l := f.locks[c.Lock]
+	if l == nil {
+		return StatusOK // a repeated release of a free lock
+	}
+	for i, h := range l.Holders {
+		if h.Session == c.Session && h.Holder == c.Holder {
+			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
+			f.forget(l, c.Session)
+			f.changed(index, l)
+			return StatusOK
+		}
+	}
+	if f.dequeue(l, c) {
+		f.changed(index, l)
+		return StatusOK
+	}
+	if len(l.Holders) > 0 {
+		return StatusNotHolder
+	}
+	return StatusOK
+}
+
+// dequeue removes (Session, Holder) from l's queue.
+func (f *FSM) dequeue(l *Lock, c *LockRef) bool {
+	for i, w := range l.Waiters {
+		if w.Session == c.Session && w.Holder == c.Holder {
+			l.Waiters = append(l.Waiters[:i:i], l.Waiters[i+1:]...)
+			f.forget(l, c.Session)
+			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder})
+			return true
+		}
+	}
+	return false
+}
+
+// cancelWait ends a wait. If the waiter was granted meanwhile, the result
+// says so with its token (the caller then holds the lock).
+func (f *FSM) cancelWait(index uint64, c *LockRef) Result {
+	r := Result{Index: index, Status: StatusNotWaiting}
+	l := f.locks[c.Lock]
+	if l == nil {
+		return r
+	}
+	for _, h := range l.Holders {
+		if h.Session == c.Session && h.Holder == c.Holder {
+			r.Status, r.Token, r.Mode = StatusGranted, h.Token, l.Mode
+			return r
+		}
+	}
+	if f.dequeue(l, c) {
+		f.changed(index, l)
+		r.Status = StatusOK
+	}
+	return r
+}
+
+func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
+	l := f.locks[c.Lock]
+	if l == nil || !l.Delayed || l.DelayUntil != c.Until {
+		return StatusOK // already ended, or extended by a later expiry
+	}
+	l.Delayed, l.DelayUntil = false, 0
+	f.changed(index, l)
+	return StatusOK
+}
+
+func sortedKeys(m map[string]struct{}) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// --- reads ---
+
+// AppliedIndex is the index of the last entry applied.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+func copyLock(l *Lock) Lock {
+	c := *l
+	c.Holders = append([]Holder(nil), l.Holders...)
+	c.Waiters = append([]Waiter(nil), l.Waiters...)
+	return c
+}
+
+func copySession(s *Session) Session {
+	c := *s
+	c.Locks = make(map[string]struct{}, len(s.Locks))
+	for k := range s.Locks {
+		c.Locks[k] = struct{}{}
+	}
+	return c
+}
+
+// Session returns a copy of session id.
+func (f *FSM) Session(id string) (Session, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	return copySession(s), true
+}
+
+// Sessions returns copies of every session, sorted by id.
+func (f *FSM) Sessions() []Session {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Session, 0, len(f.sessions))
+	for _, s := range f.sessions {
+		out = append(out, copySession(s))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Lock returns a copy of the named lock; a free lock is not found.
+func (f *FSM) Lock(name string) (Lock, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.locks[name]
+	if !ok {
+		return Lock{}, false
+	}
+	return copyLock(l), true
+}
+
+// Locks returns copies of the locks whose names start with prefix, sorted.
+func (f *FSM) Locks(prefix string) []Lock {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := []Lock{}
+	for name, l := range f.locks {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, copyLock(l))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Members returns the recorded member addresses, sorted by id.
+func (f *FSM) Members() []Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Member, 0, len(f.members))
+	for _, m := range f.members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// --- snapshots ---
+
+// snapshotVersion is the first byte of a persisted snapshot.
+const snapshotVersion byte = 1
+
+// state is the serialised form of the whole state machine. Slices are sorted
+// so that equal states serialise to equal bytes.
+type state struct {
+	Sessions []Session `json:"sessions"`
+	Locks    []Lock    `json:"locks"`
+	Members  []Member  `json:"members"`
+	Now      int64     `json:"now"`
+	Applied  uint64    `json:"applied"`
+}
+
+// Dump returns the canonical serialisation of the state (what snapshots
+// persist): equal states give equal bytes.
+func (f *FSM) Dump() []byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.dumpLocked()
+}
+
+func (f *FSM) dumpLocked() []byte {
+	st := state{Now: f.now, Applied: f.applied, Members: []Member{}, Locks: []Lock{}, Sessions: []Session{}}
+	for _, s := range f.sessions {
+		st.Sessions = append(st.Sessions, *s)
+	}
+	sort.Slice(st.Sessions, func(i, j int) bool { return st.Sessions[i].ID < st.Sessions[j].ID })
+	for _, l := range f.locks {
+		st.Locks = append(st.Locks, *l)
+	}
+	sort.Slice(st.Locks, func(i, j int) bool { return st.Locks[i].Name < st.Locks[j].Name })
+	for _, m := range f.members {
+		st.Members = append(st.Members, m)
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	b, err := json.Marshal(st)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: marshal state: %v", err)) // plain structs: cannot fail
+	}
+	return append([]byte{snapshotVersion}, b...)
+}
+
+// Snapshot serialises the state in memory; Persist only writes the bytes,
+// so Apply may run concurrently with Persist.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	return &snapshot{data: f.Dump()}, nil
+}
+
+// Restore replaces the whole state with a snapshot's (never merges).
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("fsm: read snapshot: %w", err)
+	}
+	return f.Load(data)
+}
+
+// Load replaces the state with a Dump's.
+func (f *FSM) Load(data []byte) error {
+	if len(data) < 1 || data[0] != snapshotVersion {
+		return fmt.Errorf("fsm: snapshot: unknown format version")
+	}
+	var st state
+	if err := json.Unmarshal(data[1:], &st); err != nil {
+		return fmt.Errorf("fsm: decode snapshot: %w", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reset()
+	f.now, f.applied = st.Now, st.Applied
+	for i := range st.Sessions {
+		s := st.Sessions[i]
+		s.Locks = make(map[string]struct{})
+		f.sessions[s.ID] = &s
+	}
+	for i := range st.Locks {
+		l := st.Locks[i]
+		f.locks[l.Name] = &l
+		for _, h := range l.Holders {
+			if s := f.sessions[h.Session]; s != nil {
+				s.Locks[l.Name] = struct{}{}
+			}
+		}
+		for _, w := range l.Waiters {
+			if s := f.sessions[w.Session]; s != nil {
+				s.Locks[l.Name] = struct{}{}
+			}
+		}
+	}
+	for _, m := range st.Members {
+		f.members[m.ID] = m
+	}
+	f.emit(Event{Kind: EventRestored})
+	return nil
+}
+
+type snapshot struct{ data []byte }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("fsm: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}

@@ -1,0 +1,413 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+var (
+	_ session.Backend   = (*Node)(nil)
+	_ transport.Service = (*Node)(nil)
+)
+
+// verifyRead confirms with a quorum that this node still leads, so that a
+// read answered now is linearizable. A paused leader that woke up believing
+// it leads fails here.
+func (n *Node) verifyRead(ctx context.Context) error {
+	if !n.ready.Load() {
+		return n.noLeader()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return session.Errorf(session.CodeNoLeader, "leadership not confirmed: %v", err)
+	}
+	return nil
+}
+
+func newSessionID() (string, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", session.Errorf(session.CodeInternal, "session id: %v", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// OpenSession creates a session; the id is 128 random bits drawn by the
+// leader. Zero TTL and lock-delay take the defaults.
+func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+	if req.TTL == 0 {
+		req.TTL = session.DefaultTTL
+	}
+	if req.LockDelay == 0 {
+		req.LockDelay = session.DefaultLockDelay
+	}
+	if err := checkDuration("ttl", req.TTL, session.MinTTL, session.MaxTTL); err != nil {
+		return session.Info{}, err
+	}
+	if err := checkDuration("lock_delay", req.LockDelay, 0, session.MaxLockDelay); err != nil {
+		return session.Info{}, err
+	}
+	if err := checkText("session name", req.Name, 0, session.MaxSessionNameBytes); err != nil {
+		return session.Info{}, err
+	}
+	id, err := newSessionID()
+	if err != nil {
+		return session.Info{}, err
+	}
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdOpenSession, OpenSession: &fsm.OpenSession{
+		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay)}})
+	if err != nil {
+		return session.Info{}, err
+	}
+	if err := mapStatus(res, "open session"); err != nil {
+		return session.Info{}, err
+	}
+	return session.Info{ID: id, Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}, nil
+}
+
+// KeepAlive extends the session's lease to now+ttl on the leader, without a
+// Raft write, after confirming leadership. The caller should count its lease
+// from when it sent the request.
+func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+	if err := checkText("session", id, 1, 64); err != nil {
+		return 0, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return 0, err
+	}
+	ttl, ok := n.leases.KeepAlive(id)
+	if !ok {
+		return 0, session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+	}
+	return ttl, nil
+}
+
+// CloseSession ends a session and releases its locks at once, without
+// lock-delay.
+func (n *Node) CloseSession(ctx context.Context, id string) error {
+	if err := checkText("session", id, 1, 64); err != nil {
+		return err
+	}
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCloseSession, CloseSession: &fsm.SessionRef{ID: id}})
+	if err != nil {
+		return err
+	}
+	return mapStatus(res, "close session "+id)
+}
+
+// SessionInfo describes a session and the locks it holds.
+func (n *Node) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+	if err := checkText("session", id, 1, 64); err != nil {
+		return session.Info{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return session.Info{}, err
+	}
+	s, ok := n.fsm.Session(id)
+	if !ok {
+		return session.Info{}, session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+	}
+	info := session.Info{ID: s.ID, Name: s.Name, TTL: time.Duration(s.TTL), LockDelay: time.Duration(s.LockDelay), Locks: []string{}}
+	for name := range s.Locks {
+		if l, ok := n.fsm.Lock(name); ok {
+			for _, h := range l.Holders {
+				if h.Session == id {
+					info.Locks = append(info.Locks, name)
+					break
+				}
+			}
+		}
+	}
+	sort.Strings(info.Locks)
+	return info, nil
+}
+
+func (n *Node) grant(name string, token uint64, mode fsm.Mode) session.Grant {
+	m := toSeqMode(mode)
+	return session.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
+		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: sequencer.Token(token)},
+		Term:      n.raft.CurrentTerm()}
+}
+
+// Acquire takes a lock, trying once (Wait 0) or waiting in the lock's FIFO
+// queue up to Wait. The holder id makes it idempotent: a retry returns the
+// same grant. A wait that times out is dequeued (wait_timeout); one whose
+// ctx ends is dequeued too, and a grant that raced the cancellation is
+// released.
+func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+	if err := checkLockRef(req.Name, req.Session, req.Holder); err != nil {
+		return session.Grant{}, err
+	}
+	if req.Mode == 0 {
+		req.Mode = sequencer.Exclusive
+	}
+	if err := checkMode(req.Mode); err != nil {
+		return session.Grant{}, err
+	}
+	if err := checkDuration("wait", req.Wait, 0, session.MaxWait); err != nil {
+		return session.Grant{}, err
+	}
+	if err := checkValue(req.Value); err != nil {
+		return session.Grant{}, err
+	}
+	key := waitKey{req.Name, req.Session, req.Holder}
+	var ch chan waitResult
+	if req.Wait > 0 {
+		ch = n.addWait(key)
+		defer n.removeWait(key, ch)
+	}
+	done := n.leadershipDone()
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
+		Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: fsm.Mode(req.Mode),
+		Wait: req.Wait > 0, Value: req.Value}})
+	if err != nil {
+		return session.Grant{}, err
+	}
+	switch res.Status {
+	case fsm.StatusGranted:
+		return n.grant(req.Name, res.Token, res.Mode), nil
+	case fsm.StatusQueued:
+	default:
+		return session.Grant{}, mapStatus(res, "acquire "+req.Name)
+	}
+
+	timer := time.NewTimer(req.Wait)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.token > 0 {
+			return n.grant(req.Name, r.token, r.mode), nil
+		}
+		return session.Grant{}, session.Errorf(session.CodeSessionNotFound,
+			"acquire %s: the wait ended: session closed or expired", req.Name)
+	case <-done:
+		return session.Grant{}, n.noLeader()
+	case <-timer.C:
+		g, err := n.cancelWait(key, ch)
+		if err == nil {
+			return g, nil
+		}
+		if session.CodeOf(err) == session.CodeNotFound {
+			return session.Grant{}, session.Errorf(session.CodeWaitTimeout, "acquire %s: not granted within %v; no longer queued", req.Name, req.Wait)
+		}
+		return session.Grant{}, err
+	case <-ctx.Done():
+		cctx, cancel := context.WithTimeout(context.Background(), DefaultApplyTimeout)
+		defer cancel()
+		g, err := n.cancelWait(key, ch)
+		if err == nil {
+			// Granted just before the cancellation: give it back.
+			_ = n.Release(cctx, session.ReleaseRequest{Name: req.Name, Session: req.Session, Holder: req.Holder})
+			_ = g
+		}
+		return session.Grant{}, ctx.Err()
+	}
+}
+
+// cancelWait dequeues a waiter. It returns the grant if the waiter was
+// granted first, and an error with CodeNotFound once it is dequeued.
+func (n *Node) cancelWait(k waitKey, ch chan waitResult) (session.Grant, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultApplyTimeout)
+	defer cancel()
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCancelWait, CancelWait: &fsm.LockRef{
+		Lock: k.lock, Session: k.session, Holder: k.holder}})
+	if err != nil {
+		return session.Grant{}, err
+	}
+	if res.Status == fsm.StatusGranted {
+		return n.grant(k.lock, res.Token, res.Mode), nil
+	}
+	select {
+	case r := <-ch:
+		if r.token > 0 {
+			return n.grant(k.lock, r.token, r.mode), nil
+		}
+	default:
+	}
+	return session.Grant{}, &session.Error{Code: session.CodeNotFound, Message: "dequeued"}
+}
+
+// Release gives a lock up. Releasing a lock held by someone else is
+// refused (not_holder); releasing a free lock is a no-op.
+func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
+	if err := checkLockRef(req.Name, req.Session, req.Holder); err != nil {
+		return err
+	}
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{
+		Lock: req.Name, Session: req.Session, Holder: req.Holder}})
+	if err != nil {
+		return err
+	}
+	return mapStatus(res, "release "+req.Name)
+}
+
+func lockState(l fsm.Lock) session.LockState {
+	st := session.LockState{Name: l.Name, Mode: toSeqMode(l.Mode), Holders: []session.Holder{},
+		Waiters: len(l.Waiters), Index: l.Index}
+	if len(l.Holders) == 0 {
+		st.Mode = 0
+	}
+	for _, h := range l.Holders {
+		st.Holders = append(st.Holders, session.Holder{Session: h.Session, Holder: h.Holder,
+			Token: sequencer.Token(h.Token), Value: h.Value})
+	}
+	if l.Delayed {
+		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
+	}
+	return st
+}
+
+// Lock returns the state of one lock (a free lock has no holders).
+func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error) {
+	if err := ValidateLockName(name); err != nil {
+		return session.LockState{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return session.LockState{}, err
+	}
+	l, ok := n.fsm.Lock(name)
+	if !ok {
+		return session.LockState{Name: name, Holders: []session.Holder{}}, nil
+	}
+	return lockState(l), nil
+}
+
+// Locks lists the locks (held, waited for or delayed) whose names start
+// with prefix.
+func (n *Node) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+	if err := checkText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+		return nil, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return nil, err
+	}
+	ls := n.fsm.Locks(prefix)
+	out := make([]session.LockState, 0, len(ls))
+	for _, l := range ls {
+		out = append(out, lockState(l))
+	}
+	return out, nil
+}
+
+// CheckSequencer tells whether a sequencer is still current: the lock is
+// held in that mode by a grant with exactly that token. CurrentToken is the
+// highest token among the lock's holders (0 when free).
+func (n *Node) CheckSequencer(ctx context.Context, text string) (session.SequencerCheck, error) {
+	seq, err := sequencer.Parse(text)
+	if err != nil {
+		return session.SequencerCheck{}, invalid("%v", err)
+	}
+	if err := ValidateLockName(seq.Name); err != nil {
+		return session.SequencerCheck{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return session.SequencerCheck{}, err
+	}
+	var out session.SequencerCheck
+	l, ok := n.fsm.Lock(seq.Name)
+	if !ok {
+		return out, nil
+	}
+	for _, h := range l.Holders {
+		if sequencer.Token(h.Token) > out.CurrentToken {
+			out.CurrentToken = sequencer.Token(h.Token)
+		}
+		if sequencer.Token(h.Token) == seq.Token && toSeqMode(l.Mode) == seq.Mode {
+			out.Valid = true
+		}
+	}
+	return out, nil
+}
+
+// Leader reports the local view of leadership.
+func (n *Node) Leader() transport.LeaderInfo {
+	_, id := n.raft.LeaderWithID()
+	li := transport.LeaderInfo{ID: string(id), Self: n.raft.State() == raft.Leader, Term: n.raft.CurrentTerm()}
+	if li.Self {
+		li.ID = n.cfg.ID
+		li.HTTPAddr = n.cfg.HTTPAddr
+		return li
+	}
+	for _, m := range n.fsm.Members() {
+		if m.ID == li.ID {
+			li.HTTPAddr = m.HTTPAddr
+		}
+	}
+	return li
+}
+
+// Cluster describes the cluster (leader only, linearizable).
+func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
+	if err := n.verifyRead(ctx); err != nil {
+		return transport.ClusterInfo{}, err
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return transport.ClusterInfo{}, mapRaftError(err)
+	}
+	https := make(map[string]string)
+	for _, m := range n.fsm.Members() {
+		https[m.ID] = m.HTTPAddr
+	}
+	info := transport.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(),
+		Members: []transport.Member{}}
+	for _, s := range cf.Configuration().Servers {
+		info.Members = append(info.Members, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address),
+			HTTPAddr: https[string(s.ID)], Voter: s.Suffrage == raft.Voter})
+	}
+	return info, nil
+}
+
+// RegisterMember records a member's HTTP address in the replicated table.
+func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
+	if err := checkText("member id", m.ID, 1, 128); err != nil {
+		return err
+	}
+	if err := checkText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+		return err
+	}
+	if err := checkText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+		return err
+	}
+	for _, cur := range n.fsm.Members() {
+		if cur.ID == m.ID && cur.HTTPAddr == m.HTTPAddr && cur.RaftAddr == m.RaftAddr {
+			return nil
+		}
+	}
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &fsm.Member{
+		ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}})
+	return err
+}
+
+// WaitLeader blocks until some node of the cluster is known to lead (ready
+// when it is this node) or ctx ends.
+func (n *Node) WaitLeader(ctx context.Context) (string, error) {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if n.ready.Load() {
+			return n.cfg.ID, nil
+		}
+		if _, id := n.raft.LeaderWithID(); id != "" && string(id) != n.cfg.ID {
+			return string(id), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", errors.Join(ctx.Err(), n.noLeader())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,393 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// waitKey names one waiting acquire.
+type waitKey struct{ lock, session, holder string }
+
+// waitResult answers a waiting acquire: a grant (token > 0) or the end of
+// the wait without one.
+type waitResult struct {
+	token uint64
+	mode  fsm.Mode
+}
+
+type delayKey struct {
+	lock  string
+	until int64
+}
+
+// onEvent runs inside Apply with the FSM locked: it must not block or read
+// the FSM.
+func (n *Node) onEvent(e fsm.Event) {
+	switch e.Kind {
+	case fsm.EventGranted:
+		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
+	case fsm.EventWaitEnded:
+		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{})
+	case fsm.EventSessionOpened:
+		n.leases.Add(e.Session, time.Duration(e.TTL))
+	case fsm.EventSessionRemoved:
+		n.leases.Remove(e.Session)
+	case fsm.EventDelayStarted:
+		if n.leading.Load() {
+			n.armDelay(e.Lock, e.DelayUntil)
+		}
+	case fsm.EventLockChanged, fsm.EventRestored:
+		n.mu.Lock()
+		close(n.changed)
+		n.changed = make(chan struct{})
+		n.mu.Unlock()
+	}
+}
+
+func (n *Node) notifyWait(k waitKey, r waitResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ch := range n.waits[k] {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+}
+
+// addWait registers a waiter before its acquire is proposed, so that no
+// grant can slip by unseen.
+func (n *Node) addWait(k waitKey) chan waitResult {
+	ch := make(chan waitResult, 1)
+	n.mu.Lock()
+	n.waits[k] = append(n.waits[k], ch)
+	n.mu.Unlock()
+	return ch
+}
+
+func (n *Node) removeWait(k waitKey, ch chan waitResult) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	chans := n.waits[k]
+	for i, c := range chans {
+		if c == ch {
+			chans = append(chans[:i:i], chans[i+1:]...)
+			break
+		}
+	}
+	if len(chans) == 0 {
+		delete(n.waits, k)
+	} else {
+		n.waits[k] = chans
+	}
+}
+
+// leadershipDone returns a channel closed when the current leadership ends.
+func (n *Node) leadershipDone() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.leaderCh
+}
+
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.raft.LeaderCh():
+			if isLeader {
+				n.startLeadership()
+			} else {
+				n.endLeadership()
+			}
+		}
+	}
+}
+
+func (n *Node) startLeadership() {
+	n.mu.Lock()
+	if n.leading.Load() {
+		n.mu.Unlock()
+		return
+	}
+	n.leading.Store(true)
+	n.leaderCh = make(chan struct{})
+	done := n.leaderCh
+	n.mu.Unlock()
+	n.wg.Add(1)
+	go n.lead(done)
+}
+
+func (n *Node) endLeadership() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.leading.Load() {
+		return
+	}
+	n.leading.Store(false)
+	n.ready.Store(false)
+	close(n.leaderCh)
+	for k, t := range n.delays {
+		t.Stop()
+		delete(n.delays, k)
+	}
+	n.log.Info("lost leadership")
+}
+
+// lead is the leader's loop: catch up with a Barrier, restart every session
+// deadline with the failover grace, arm lock-delay timers, then expire
+// sessions whose deadline passed.
+func (n *Node) lead(done <-chan struct{}) {
+	defer n.wg.Done()
+	for {
+		err := n.raft.Barrier(n.cfg.ElectionTimeout * 5).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier failed", "error", err)
+		select {
+		case <-done:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	ttls := make(map[string]time.Duration)
+	for _, s := range n.fsm.Sessions() {
+		ttls[s.ID] = time.Duration(s.TTL)
+	}
+	n.leases.Reset(ttls, n.cfg.FailoverGrace)
+	for _, l := range n.fsm.Locks("") {
+		if l.Delayed {
+			n.armDelay(l.Name, l.DelayUntil)
+		}
+	}
+	select {
+	case <-done:
+		return
+	default:
+	}
+	n.ready.Store(true)
+	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
+	n.registerSelf()
+
+	tick := time.NewTicker(n.cfg.ExpiryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			n.expireDue()
+		}
+	}
+}
+
+// expireDue proposes the expiry of sessions whose deadline passed, at most
+// MaxExpiriesPerTick at a time, after confirming leadership with a quorum:
+// a leader that was paused must not expire sessions that a newer leader
+// keeps alive.
+func (n *Node) expireDue() {
+	ids := n.leases.Expired(n.cfg.MaxExpiriesPerTick)
+	if len(ids) == 0 {
+		return
+	}
+	unmark := func(ids []string) {
+		for _, id := range ids {
+			n.leases.Unmark(id)
+		}
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		unmark(ids)
+		return
+	}
+	futures := make([]raft.ApplyFuture, len(ids))
+	for i, id := range ids {
+		data, err := (&fsm.Command{Type: fsm.CmdExpireSession, Now: n.cfg.Now().UnixNano(),
+			ExpireSession: &fsm.SessionRef{ID: id}}).Encode()
+		if err != nil {
+			n.log.Error("encode expiry", "error", err)
+			continue
+		}
+		futures[i] = n.raft.Apply(data, DefaultApplyTimeout)
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		if err := f.Error(); err != nil {
+			n.leases.Unmark(ids[i])
+			continue
+		}
+		n.log.Info("session expired", "session", ids[i])
+	}
+}
+
+// armDelay schedules the end of a lock-delay. The deadline is a wall-clock
+// value from the log; the local timer runs on the monotonic clock and never
+// waits longer than MaxLockDelay, whatever the clocks say.
+func (n *Node) armDelay(lock string, until int64) {
+	d := time.Duration(until - n.cfg.Now().UnixNano())
+	if d < 0 {
+		d = 0
+	}
+	if d > session.MaxLockDelay {
+		d = session.MaxLockDelay
+	}
+	k := delayKey{lock, until}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.delays[k]; ok || !n.leading.Load() {
+		return
+	}
+	n.delays[k] = time.AfterFunc(d, func() {
+		n.mu.Lock()
+		delete(n.delays, k)
+		n.mu.Unlock()
+		cmd := &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: lock, Until: until}}
+		if _, err := n.propose(context.Background(), cmd); err != nil {
+			n.log.Warn("end lock-delay", "lock", lock, "error", err)
+		}
+	})
+}
+
+// propose stamps the leader's time into cmd, replicates it and returns the
+// state machine's result. Errors are *session.Error: no_leader when the
+// entry surely was not appended, unknown_outcome when it may have been.
+func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
+	if !n.ready.Load() {
+		return fsm.Result{}, n.noLeader()
+	}
+	if err := ctx.Err(); err != nil {
+		return fsm.Result{}, err
+	}
+	cmd.Now = n.cfg.Now().UnixNano()
+	data, err := cmd.Encode()
+	if err != nil {
+		return fsm.Result{}, session.Errorf(session.CodeInternal, "%v", err)
+	}
+	f := n.raft.Apply(data, DefaultApplyTimeout)
+	if err := f.Error(); err != nil {
+		return fsm.Result{}, mapRaftError(err)
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, session.Errorf(session.CodeInternal, "unexpected apply response %T", f.Response())
+	}
+	return res, nil
+}
+
+func (n *Node) noLeader() error {
+	select {
+	case <-n.stop:
+		return session.Errorf(session.CodeNoLeader, "node %s: %v", n.cfg.ID, errShutdown)
+	default:
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return session.Errorf(session.CodeNoLeader, "node %s: no leader known", n.cfg.ID)
+	}
+	return session.Errorf(session.CodeNoLeader, "node %s is not the leader (leader: %s)", n.cfg.ID, id)
+}
+
+// mapRaftError maps Raft's errors onto API errors, once, here.
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return session.Errorf(session.CodeNoLeader, "%v", err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout):
+		return &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf("%v: retry the same request", err)}
+	default:
+		return session.Errorf(session.CodeInternal, "raft: %v", err)
+	}
+}
+
+// mapStatus maps the state machine's business outcomes onto API errors.
+func mapStatus(r fsm.Result, what string) error {
+	switch r.Status {
+	case fsm.StatusOK, fsm.StatusGranted, fsm.StatusQueued:
+		return nil
+	case fsm.StatusSessionNotFound:
+		return session.Errorf(session.CodeSessionNotFound, "%s: session not found (unknown, closed or expired)", what)
+	case fsm.StatusLockBusy:
+		return session.Errorf(session.CodeLockBusy, "%s: lock is held or in its lock-delay", what)
+	case fsm.StatusNotHolder:
+		return session.Errorf(session.CodeNotHolder, "%s: this session/holder does not hold the lock", what)
+	case fsm.StatusInvalid:
+		return session.Errorf(session.CodeInvalidArgument, "%s: invalid command", what)
+	default:
+		return session.Errorf(session.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
+	}
+}
+
+func toSeqMode(m fsm.Mode) sequencer.Mode { return sequencer.Mode(m) }
+
+// registerSelf records this node's HTTP address in the replicated member
+// table (leader only).
+func (n *Node) registerSelf() {
+	if n.cfg.HTTPAddr == "" {
+		return
+	}
+	m := transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr}
+	if err := n.RegisterMember(context.Background(), m); err != nil {
+		n.log.Warn("register self", "error", err)
+	}
+}
+
+// registerLoop makes sure the member table holds this node's HTTP address:
+// a follower asks the leader to record it over the HTTP API.
+func (n *Node) registerLoop() {
+	defer n.wg.Done()
+	if n.cfg.HTTPAddr == "" {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		registered := false
+		for _, m := range n.fsm.Members() {
+			if m.ID == n.cfg.ID && m.HTTPAddr == n.cfg.HTTPAddr && m.RaftAddr == n.RaftAddr() {
+				registered = true
+			}
+		}
+		if registered || n.ready.Load() {
+			if !registered {
+				n.registerSelf()
+			}
+			continue
+		}
+		li := n.Leader()
+		if li.HTTPAddr == "" || li.Self {
+			continue
+		}
+		body, _ := json.Marshal(transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+li.HTTPAddr+"/v1/internal/members", bytes.NewReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+			var resp *http.Response
+			if resp, err = http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		cancel()
+	}
+}

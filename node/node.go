@@ -1,0 +1,290 @@
+// Package node is one raftlock replica: it wires hashicorp/raft (log and
+// stable store in bbolt, file snapshots), the lock state machine, the
+// leader's lease table and timers, and leader-only reads. Its methods are the
+// in-process API that the HTTP server and embedding applications use; they
+// implement session.Backend and transport.Service.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Peer is one member of the initial cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// Defaults of Config.
+const (
+	DefaultFailoverGrace      = 5 * time.Second
+	DefaultExpiryInterval     = 50 * time.Millisecond
+	DefaultMaxExpiriesPerTick = 256
+	DefaultApplyTimeout       = 10 * time.Second
+)
+
+// Config configures a Node. ID, DataDir and RaftBind (or Transport) are
+// required.
+type Config struct {
+	// ID names the node in the cluster (e.g. "n1").
+	ID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftBind is the host:port the Raft transport listens on; outgoing Raft
+	// connections originate from its IP.
+	RaftBind string
+	// RaftAdvertise is the address peers dial (default: the listener's).
+	RaftAdvertise string
+	// HTTPAddr is this node's advertised HTTP API address, recorded in the
+	// replicated member table so that followers can forward to the leader.
+	HTTPAddr string
+	// Peers is the bootstrap configuration, used only when DataDir holds no
+	// Raft state. Every node of a new cluster is given the same list.
+	Peers []Peer
+	// Logger receives the node's and Raft's logs.
+	Logger hclog.Logger
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// FailoverGrace is added to every session's deadline when a new leader
+	// takes over, so that live clients have time to find it.
+	FailoverGrace time.Duration
+	// ExpiryInterval is the period of the leader's expiry ticker.
+	ExpiryInterval time.Duration
+	// MaxExpiriesPerTick rate-limits expiry proposals.
+	MaxExpiriesPerTick int
+	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
+	// (defaults 1s, 1s, 500ms).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// SnapshotThreshold is how many entries trigger a snapshot (default 8192).
+	SnapshotThreshold uint64
+	// Transport overrides the TCP Raft transport (in-memory unit tests).
+	Transport raft.Transport
+}
+
+func (c *Config) fill() error {
+	if c.ID == "" {
+		return fmt.Errorf("node: config: empty ID")
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("node: config: empty DataDir")
+	}
+	if c.RaftBind == "" && c.Transport == nil {
+		return fmt.Errorf("node: config: empty RaftBind")
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.FailoverGrace == 0 {
+		c.FailoverGrace = DefaultFailoverGrace
+	}
+	if c.ExpiryInterval == 0 {
+		c.ExpiryInterval = DefaultExpiryInterval
+	}
+	if c.MaxExpiriesPerTick == 0 {
+		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = time.Second
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = time.Second
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = 500 * time.Millisecond
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	return nil
+}
+
+// Node is one replica of the lock service.
+type Node struct {
+	cfg    Config
+	log    hclog.Logger
+	raft   *raft.Raft
+	fsm    *fsm.FSM
+	store  *raftboltdb.BoltStore
+	trans  raft.Transport
+	leases *session.LeaseTable
+
+	// ready is true while this node leads and has caught up (Barrier).
+	ready atomic.Bool
+	// leading is true from the moment Raft reports leadership.
+	leading atomic.Bool
+
+	mu       sync.Mutex
+	waits    map[waitKey][]chan waitResult
+	delays   map[delayKey]*time.Timer
+	leaderCh chan struct{} // closed when the current leadership ends
+	changed  chan struct{} // closed and replaced on every lock change
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// New opens (or creates) the node's data directory, starts Raft and, on an
+// empty data directory, bootstraps the cluster from cfg.Peers.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	n := &Node{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("node"),
+		leases:   session.NewLeaseTable(cfg.Now),
+		waits:    make(map[waitKey][]chan waitResult),
+		delays:   make(map[delayKey]*time.Timer),
+		leaderCh: make(chan struct{}),
+		changed:  make(chan struct{}),
+		stop:     make(chan struct{}),
+	}
+	close(n.leaderCh)
+	n.fsm = fsm.New(n.onEvent)
+
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db")})
+	if err != nil {
+		return nil, fmt.Errorf("node: open raft.db: %w", err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, fmt.Errorf("node: snapshot store: %w", err)
+	}
+	trans := cfg.Transport
+	if trans == nil {
+		t, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
+			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger,
+		})
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("node: %w", err)
+		}
+		trans = t
+	}
+	n.trans = trans
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = cfg.Logger.Named("raft")
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.MaxAppendEntries = 256
+
+	hasState, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("node: inspect raft state: %w", err)
+	}
+	if !hasState {
+		if len(cfg.Peers) == 0 {
+			n.closeStores()
+			return nil, fmt.Errorf("node: empty data dir %s and no peers to bootstrap from", cfg.DataDir)
+		}
+		var conf raft.Configuration
+		self := false
+		for _, p := range cfg.Peers {
+			conf.Servers = append(conf.Servers, raft.Server{
+				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+			self = self || p.ID == cfg.ID
+		}
+		if !self {
+			n.closeStores()
+			return nil, fmt.Errorf("node: peers %v do not include this node's id %q", cfg.Peers, cfg.ID)
+		}
+		if err := raft.BootstrapCluster(rc, store, store, snaps, trans, conf); err != nil {
+			n.closeStores()
+			return nil, fmt.Errorf("node: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("node: start raft: %w", err)
+	}
+	n.raft = r
+	n.wg.Add(2)
+	go n.watchLeadership()
+	go n.registerLoop()
+	return n, nil
+}
+
+func (n *Node) closeStores() {
+	if c, ok := n.trans.(interface{ Close() error }); ok && n.cfg.Transport == nil {
+		c.Close()
+	}
+	n.store.Close()
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address peers reach this node's Raft transport at.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// FSM exposes the local state machine (read-only use: tests, diagnostics).
+// Its contents may lag the leader's; API reads go through the leader.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft exposes the underlying Raft instance (tests, diagnostics).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node leads and has caught up.
+func (n *Node) IsLeader() bool { return n.ready.Load() }
+
+// Shutdown stops the node: Raft, its timers and stores. Waiting requests
+// are answered no_leader. It is safe to call more than once.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var err error
+	n.closeOnce.Do(func() {
+		close(n.stop)
+		n.endLeadership()
+		done := make(chan error, 1)
+		go func() { done <- n.raft.Shutdown().Error() }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+		n.wg.Wait()
+		if c, ok := n.trans.(interface{ Close() error }); ok {
+			c.Close()
+		}
+		if cerr := n.store.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+		if err != nil {
+			err = fmt.Errorf("node %s: shutdown: %w", n.cfg.ID, err)
+		}
+	})
+	return err
+}
+
+var errShutdown = errors.New("node is shut down")

@@ -1,0 +1,208 @@
+package node
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+)
+
+// Killing the leader: a new leader serves, held locks keep their tokens,
+// live sessions survive, and the next grant gets a larger token.
+func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	s := mustOpen(t, c, session.OpenRequest{Name: "holder", TTL: 2 * time.Second})
+	stopKA := c.keepAlive(s.ID, 300*time.Millisecond)
+	g := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
+
+	_, li := c.leader()
+	killed := time.Now()
+	c.stop(li)
+	n, _ := c.leader()
+	t.Logf("new leader n%s after %v", n.ID(), time.Since(killed))
+
+	// The lock is still held with the same token.
+	var st session.LockState
+	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "jobs/a"); return }); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Session != s.ID {
+		t.Fatalf("after failover lock = %+v, want held by %s with token %d", st, s.ID, g.Token)
+	}
+	// A retried acquire returns the same grant.
+	if g2 := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"}); g2.Token != g.Token {
+		t.Fatalf("retried acquire token %d, want %d", g2.Token, g.Token)
+	}
+	// The session outlives TTL + failover grace with keepalives flowing.
+	deadline := time.Now().Add(2*time.Second + DefaultFailoverGrace + time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond) // observe over time; no event to await
+	}
+	if err := stopKA(); err != nil {
+		t.Fatalf("live session expired by the failover: %v", err)
+	}
+	if err := c.do(func(n *Node) error { _, err := n.SessionInfo(ctxT(t), s.ID); return err }); err != nil {
+		t.Fatalf("session after failover: %v", err)
+	}
+	// The next grant of the lock gets a larger token.
+	if err := c.do(func(n *Node) error {
+		return n.Release(ctxT(t), session.ReleaseRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	g3 := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h2"})
+	if g3.Token <= g.Token {
+		t.Fatalf("token after failover %d, want > %d", g3.Token, g.Token)
+	}
+	if g3.Term <= g.Term {
+		t.Fatalf("term of new leader's grant %d, want > %d", g3.Term, g.Term)
+	}
+}
+
+// A session without keepalives expires after its TTL, not before; its lock
+// is free only after the lock-delay, with a larger token.
+func TestExpiryThenLockDelay(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	const ttl, delay = 1 * time.Second, 1500 * time.Millisecond
+	opened := time.Now()
+	dead := mustOpen(t, c, session.OpenRequest{TTL: ttl, LockDelay: delay})
+	g := mustAcquire(t, c, session.AcquireRequest{Name: "svc/leader", Session: dead.ID, Holder: "h"})
+	other := mustOpen(t, c, session.OpenRequest{TTL: 10 * time.Second})
+	stopKA := c.keepAlive(other.ID, 500*time.Millisecond)
+	defer stopKA()
+
+	eventually(t, 10*time.Second, "expiry", func() error {
+		err := c.do(func(n *Node) error { _, err := n.SessionInfo(ctxT(t), dead.ID); return err })
+		if errors.Is(err, session.ErrSessionNotFound) {
+			return nil
+		}
+		return errors.New("session still alive")
+	})
+	if el := time.Since(opened); el < ttl {
+		t.Fatalf("session expired after %v, before its ttl %v", el, ttl)
+	}
+	var got session.Grant
+	eventually(t, 10*time.Second, "acquire after lock-delay", func() error {
+		return c.do(func(n *Node) (err error) {
+			got, err = n.Acquire(ctxT(t), session.AcquireRequest{Name: "svc/leader", Session: other.ID, Holder: "h2"})
+			return err
+		})
+	})
+	if el := time.Since(opened); el < ttl+delay {
+		t.Fatalf("lock acquirable %v after open, before ttl+lock-delay %v", el, ttl+delay)
+	}
+	if got.Token <= g.Token {
+		t.Fatalf("token %d after expiry, want > %d", got.Token, g.Token)
+	}
+}
+
+// A waiter is granted in the entry that releases the lock, in FIFO order,
+// and a wait times out as wait_timeout and leaves the queue.
+func TestWaitFIFOAndTimeout(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	s, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1, err := n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		g   session.Grant
+		err error
+	}
+	results := make(chan res, 2)
+	for _, h := range []string{"b", "c"} {
+		h := h
+		go func() {
+			g, err := n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: h, Wait: 20 * time.Second})
+			results <- res{g, err}
+		}()
+		eventually(t, 5*time.Second, "queued "+h, func() error {
+			st, err := n.Lock(ctx, "q")
+			if err != nil || st.Waiters == 0 || (h == "c" && st.Waiters < 2) {
+				return errors.New("not queued yet")
+			}
+			return nil
+		})
+	}
+	if err := n.Release(ctx, session.ReleaseRequest{Name: "q", Session: s.ID, Holder: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-results
+	if r.err != nil || r.g.Token <= g1.Token {
+		t.Fatalf("first waiter: %+v %v", r.g, r.err)
+	}
+	st, _ := n.Lock(ctx, "q")
+	if len(st.Holders) != 1 || st.Holders[0].Holder != "b" || st.Holders[0].Token != r.g.Token {
+		t.Fatalf("holder after handoff %+v, want b (FIFO) with token %d", st.Holders, r.g.Token)
+	}
+	// A short wait behind b times out and leaves the queue.
+	_, err = n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: "d", Wait: 200 * time.Millisecond})
+	if !errors.Is(err, session.ErrWaitTimeout) {
+		t.Fatalf("short wait: %v, want wait_timeout", err)
+	}
+	if st, _ := n.Lock(ctx, "q"); st.Waiters != 1 {
+		t.Fatalf("waiters after timeout = %d, want 1 (c only)", st.Waiters)
+	}
+	// Closing the session releases at once: no lock-delay.
+	if err := n.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = <-results
+	if !errors.Is(r.err, session.ErrSessionNotFound) {
+		t.Fatalf("waiter of a closed session: %v, want session_not_found", r.err)
+	}
+	if st, _ := n.Lock(ctx, "q"); len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
+		t.Fatalf("after close lock = %+v, want free without delay", st)
+	}
+}
+
+// Stopping and restarting all three nodes keeps sessions, locks and tokens.
+func TestFullClusterRestart(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	s := mustOpen(t, c, session.OpenRequest{TTL: 30 * time.Second})
+	g := mustAcquire(t, c, session.AcquireRequest{Name: "db/primary", Session: s.ID, Holder: "h", Value: "10.0.0.1:5432"})
+	sh := mustAcquire(t, c, session.AcquireRequest{Name: "cfg", Session: s.ID, Holder: "r", Mode: sequencer.Shared})
+	// Snapshot every node, so that the restart restores a snapshot and
+	// replays the log after it.
+	for _, n := range c.snapshotNodes() {
+		eventually(t, 10*time.Second, "snapshot", func() error { return n.Raft().Snapshot().Error() })
+	}
+	mustAcquire(t, c, session.AcquireRequest{Name: "after-snapshot", Session: s.ID, Holder: "h"})
+	c.stopAll()
+	for i := range c.nodes {
+		c.start(i)
+	}
+	c.leader()
+	var st session.LockState
+	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "db/primary"); return }); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Value != "10.0.0.1:5432" {
+		t.Fatalf("after restart lock = %+v, want token %d", st, g.Token)
+	}
+	var info session.Info
+	if err := c.do(func(n *Node) (err error) { info, err = n.SessionInfo(ctxT(t), s.ID); return }); err != nil {
+		t.Fatalf("session after restart: %v", err)
+	}
+	if len(info.Locks) != 3 {
+		t.Fatalf("session locks after restart %v, want 3", info.Locks)
+	}
+	var chk session.SequencerCheck
+	if err := c.do(func(n *Node) (err error) { chk, err = n.CheckSequencer(ctxT(t), sh.Sequencer.String()); return }); err != nil {
+		t.Fatal(err)
+	}
+	if !chk.Valid {
+		t.Fatalf("shared sequencer %s not valid after restart: %+v", sh.Sequencer, chk)
+	}
+	g2 := mustAcquire(t, c, session.AcquireRequest{Name: "other", Session: s.ID, Holder: "h"})
+	if g2.Token <= sh.Token {
+		t.Fatalf("token after restart %d, want > %d", g2.Token, sh.Token)
+	}
+}

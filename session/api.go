@@ -1,0 +1,186 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+)
+
+// Limits and defaults of the session and lock API. They are part of the
+// documented contract (README "Limits and defaults").
+const (
+	// MinTTL and MaxTTL bound a session's lease.
+	MinTTL = 1 * time.Second
+	MaxTTL = 5 * time.Minute
+	// DefaultTTL is the lease of a session opened without one.
+	DefaultTTL = 15 * time.Second
+	// DefaultLockDelay is the lock-delay of a session opened without one.
+	DefaultLockDelay = 10 * time.Second
+	// MaxLockDelay bounds a session's lock-delay.
+	MaxLockDelay = 60 * time.Second
+	// MaxWait bounds one waiting acquire.
+	MaxWait = 10 * time.Minute
+	// MaxNameBytes bounds a lock name.
+	MaxNameBytes = 512
+	// MaxSessionNameBytes bounds a session's descriptive name.
+	MaxSessionNameBytes = 256
+	// MaxHolderBytes bounds a holder id.
+	MaxHolderBytes = 128
+	// MaxValueBytes bounds the value a holder sets on a lock.
+	MaxValueBytes = 4096
+)
+
+// Code is a stable, machine-readable error code (API.md).
+type Code string
+
+// The error codes of the API. They never change meaning.
+const (
+	CodeInvalidArgument  Code = "invalid_argument"
+	CodeSessionNotFound  Code = "session_not_found"
+	CodeLockBusy         Code = "lock_busy"
+	CodeNotHolder        Code = "not_holder"
+	CodeWaitTimeout      Code = "wait_timeout"
+	CodeNoLeader         Code = "no_leader"
+	CodeUnknownOutcome   Code = "unknown_outcome"
+	CodeTooLarge         Code = "too_large"
+	CodeInternal         Code = "internal"
+	CodeNotFound         Code = "not_found"
+	CodeMethodNotAllowed Code = "method_not_allowed"
+)
+
+// Error is an API error: a stable code and a human message. Two Errors match
+// under errors.Is when their codes are equal, so callers test
+// errors.Is(err, session.ErrLockBusy).
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is reports whether target is an *Error with the same code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Sentinel errors, one per code, for errors.Is.
+var (
+	ErrInvalidArgument = &Error{Code: CodeInvalidArgument, Message: "invalid argument"}
+	ErrSessionNotFound = &Error{Code: CodeSessionNotFound, Message: "session not found"}
+	ErrLockBusy        = &Error{Code: CodeLockBusy, Message: "lock is busy"}
+	ErrNotHolder       = &Error{Code: CodeNotHolder, Message: "not a holder of the lock"}
+	ErrWaitTimeout     = &Error{Code: CodeWaitTimeout, Message: "wait timed out"}
+	ErrNoLeader        = &Error{Code: CodeNoLeader, Message: "no leader"}
+	ErrUnknownOutcome  = &Error{Code: CodeUnknownOutcome, Message: "outcome unknown: leadership lost mid-write; retry the same request"}
+	ErrTooLarge        = &Error{Code: CodeTooLarge, Message: "too large"}
+)
+
+// CodeOf returns the code of err: that of an *Error in its chain, CodeInternal
+// otherwise (and "" for nil).
+func CodeOf(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// OpenRequest asks for a new session. Zero durations take the defaults.
+type OpenRequest struct {
+	Name      string
+	TTL       time.Duration
+	LockDelay time.Duration
+}
+
+// Info describes an open session.
+type Info struct {
+	ID        string
+	Name      string
+	TTL       time.Duration
+	LockDelay time.Duration
+	// Locks are the names of the locks the session holds, sorted.
+	Locks []string
+}
+
+// AcquireRequest asks for a lock on behalf of (Session, Holder). Holder is
+// generated once per lock handle by the client; a retried request with the
+// same holder returns the same grant. Wait zero means try once.
+type AcquireRequest struct {
+	Name    string
+	Session string
+	Holder  string
+	Mode    sequencer.Mode
+	Wait    time.Duration
+	Value   string
+}
+
+// Grant is a successful acquisition.
+type Grant struct {
+	Name      string
+	Mode      sequencer.Mode
+	Token     sequencer.Token
+	Sequencer sequencer.Sequencer
+	// Term is the Raft term of the leader that answered.
+	Term uint64
+}
+
+// ReleaseRequest gives a lock up.
+type ReleaseRequest struct {
+	Name    string
+	Session string
+	Holder  string
+}
+
+// Holder is one holder of a lock.
+type Holder struct {
+	Session string
+	Holder  string
+	Token   sequencer.Token
+	Value   string
+}
+
+// LockState is the state of one lock as the leader sees it.
+type LockState struct {
+	Name    string
+	Mode    sequencer.Mode
+	Holders []Holder
+	Waiters int
+	// DelayUntil is when the lock's lock-delay ends (zero: none).
+	DelayUntil time.Time
+	// Index is the Raft index of the last change to the lock.
+	Index uint64
+}
+
+// SequencerCheck is the cluster's answer about a sequencer.
+type SequencerCheck struct {
+	Valid        bool
+	CurrentToken sequencer.Token
+}
+
+// Backend is what a session and its locks run on: the HTTP client of a
+// standalone cluster (transport.Client) or an in-process replica (node.Node).
+// Every method blocks at most until ctx is done; errors carry a Code.
+type Backend interface {
+	OpenSession(ctx context.Context, req OpenRequest) (Info, error)
+	KeepAlive(ctx context.Context, id string) (time.Duration, error)
+	CloseSession(ctx context.Context, id string) error
+	SessionInfo(ctx context.Context, id string) (Info, error)
+	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
+	Release(ctx context.Context, req ReleaseRequest) error
+	Lock(ctx context.Context, name string) (LockState, error)
+	Locks(ctx context.Context, prefix string) ([]LockState, error)
+	CheckSequencer(ctx context.Context, seq string) (SequencerCheck, error)
+}

@@ -1,0 +1,50 @@
+package transport
+
+import (
+	"context"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// Member is one voter or non-voter of the cluster.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+}
+
+// ClusterInfo is the cluster as the leader sees it.
+type ClusterInfo struct {
+	Leader      string   `json:"leader"`
+	Term        uint64   `json:"term"`
+	CommitIndex uint64   `json:"commit_index"`
+	Members     []Member `json:"members"`
+}
+
+// LeaderInfo is what a replica knows locally (without a quorum round) about
+// the current leader.
+type LeaderInfo struct {
+	// ID and HTTPAddr of the leader; empty when unknown.
+	ID       string
+	HTTPAddr string
+	// Self is true when this replica believes it is the leader.
+	Self bool
+	// Term is the replica's current Raft term.
+	Term uint64
+}
+
+// Service is what the HTTP API serves: one replica (node.Node implements it).
+// Session and lock calls only succeed on the leader; the server forwards to
+// the leader when Leader reports another replica.
+type Service interface {
+	session.Backend
+	// Cluster answers GET /v1/cluster (leader only, after VerifyLeader).
+	Cluster(ctx context.Context) (ClusterInfo, error)
+	// Leader reports the local view of leadership, without network calls.
+	Leader() LeaderInfo
+	// RegisterMember records a member's HTTP address (leader only); followers
+	// call it through POST /v1/internal/members so that the leader can name
+	// every member's HTTP address.
+	RegisterMember(ctx context.Context, m Member) error
+}
