@@ -1,0 +1,96 @@
+package node
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+)
+
+// Every malformed or out-of-range request gets its API code, and the
+// replicated state does not change.
+func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	s, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Acquire(ctx, session.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	before := n.FSM().Dump()
+	before = before[:bytes.Index(before, []byte(`"now"`))] // ignore the clock
+
+	acq := func(mut func(*session.AcquireRequest)) func() error {
+		return func() error {
+			r := session.AcquireRequest{Name: "x", Session: s.ID, Holder: "h2"}
+			mut(&r)
+			_, err := n.Acquire(ctx, r)
+			return err
+		}
+	}
+	cases := []struct {
+		name string
+		call func() error
+		code session.Code
+	}{
+		{"empty name", acq(func(r *session.AcquireRequest) { r.Name = "" }), session.CodeInvalidArgument},
+		{"2 KiB name", acq(func(r *session.AcquireRequest) { r.Name = strings.Repeat("a", 2048) }), session.CodeInvalidArgument},
+		{"513-byte name", acq(func(r *session.AcquireRequest) { r.Name = strings.Repeat("a", 513) }), session.CodeInvalidArgument},
+		{"control character", acq(func(r *session.AcquireRequest) { r.Name = "a\x00b" }), session.CodeInvalidArgument},
+		{"newline", acq(func(r *session.AcquireRequest) { r.Name = "a\nb" }), session.CodeInvalidArgument},
+		{"invalid utf-8", acq(func(r *session.AcquireRequest) { r.Name = "a\xffb" }), session.CodeInvalidArgument},
+		{"empty holder", acq(func(r *session.AcquireRequest) { r.Holder = "" }), session.CodeInvalidArgument},
+		{"bad mode", acq(func(r *session.AcquireRequest) { r.Mode = 7 }), session.CodeInvalidArgument},
+		{"negative wait", acq(func(r *session.AcquireRequest) { r.Wait = -time.Second }), session.CodeInvalidArgument},
+		{"huge wait", acq(func(r *session.AcquireRequest) { r.Wait = 24 * time.Hour }), session.CodeInvalidArgument},
+		{"oversize value", acq(func(r *session.AcquireRequest) { r.Value = strings.Repeat("v", session.MaxValueBytes+1) }), session.CodeTooLarge},
+		{"unknown session", acq(func(r *session.AcquireRequest) { r.Session = "00000000000000000000000000000000" }), session.CodeSessionNotFound},
+		{"busy", acq(func(r *session.AcquireRequest) { r.Name = "held"; r.Session = other.ID }), session.CodeLockBusy},
+		{"negative ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: -time.Second}); return err }, session.CodeInvalidArgument},
+		{"huge ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: 1000 * time.Hour}); return err }, session.CodeInvalidArgument},
+		{"tiny ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: time.Millisecond}); return err }, session.CodeInvalidArgument},
+		{"huge lock-delay", func() error {
+			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: 2 * session.MaxLockDelay})
+			return err
+		}, session.CodeInvalidArgument},
+		{"negative lock-delay", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -1}); return err }, session.CodeInvalidArgument},
+		{"session name with control char", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{Name: "a\tb"}); return err }, session.CodeInvalidArgument},
+		{"release by non-holder", func() error {
+			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: other.ID, Holder: "h"})
+		}, session.CodeNotHolder},
+		{"release by unknown session", func() error {
+			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: "nope", Holder: "h"})
+		}, session.CodeSessionNotFound},
+		{"keepalive unknown", func() error { _, err := n.KeepAlive(ctx, "nope"); return err }, session.CodeSessionNotFound},
+		{"close unknown", func() error { return n.CloseSession(ctx, "nope") }, session.CodeSessionNotFound},
+		{"info unknown", func() error { _, err := n.SessionInfo(ctx, "nope"); return err }, session.CodeSessionNotFound},
+		{"lock bad name", func() error { _, err := n.Lock(ctx, ""); return err }, session.CodeInvalidArgument},
+		{"sequencer garbage", func() error { _, err := n.CheckSequencer(ctx, "garbage"); return err }, session.CodeInvalidArgument},
+		{"sequencer token 0", func() error { _, err := n.CheckSequencer(ctx, "rl1:x:0:held"); return err }, session.CodeInvalidArgument},
+	}
+	for _, tc := range cases {
+		if got := session.CodeOf(tc.call()); got != tc.code {
+			t.Errorf("%s: code %q, want %q", tc.name, got, tc.code)
+		}
+	}
+	after := n.FSM().Dump()
+	after = after[:bytes.Index(after, []byte(`"now"`))]
+	if !bytes.Equal(before, after) {
+		t.Fatalf("state changed by refused requests:\nbefore %s\nafter  %s", before, after)
+	}
+	// Still serving.
+	g, err := n.Acquire(ctx, session.AcquireRequest{Name: "x", Session: other.ID, Holder: "h", Mode: sequencer.Shared})
+	if err != nil || g.Token == 0 {
+		t.Fatalf("acquire after bad input: %+v %v", g, err)
+	}
+}
