@@ -1,0 +1,21 @@
+// Command raftlock is the command-line client of a raftlock cluster: cluster
+// status, sessions, locks and sequencer checks over the HTTP/JSON API.
+//
+//	raftlock [--addr host:port[,host:port...]] [--timeout 30s] [--json] COMMAND [ARGS]
+//
+// Run "raftlock help" for the commands.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

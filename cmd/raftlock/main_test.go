@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// fake is a minimal in-memory transport.Service: sessions and exclusive or
+// shared locks, no waiting.
+type fake struct {
+	mu       sync.Mutex
+	index    uint64
+	sessions map[string]session.Info
+	locks    map[string]*session.LockState
+}
+
+func newFake() *fake {
+	return &fake{sessions: map[string]session.Info{}, locks: map[string]*session.LockState{}}
+}
+
+func notFound(id string) error {
+	return session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+}
+
+func (f *fake) OpenSession(_ context.Context, req session.OpenRequest) (session.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	if req.TTL == 0 {
+		req.TTL = session.DefaultTTL
+	}
+	info := session.Info{ID: fmt.Sprintf("s%d", f.index), Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
+	f.sessions[info.ID] = info
+	return info, nil
+}
+
+func (f *fake) KeepAlive(_ context.Context, id string) (time.Duration, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return 0, notFound(id)
+	}
+	return s.TTL, nil
+}
+
+func (f *fake) CloseSession(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.sessions[id]; !ok {
+		return notFound(id)
+	}
+	delete(f.sessions, id)
+	for name, l := range f.locks {
+		if l.Holders[0].Session == id {
+			delete(f.locks, name)
+		}
+	}
+	return nil
+}
+
+func (f *fake) SessionInfo(_ context.Context, id string) (session.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.sessions[id]
+	if !ok {
+		return session.Info{}, notFound(id)
+	}
+	s.Locks = []string{}
+	for name, l := range f.locks {
+		if l.Holders[0].Session == id {
+			s.Locks = append(s.Locks, name)
+		}
+	}
+	return s, nil
+}
+
+func (f *fake) Acquire(_ context.Context, req session.AcquireRequest) (session.Grant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.sessions[req.Session]; !ok {
+		return session.Grant{}, notFound(req.Session)
+	}
+	if l, ok := f.locks[req.Name]; ok {
+		h := l.Holders[0]
+		if h.Session != req.Session || h.Holder != req.Holder {
+			return session.Grant{}, session.Errorf(session.CodeLockBusy, "lock %s is held", req.Name)
+		}
+		return grant(req.Name, l.Mode, h.Token), nil
+	}
+	f.index++
+	f.locks[req.Name] = &session.LockState{Name: req.Name, Mode: req.Mode, Index: f.index,
+		Holders: []session.Holder{{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value}}}
+	return grant(req.Name, req.Mode, sequencer.Token(f.index)), nil
+}
+
+func grant(name string, m sequencer.Mode, tok sequencer.Token) session.Grant {
+	return session.Grant{Name: name, Mode: m, Token: tok, Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}}
+}
+
+func (f *fake) Release(_ context.Context, req session.ReleaseRequest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.locks[req.Name]
+	if !ok {
+		return nil
+	}
+	if h := l.Holders[0]; h.Session != req.Session || h.Holder != req.Holder {
+		return session.Errorf(session.CodeNotHolder, "not a holder of %s", req.Name)
+	}
+	delete(f.locks, req.Name)
+	return nil
+}
+
+func (f *fake) Lock(_ context.Context, name string) (session.LockState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.locks[name]; ok {
+		return *l, nil
+	}
+	return session.LockState{Name: name, Holders: []session.Holder{}}, nil
+}
+
+func (f *fake) Locks(_ context.Context, prefix string) ([]session.LockState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []session.LockState{}
+	for name, l := range f.locks {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, *l)
+		}
+	}
+	return out, nil
+}
+
+func (f *fake) CheckSequencer(_ context.Context, text string) (session.SequencerCheck, error) {
+	seq, err := sequencer.Parse(text)
+	if err != nil {
+		return session.SequencerCheck{}, session.Errorf(session.CodeInvalidArgument, "%v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.locks[seq.Name]
+	if !ok {
+		return session.SequencerCheck{}, nil
+	}
+	tok := l.Holders[0].Token
+	return session.SequencerCheck{Valid: tok == seq.Token && l.Mode == seq.Mode, CurrentToken: tok}, nil
+}
+
+func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {
+	return transport.ClusterInfo{Leader: "n1", Term: 7, CommitIndex: 42, Members: []transport.Member{
+		{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7001", Voter: true},
+		{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: "127.0.0.1:7002", Voter: true},
+	}}, nil
+}
+
+func (f *fake) Leader() transport.LeaderInfo {
+	return transport.LeaderInfo{ID: "n1", Self: true, Term: 7}
+}
+
+func (f *fake) RegisterMember(context.Context, transport.Member) error { return nil }
+
+// cluster starts a server over the fake and returns a runner of the CLI
+// against it.
+func cluster(t *testing.T) func(args ...string) (int, string, string) {
+	t.Helper()
+	ts := httptest.NewServer(transport.NewServer(newFake()))
+	t.Cleanup(ts.Close)
+	addr := strings.TrimPrefix(ts.URL, "http://")
+	t.Setenv("RAFTLOCK_ADDR", addr)
+	return func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		code := run(ctx, args, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+}
+
+func TestStatus(t *testing.T) {
+	rl := cluster(t)
+	code, out, errOut := rl("status")
+	if code != 0 || !strings.Contains(out, "leader: n1") || !strings.Contains(out, "term: 7") ||
+		!strings.Contains(out, "127.0.0.1:7102") || errOut != "" {
+		t.Fatalf("status: %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _ = rl("--json", "status")
+	var info transport.ClusterInfo
+	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Leader != "n1" || len(info.Members) != 2 {
+		t.Fatalf("status --json: %d %s", code, out)
+	}
+}
+
+func TestLockLifecycle(t *testing.T) {
+	rl := cluster(t)
+	code, out, errOut := rl("session", "open", "--ttl", "20s", "--name", "demo")
+	if code != 0 {
+		t.Fatalf("session open: %d %s %s", code, out, errOut)
+	}
+	sid := strings.TrimSpace(out)
+	code, out, _ = rl("acquire", "--session", sid, "--holder", "h1", "--value", "10.0.0.7:8080", "jobs/compactor")
+	if code != 0 || !strings.Contains(out, "token: 2\n") || !strings.Contains(out, "sequencer: rl1:x:2:jobs/compactor\n") ||
+		!strings.Contains(out, "holder: h1\n") {
+		t.Fatalf("acquire: %d %s", code, out)
+	}
+	// Flags after the name, --json, a random holder, busy.
+	code, out, errOut = rl("acquire", "jobs/compactor", "--session", sid)
+	if code != 1 || !strings.HasPrefix(errOut, "raftlock: lock_busy: ") || out != "" {
+		t.Fatalf("busy acquire: %d %q %q", code, out, errOut)
+	}
+	code, out, _ = rl("--json", "acquire", "--session", sid, "other")
+	var g struct {
+		Token     uint64
+		Sequencer string
+		Holder    string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &g) != nil || g.Token == 0 || len(g.Holder) != 16 || !strings.HasSuffix(g.Sequencer, ":other") {
+		t.Fatalf("acquire --json: %d %s", code, out)
+	}
+	code, out, _ = rl("lock", "get", "jobs/compactor")
+	if code != 0 || !strings.Contains(out, "lock jobs/compactor: exclusive, 1 holder(s)") || !strings.Contains(out, `value "10.0.0.7:8080"`) {
+		t.Fatalf("lock get: %d %s", code, out)
+	}
+	code, out, _ = rl("lock", "get", "--json", "jobs/compactor")
+	var l transport.LockReply
+	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Holders) != 1 || l.Holders[0].Holder != "h1" {
+		t.Fatalf("lock get --json: %d %s", code, out)
+	}
+	code, out, _ = rl("lock", "list", "jobs/")
+	if code != 0 || !strings.Contains(out, "jobs/compactor") || strings.Contains(out, "other") {
+		t.Fatalf("lock list: %d %s", code, out)
+	}
+	code, out, _ = rl("sequencer", "check", "rl1:x:2:jobs/compactor")
+	if code != 0 || !strings.HasPrefix(out, "valid") {
+		t.Fatalf("sequencer check: %d %s", code, out)
+	}
+	code, out, _ = rl("session", "keepalive", sid)
+	if code != 0 || out != "20s\n" {
+		t.Fatalf("keepalive: %d %s", code, out)
+	}
+	code, out, _ = rl("session", "get", sid)
+	if code != 0 || !strings.Contains(out, "name: demo") || !strings.Contains(out, "jobs/compactor") {
+		t.Fatalf("session get: %d %s", code, out)
+	}
+	code, _, errOut = rl("release", "--session", sid, "--holder", "h2", "jobs/compactor")
+	if code != 1 || !strings.HasPrefix(errOut, "raftlock: not_holder: ") {
+		t.Fatalf("release by non-holder: %d %s", code, errOut)
+	}
+	code, out, _ = rl("release", "--session", sid, "--holder", "h1", "jobs/compactor")
+	if code != 0 || out != "released jobs/compactor\n" {
+		t.Fatalf("release: %d %s", code, out)
+	}
+	code, out, _ = rl("sequencer", "check", "rl1:x:2:jobs/compactor")
+	if code != 0 || !strings.HasPrefix(out, "not valid") {
+		t.Fatalf("stale sequencer check: %d %s", code, out)
+	}
+	code, out, _ = rl("lock", "get", "jobs/compactor")
+	if code != 0 || !strings.Contains(out, "free") {
+		t.Fatalf("free lock: %d %s", code, out)
+	}
+	if code, _, _ = rl("session", "close", sid); code != 0 {
+		t.Fatalf("close: %d", code)
+	}
+	code, _, errOut = rl("session", "get", sid)
+	if code != 1 || !strings.HasPrefix(errOut, "raftlock: session_not_found: ") {
+		t.Fatalf("closed session: %d %s", code, errOut)
+	}
+	code, _, errOut = rl("sequencer", "check", "garbage")
+	if code != 1 || !strings.HasPrefix(errOut, "raftlock: invalid_argument: ") {
+		t.Fatalf("bad sequencer: %d %s", code, errOut)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	rl := cluster(t)
+	for _, args := range [][]string{
+		{}, {"bogus"}, {"lock"}, {"lock", "frob"}, {"lock", "get"}, {"lock", "get", "a", "b"},
+		{"acquire", "x"}, {"acquire", "--session", "s"}, {"release", "--session", "s", "x"},
+		{"session", "open", "--ttl", "soon"}, {"--nope", "status"}, {"status", "extra"},
+		{"acquire", "--session", "s", "--wait", "-1s", "x"},
+	} {
+		code, out, errOut := rl(args...)
+		if code != 2 || errOut == "" {
+			t.Errorf("%q: %d %q %q, want usage error 2", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{{"help"}, {"-h"}, {"--help"}, {"lock", "-h"}, {"acquire", "-h"}} {
+		code, out, _ := rl(args...)
+		if code != 0 || !strings.Contains(out, "usage: raftlock") {
+			t.Errorf("%q: %d %q, want usage on stdout", args, code, out)
+		}
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), []string{"--addr", addr, "--timeout", "100ms", "status"}, &out, &errOut)
+	if code != 1 || !strings.HasPrefix(errOut.String(), "raftlock: no_leader: ") {
+		t.Fatalf("unreachable: %d %q", code, errOut.String())
+	}
+	// A list of addresses: the second answers.
+	cluster(t)
+	code = run(context.Background(), []string{"--addr", addr + "," + os.Getenv("RAFTLOCK_ADDR"), "status"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("second address: %d %s", code, errOut.String())
+	}
+	code = run(context.Background(), []string{"--addr", "nonsense", "status"}, &out, &errOut)
+	if code != 2 {
+		t.Fatalf("bad --addr: %d", code)
+	}
+}

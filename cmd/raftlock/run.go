@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+const defaultAddr = "127.0.0.1:7001"
+
+const usageText = `usage: raftlock [global flags] COMMAND [ARGS]
+
+Global flags:
+  --addr host:port[,host:port...]  nodes to talk to (env RAFTLOCK_ADDR; default 127.0.0.1:7001)
+  --timeout D                      give up after D (default 30s; 0: never); a waiting
+                                   acquire gets its --wait on top
+  --json                           print the API's JSON instead of text
+
+Commands:
+  status                           leader, term, members
+  lock get NAME                    state of one lock
+  lock list [PREFIX]               locks whose names start with PREFIX
+  sequencer check SEQUENCER        is the sequencer still current?
+  session open [--ttl 15s] [--lock-delay 10s] [--name N]
+                                   open a session; prints its id
+  session keepalive ID             extend a session's lease
+  session get ID                   describe a session
+  session close ID                 close a session (releases its locks at once)
+  acquire --session ID [--holder H] [--shared] [--wait 0s] [--value V] NAME
+                                   take a lock; prints token, sequencer and holder
+                                   (a random holder id unless --holder)
+  release --session ID --holder H NAME
+                                   give a lock up
+  help                             this text
+
+Exit status: 0 on success, 1 on an error (printed as "raftlock: <code>: <message>"),
+2 on a usage error.
+`
+
+// cli is one invocation's settings and output.
+type cli struct {
+	stdout, stderr io.Writer
+	addrs          []string
+	timeout        time.Duration
+	json           bool
+}
+
+// usageError is a command line that cannot be run.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// run runs the CLI with args (without the program name) and returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("raftlock", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
+	addr := os.Getenv("RAFTLOCK_ADDR")
+	if addr == "" {
+		addr = defaultAddr
+	}
+	fs.StringVar(&addr, "addr", addr, "nodes: host:port[,host:port...]")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "overall timeout")
+	fs.BoolVar(&c.json, "json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		return exitUsage
+	}
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.addrs = append(c.addrs, a)
+		}
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	err := c.dispatch(ctx, rest[0], rest[1:])
+	var ue *usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "raftlock: %s\nrun 'raftlock help' for usage\n", ue.msg)
+		return exitUsage
+	default:
+		code, msg := describe(err)
+		fmt.Fprintf(stderr, "raftlock: %s: %s\n", code, msg)
+		return exitError
+	}
+}
+
+// describe returns the code and message to print for err.
+func describe(err error) (string, string) {
+	var e *session.Error
+	switch {
+	case errors.As(err, &e):
+		msg := e.Message
+		if errors.Is(err, context.DeadlineExceeded) {
+			msg += " (timed out)"
+		}
+		return string(e.Code), msg
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", err.Error()
+	case errors.Is(err, context.Canceled):
+		return "canceled", err.Error()
+	default:
+		return string(session.CodeInternal), err.Error()
+	}
+}
+
+// dispatch runs one command.
+func (c *cli) dispatch(ctx context.Context, name string, args []string) error {
+	switch name {
+	case "help", "-h", "--help":
+		fmt.Fprint(c.stdout, usageText)
+		return nil
+	case "status":
+		return c.status(ctx, args)
+	case "lock":
+		return c.sub(ctx, "lock", args, map[string]func(context.Context, []string) error{
+			"get": c.lockGet, "list": c.lockList})
+	case "sequencer":
+		return c.sub(ctx, "sequencer", args, map[string]func(context.Context, []string) error{
+			"check": c.sequencerCheck})
+	case "session":
+		return c.sub(ctx, "session", args, map[string]func(context.Context, []string) error{
+			"open": c.sessionOpen, "keepalive": c.sessionKeepAlive, "get": c.sessionGet, "close": c.sessionClose})
+	case "acquire":
+		return c.acquire(ctx, args)
+	case "release":
+		return c.release(ctx, args)
+	default:
+		return usagef("unknown command %q", name)
+	}
+}
+
+// sub runs a subcommand of a command group.
+func (c *cli) sub(ctx context.Context, group string, args []string, cmds map[string]func(context.Context, []string) error) error {
+	if len(args) == 0 {
+		return usagef("%s: missing subcommand", group)
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(c.stdout, usageText)
+		return nil
+	}
+	f, ok := cmds[args[0]]
+	if !ok {
+		return usagef("%s: unknown subcommand %q", group, args[0])
+	}
+	return f(ctx, args[1:])
+}
+
+// flags returns a FlagSet for a subcommand; it accepts --json too.
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() { fmt.Fprint(c.stdout, usageText) }
+	fs.BoolVar(&c.json, "json", c.json, "print JSON")
+	return fs
+}
+
+// parse parses a subcommand's flags, which may come before or after its
+// positional arguments ("--" ends the flags), and checks the number of
+// positional arguments.
+func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usagef("%s: %v", fs.Name(), err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			pos = append(pos, rest...)
+			break
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+	switch {
+	case len(pos) < minPos:
+		return nil, usagef("%s: missing argument", fs.Name())
+	case len(pos) > maxPos:
+		return nil, usagef("%s: too many arguments: %q", fs.Name(), pos[maxPos:])
+	}
+	return pos, nil
+}
+
+// client returns a client of the cluster and the ctx of one command, with
+// extra time on top of --timeout (a waiting acquire's wait).
+func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Client, context.Context, context.CancelFunc, error) {
+	cl, err := transport.NewClient(c.addrs)
+	if err != nil {
+		return nil, nil, nil, usagef("--addr: %v", err)
+	}
+	if c.timeout <= 0 {
+		ctx, cancel := context.WithCancel(ctx)
+		return cl, ctx, cancel, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
+	return cl, ctx, cancel, nil
+}

@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is one raftlockd process.
+type proc struct {
+	id, httpAddr string
+	args         []string
+	cmd          *exec.Cmd
+	log          *bytes.Buffer
+}
+
+// cluster is three real raftlockd processes on 127.0.0.1.
+type cluster struct {
+	t     *testing.T
+	bin   string
+	mu    sync.Mutex
+	procs []*proc
+}
+
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "raftlockd")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startCluster(t *testing.T, bin string) *cluster {
+	c := &cluster{t: t, bin: bin}
+	var raft, peers []string
+	for i := 1; i <= 3; i++ {
+		raft = append(raft, freePort(t))
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, raft[i-1]))
+	}
+	dir := t.TempDir()
+	for i := 1; i <= 3; i++ {
+		p := &proc{id: fmt.Sprintf("n%d", i), httpAddr: freePort(t)}
+		p.args = []string{"--id", p.id, "--data-dir", filepath.Join(dir, p.id), "--raft-addr", raft[i-1],
+			"--http-addr", p.httpAddr, "--peers", strings.Join(peers, ","), "--log-level", "warn"}
+		c.procs = append(c.procs, p)
+		c.start(p)
+	}
+	t.Cleanup(func() {
+		for _, p := range c.procs {
+			c.kill(p)
+		}
+	})
+	return c
+}
+
+func (c *cluster) start(p *proc) {
+	c.t.Helper()
+	p.log = &bytes.Buffer{}
+	cmd := exec.Command(c.bin, p.args...)
+	cmd.Stderr = &lockedWriter{w: p.log}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	p.cmd = cmd
+	c.mu.Unlock()
+}
+
+func (c *cluster) kill(p *proc) {
+	c.mu.Lock()
+	cmd := p.cmd
+	p.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+func (c *cluster) alive() []*proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*proc
+	for _, p := range c.procs {
+		if p.cmd != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type apiError struct {
+	Status int
+	Code   string
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("HTTP %d %s", e.Status, e.Code) }
+
+// call sends one request to addr and decodes the JSON answer into out.
+func call(addr, method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, method, "http://"+addr+path, rd)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.Unmarshal(data, &e)
+		return &apiError{Status: resp.StatusCode, Code: e.Error.Code}
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// callAny tries every live node until one answers without a transient error.
+func (c *cluster) callAny(method, path string, body, out any) error {
+	var err error
+	for _, p := range c.alive() {
+		err = call(p.httpAddr, method, path, body, out)
+		if ae, ok := err.(*apiError); err == nil || ok && ae.Code != "no_leader" && ae.Code != "unknown_outcome" {
+			return err
+		}
+	}
+	return err
+}
+
+func await(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, timeout, err)
+}
+
+type lockResp struct {
+	Holders []struct {
+		Session string
+		Holder  string
+		Token   uint64
+		Value   string
+	}
+	Waiters    int
+	DelayUntil string `json:"delay_until"`
+}
+
+type grantResp struct {
+	Token     uint64
+	Sequencer string
+}
+
+// TestEndToEndKillLeader drives three raftlockd processes over HTTP and
+// kill -9s the leader.
+func TestEndToEndKillLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs real processes")
+	}
+	c := startCluster(t, buildDaemon(t))
+	var cl struct {
+		Leader  string
+		Term    uint64
+		Members []struct{ ID, HTTPAddr string } `json:"members"`
+	}
+	await(t, 20*time.Second, "leader", func() error { return c.callAny("GET", "/v1/cluster", nil, &cl) })
+
+	var s1, s2 struct{ ID string }
+	await(t, 10*time.Second, "open", func() error {
+		return c.callAny("POST", "/v1/sessions", map[string]string{"name": "live", "ttl": "3s"}, &s1)
+	})
+	if err := c.callAny("POST", "/v1/sessions", map[string]string{"name": "dying", "ttl": "1s", "lock_delay": "2s"}, &s2); err != nil {
+		t.Fatal(err)
+	}
+	stopKA := make(chan struct{})
+	kaErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stopKA:
+				kaErr <- nil
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			if err := c.callAny("POST", "/v1/sessions/"+s1.ID+"/keepalive", nil, nil); err != nil {
+				if ae, ok := err.(*apiError); ok && ae.Code == "session_not_found" {
+					kaErr <- err
+					return
+				}
+			}
+		}
+	}()
+	var gx, gy grantResp
+	if err := c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/x", "session": s1.ID, "holder": "h1", "value": "me"}, &gx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/y", "session": s2.ID, "holder": "h1"}, &gy); err != nil {
+		t.Fatal(err)
+	}
+	// Bad input leaves state unchanged and the server serving.
+	for _, bad := range []struct {
+		path, body, code string
+	}{
+		{"/v1/acquire", `{"name":`, "invalid_argument"},
+		{"/v1/acquire", `{"name":"e2e/x","session":"` + s2.ID + `","holder":"h9","bogus":1}`, "invalid_argument"},
+		{"/v1/acquire", `{"name":"","session":"` + s2.ID + `","holder":"h9"}`, "invalid_argument"},
+		{"/v1/acquire", `{"name":"e2e/x","session":"` + s2.ID + `","holder":"h9"}`, "lock_busy"},
+		{"/v1/release", `{"name":"e2e/x","session":"` + s2.ID + `","holder":"h9"}`, "not_holder"},
+		{"/v1/sessions", `{"ttl":"-1s"}`, "invalid_argument"},
+	} {
+		resp, err := http.Post("http://"+c.procs[0].httpAddr+bad.path, "application/json", strings.NewReader(bad.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Error struct{ Code string } }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if e.Error.Code != bad.code {
+			t.Errorf("POST %s %s: code %q, want %q", bad.path, bad.body, e.Error.Code, bad.code)
+		}
+	}
+
+	// kill -9 the leader; time until the next successful acquire.
+	var leader *proc
+	for _, p := range c.procs {
+		if p.id == cl.Leader {
+			leader = p
+		}
+	}
+	if leader == nil {
+		t.Fatalf("leader %q not among processes", cl.Leader)
+	}
+	killed := time.Now()
+	c.kill(leader)
+	var gz grantResp
+	await(t, 20*time.Second, "acquire after kill -9", func() error {
+		return c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/z", "session": s1.ID, "holder": "h1"}, &gz)
+	})
+	t.Logf("failover: kill -9 of leader %s to next successful acquire: %v", leader.id, time.Since(killed))
+	if gz.Token <= gy.Token {
+		t.Fatalf("token after failover %d, want > %d", gz.Token, gy.Token)
+	}
+	var lx lockResp
+	if err := c.callAny("GET", "/v1/lock?name=e2e/x", nil, &lx); err != nil {
+		t.Fatal(err)
+	}
+	if len(lx.Holders) != 1 || lx.Holders[0].Token != gx.Token || lx.Holders[0].Session != s1.ID || lx.Holders[0].Value != "me" {
+		t.Fatalf("e2e/x after failover: %+v, want held by %s with token %d", lx, s1.ID, gx.Token)
+	}
+	// The dying session expires; its lock comes free after the lock-delay
+	// with a larger token.
+	var gy2 grantResp
+	await(t, 20*time.Second, "e2e/y after expiry and lock-delay", func() error {
+		return c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/y", "session": s1.ID, "holder": "h2"}, &gy2)
+	})
+	if gy2.Token <= gy.Token {
+		t.Fatalf("e2e/y token %d, want > %d", gy2.Token, gy.Token)
+	}
+	if err := c.callAny("GET", "/v1/sessions/"+s2.ID, nil, nil); err == nil {
+		t.Fatal("expired session still answers")
+	}
+	// The killed node restarts from its data dir and serves again.
+	c.start(leader)
+	await(t, 20*time.Second, "restarted node serves", func() error {
+		var l lockResp
+		if err := call(leader.httpAddr, "GET", "/v1/lock?name=e2e/x", nil, &l); err != nil {
+			return err
+		}
+		if len(l.Holders) != 1 || l.Holders[0].Token != gx.Token {
+			return fmt.Errorf("lock via restarted node: %+v", l)
+		}
+		return nil
+	})
+	close(stopKA)
+	if err := <-kaErr; err != nil {
+		t.Fatalf("live session expired during the test: %v", err)
+	}
+	if os.Getenv("RAFTLOCK_E2E_LOGS") != "" {
+		for _, p := range c.procs {
+			t.Logf("%s:\n%s", p.id, p.log.String())
+		}
+	}
+}

@@ -1,0 +1,242 @@
+// Command raftlockd runs a raftlock server: one replica of the lock
+// service, or with --dev a local three-node cluster in one process.
+//
+//	raftlockd --id n1 --data-dir /var/lib/raftlock/n1 \
+//	          --raft-addr 127.0.0.1:7101 --http-addr 127.0.0.1:7001 \
+//	          --peers n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103
+//	raftlockd --dev
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/transport"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+type options struct {
+	id, dataDir, raftAddr, raftAdvertise, httpAddr, peers string
+	dev                                                   bool
+	logLevel                                              string
+	logJSON                                               bool
+	failoverGrace                                         time.Duration
+	heartbeat, election, leaderLease                      time.Duration
+}
+
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("raftlockd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
+	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
+	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir)")
+	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
+	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines")
+	fs.DurationVar(&o.failoverGrace, "failover-grace", node.DefaultFailoverGrace, "extra lease time every session gets when a new leader takes over")
+	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", time.Second, "Raft heartbeat timeout")
+	fs.DurationVar(&o.election, "raft-election-timeout", time.Second, "Raft election timeout")
+	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
+		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
+	}
+	if o.dev {
+		return o, nil
+	}
+	if o.id == "" || o.dataDir == "" || o.raftAddr == "" || o.httpAddr == "" {
+		return o, errors.New("--id, --data-dir, --raft-addr and --http-addr are required (or use --dev)")
+	}
+	return o, nil
+}
+
+// parsePeers parses "n1=host:port,n2=host:port".
+func parsePeers(s string) ([]node.Peer, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var peers []node.Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("--peers: %q is not id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("--peers: %q: %w", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("--peers: id %q twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, node.Peer{ID: id, RaftAddr: addr})
+	}
+	return peers, nil
+}
+
+func run(args []string, stderr io.Writer) int {
+	o, err := parse(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+		return 2
+	}
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
+		JSONFormat: o.logJSON, Output: stderr})
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var specs []serverSpec
+	if o.dev {
+		specs, err = devSpecs(o)
+	} else {
+		var peers []node.Peer
+		peers, err = parsePeers(o.peers)
+		specs = []serverSpec{{id: o.id, dataDir: o.dataDir, raftAddr: o.raftAddr, httpAddr: o.httpAddr, peers: peers}}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+		return 2
+	}
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			s.shutdown(logger)
+		}
+	}()
+	for _, spec := range specs {
+		s, err := startServer(spec, o, logger)
+		if err != nil {
+			logger.Error("start failed", "id", spec.id, "error", err)
+			return 1
+		}
+		servers = append(servers, s)
+	}
+	if o.dev {
+		fmt.Fprintf(stderr, "raftlockd --dev: 3 nodes, HTTP on 127.0.0.1:7001-7003, data in %s\n", filepath.Dir(specs[0].dataDir))
+		fmt.Fprintf(stderr, "try: curl -s 127.0.0.1:7001/v1/cluster\n")
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-firstError(servers):
+		logger.Error("http server failed", "error", err)
+		return 1
+	}
+	return 0
+}
+
+type serverSpec struct {
+	id, dataDir, raftAddr, httpAddr string
+	peers                           []node.Peer
+}
+
+func devSpecs(o options) ([]serverSpec, error) {
+	dir := o.dataDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "raftlock-dev-")
+		if err != nil {
+			return nil, fmt.Errorf("dev data dir: %w", err)
+		}
+		dir = d
+	}
+	var peers []node.Peer
+	for i := 1; i <= 3; i++ {
+		peers = append(peers, node.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: fmt.Sprintf("127.0.0.1:%d", 7100+i)})
+	}
+	var specs []serverSpec
+	for i, p := range peers {
+		specs = append(specs, serverSpec{id: p.ID, dataDir: filepath.Join(dir, p.ID), raftAddr: p.RaftAddr,
+			httpAddr: fmt.Sprintf("127.0.0.1:%d", 7001+i), peers: peers})
+	}
+	return specs, nil
+}
+
+// server is one node with its HTTP API.
+type server struct {
+	node *node.Node
+	http *http.Server
+	errc chan error
+}
+
+func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, error) {
+	ln, err := net.Listen("tcp", spec.httpAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	nlog := logger.Named(spec.id)
+	n, err := node.New(node.Config{
+		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
+		HTTPAddr: ln.Addr().String(), Peers: spec.peers, Logger: nlog, FailoverGrace: o.failoverGrace,
+		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
+	})
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s := &server{node: n, errc: make(chan error, 1)}
+	s.http = &http.Server{
+		Handler:           transport.NewServer(n, transport.WithLogger(nlog)),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.errc <- err
+		}
+	}()
+	nlog.Info("serving", "http", ln.Addr().String(), "raft", n.RaftAddr(), "data_dir", spec.dataDir)
+	return s, nil
+}
+
+func (s *server) shutdown(logger hclog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// Waiting acquires are long polls: give them a moment, then cut them.
+	if err := s.http.Shutdown(ctx); err != nil {
+		s.http.Close()
+	}
+	if err := s.node.Shutdown(ctx); err != nil {
+		logger.Warn("node shutdown", "error", err)
+	}
+}
+
+func firstError(servers []*server) <-chan error {
+	out := make(chan error, len(servers))
+	for _, s := range servers {
+		go func(c <-chan error) {
+			if err, ok := <-c; ok {
+				out <- err
+			}
+		}(s.errc)
+	}
+	return out
+}

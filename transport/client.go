@@ -1,0 +1,461 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+)
+
+// Defaults of the Client.
+const (
+	// DefaultRequestTimeout bounds one HTTP request of a call that does not
+	// wait; a waiting acquire gets its wait plus this.
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultMinBackoff and DefaultMaxBackoff bound the pause between
+	// retries, which doubles from the first to the second.
+	DefaultMinBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff = time.Second
+	// maxResponseBytes bounds an answer the client reads.
+	maxResponseBytes = 64 << 20
+)
+
+// Client is the Go client of the HTTP/JSON API of a raftlock cluster. It
+// implements session.Backend. Any node answers (followers forward to the
+// leader), so the client talks to one address at a time and moves to the
+// next after a connection failure or a no_leader answer.
+//
+// Retries: every call is retried, with a backoff doubling from 50 ms to
+// 1 s, until its ctx is done, when the request surely was not processed: a
+// failed dial, or a no_leader answer. Calls that are idempotent are also
+// retried after an unknown outcome (an unknown_outcome answer, or a
+// connection lost after the request was sent): Acquire (the holder id makes
+// a retry return the same grant), Release (a repeated release is a no-op),
+// KeepAlive, CloseSession and every read. OpenSession is not idempotent (a
+// retry would open a second session), so an unknown outcome is returned to
+// the caller as an error with code unknown_outcome.
+type Client struct {
+	addrs      []string
+	hc         *http.Client
+	timeout    time.Duration
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	cur        atomic.Uint64
+}
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithHTTPClient sets the HTTP client. Its Timeout must be zero or longer
+// than the longest wait of an acquire: the Client bounds every request
+// itself.
+func WithHTTPClient(hc *http.Client) ClientOption {
+	return func(c *Client) {
+		if hc != nil {
+			c.hc = hc
+		}
+	}
+}
+
+// WithRetryBackoff sets the first and the longest pause between retries.
+func WithRetryBackoff(min, max time.Duration) ClientOption {
+	return func(c *Client) {
+		if min > 0 {
+			c.minBackoff = min
+		}
+		if max >= c.minBackoff {
+			c.maxBackoff = max
+		}
+	}
+}
+
+// WithRequestTimeout bounds one HTTP request (default 10 s); a waiting
+// acquire's request gets its wait plus this.
+func WithRequestTimeout(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// NewClient returns a client of the cluster whose nodes listen on addrs
+// (host:port each); it starts with the first.
+func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
+	c := &Client{timeout: DefaultRequestTimeout, minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff}
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			continue
+		}
+		host, port, err := net.SplitHostPort(a)
+		if err != nil {
+			return nil, fmt.Errorf("raftlock client: address %q: %w", a, err)
+		}
+		if host == "" || port == "" {
+			return nil, fmt.Errorf("raftlock client: address %q: want host:port", a)
+		}
+		c.addrs = append(c.addrs, a)
+	}
+	if len(c.addrs) == 0 {
+		return nil, errors.New("raftlock client: no address")
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.maxBackoff < c.minBackoff {
+		c.maxBackoff = c.minBackoff
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}}
+	}
+	return c, nil
+}
+
+// CloseIdleConnections closes the client's idle connections.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
+var _ session.Backend = (*Client)(nil)
+
+// call is one API call.
+type call struct {
+	method, path string
+	query        url.Values
+	// body returns the request body (nil: none) and the timeout of one
+	// attempt; it runs before every attempt.
+	body func() (any, time.Duration)
+	out  any
+	// idempotent calls are retried after an unknown outcome.
+	idempotent bool
+	// uncertain is set when an attempt's outcome was unknown.
+	uncertain bool
+}
+
+// attemptError is the outcome of one failed attempt.
+type attemptError struct {
+	err *session.Error
+	// rotate: the node did not serve; try the next address.
+	rotate bool
+}
+
+// do runs a call with retries; it returns the answer's header.
+func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
+	backoff := c.minBackoff
+	var last *session.Error
+	for {
+		idx := c.cur.Load()
+		addr := c.addrs[idx%uint64(len(c.addrs))]
+		hdr, ae, err := c.attempt(ctx, addr, cl)
+		if err != nil {
+			if last != nil && ctx.Err() != nil {
+				// Report why the earlier attempts failed, not just the ctx.
+				return nil, fmt.Errorf("raftlock %s %s via %s: %w (gave up: %w)", cl.method, cl.path, addr, last, err)
+			}
+			return nil, fmt.Errorf("raftlock %s %s via %s: %w", cl.method, cl.path, addr, err)
+		}
+		if ae == nil {
+			return hdr, nil
+		}
+		last = ae.err
+		code := ae.err.Code
+		if code == session.CodeUnknownOutcome {
+			cl.uncertain = true
+		}
+		retry := code == session.CodeNoLeader || (code == session.CodeUnknownOutcome && cl.idempotent)
+		if ae.rotate {
+			// Another goroutine may have rotated already.
+			c.cur.CompareAndSwap(idx, idx+1)
+		}
+		if !retry {
+			return nil, fmt.Errorf("raftlock %s %s via %s: %w", cl.method, cl.path, addr, ae.err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("raftlock %s %s via %s: %w (gave up: %w)", cl.method, cl.path, addr, ae.err, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, c.maxBackoff)
+	}
+}
+
+// attempt sends one request. A non-nil error ends the call at once (ctx
+// done, a request that cannot be built); an attemptError may be retried.
+func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Header, *attemptError, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	timeout := c.timeout
+	var body io.Reader
+	if cl.body != nil {
+		v, t := cl.body()
+		if t > 0 {
+			timeout = t
+		}
+		if v != nil {
+			data, err := json.Marshal(v)
+			if err != nil {
+				return nil, nil, fmt.Errorf("encode request: %w", err)
+			}
+			body = bytes.NewReader(data)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// cl.path is already escaped.
+	u := "http://" + addr + cl.path
+	if len(cl.query) > 0 {
+		u += "?" + cl.query.Encode()
+	}
+	req, err := http.NewRequestWithContext(rctx, cl.method, u, body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" || cl.method == http.MethodGet {
+			// Surely not processed (or a read): no_leader, try another node.
+			return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "cannot reach %s: %v", addr, err)}, nil
+		}
+		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeUnknownOutcome,
+			"connection to %s failed after the request was sent: %v; it may or may not have been processed", addr, err)}, nil
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		code := session.CodeUnknownOutcome
+		if cl.method == http.MethodGet {
+			code = session.CodeNoLeader
+		}
+		return nil, &attemptError{rotate: true, err: session.Errorf(code, "reading the answer of %s: %v", addr, err)}, nil
+	}
+	if resp.StatusCode/100 == 2 {
+		if cl.out != nil {
+			if err := json.Unmarshal(data, cl.out); err != nil {
+				return nil, nil, fmt.Errorf("decode answer (HTTP %d): %w", resp.StatusCode, err)
+			}
+		}
+		return resp.Header, nil, nil
+	}
+	var er ErrorReply
+	if err := json.Unmarshal(data, &er); err == nil && er.Error.Code != "" {
+		e := &session.Error{Code: session.Code(er.Error.Code), Message: er.Error.Message}
+		return nil, &attemptError{err: e, rotate: e.Code == session.CodeNoLeader}, nil
+	}
+	// Not an API answer: something between us and the node.
+	text := strings.TrimSpace(string(data))
+	if len(text) > 200 {
+		text = text[:200] + "..."
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+	}
+	return nil, &attemptError{err: session.Errorf(session.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+}
+
+func fixed(v any) func() (any, time.Duration) {
+	return func() (any, time.Duration) { return v, 0 }
+}
+
+func termOf(h http.Header) uint64 {
+	t, _ := strconv.ParseUint(h.Get(HeaderTerm), 10, 64)
+	return t
+}
+
+// OpenSession opens a session. It is retried only when the request surely
+// was not processed (dial failure, no_leader); an unknown outcome is
+// returned as an error with code unknown_outcome, since a retry could open
+// a second session.
+func (c *Client) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+	var out OpenSessionReply
+	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out,
+		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireDuration(req.LockDelay)})}
+	if _, err := c.do(ctx, cl); err != nil {
+		return session.Info{}, err
+	}
+	info, err := SessionReply{ID: out.ID, Name: req.Name, TTL: out.TTL, LockDelay: out.LockDelay}.Info()
+	if err != nil {
+		return session.Info{}, fmt.Errorf("raftlock open session: %w", err)
+	}
+	return info, nil
+}
+
+// KeepAlive extends a session's lease and returns its TTL. The caller
+// should count the lease from before the call.
+func (c *Client) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+	var out KeepAliveReply
+	cl := &call{method: http.MethodPost, path: "/v1/sessions/" + url.PathEscape(id) + "/keepalive", out: &out, idempotent: true}
+	if _, err := c.do(ctx, cl); err != nil {
+		return 0, err
+	}
+	d, err := parseWireDuration("ttl", out.TTL)
+	if err != nil {
+		return 0, fmt.Errorf("raftlock keepalive: %w", err)
+	}
+	return d, nil
+}
+
+// CloseSession ends a session, releasing its locks at once. When an
+// earlier attempt's outcome was unknown and a retry finds the session gone,
+// the close is reported as done.
+func (c *Client) CloseSession(ctx context.Context, id string) error {
+	cl := &call{method: http.MethodDelete, path: "/v1/sessions/" + url.PathEscape(id), out: &CloseReply{}, idempotent: true}
+	_, err := c.do(ctx, cl)
+	if err != nil && cl.uncertain && errors.Is(err, session.ErrSessionNotFound) {
+		return nil
+	}
+	return err
+}
+
+// SessionInfo describes a session.
+func (c *Client) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+	var out SessionReply
+	cl := &call{method: http.MethodGet, path: "/v1/sessions/" + url.PathEscape(id), out: &out, idempotent: true}
+	if _, err := c.do(ctx, cl); err != nil {
+		return session.Info{}, err
+	}
+	info, err := out.Info()
+	if err != nil {
+		return session.Info{}, fmt.Errorf("raftlock session info: %w", err)
+	}
+	return info, nil
+}
+
+// Acquire takes a lock (Wait 0: try once; otherwise wait in the lock's
+// queue up to Wait). A retried attempt asks for the wait that remains, so
+// the whole call waits about Wait at most; the ctx can end it sooner. The
+// Grant's Term is the X-Raftlock-Term of the answer.
+func (c *Client) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+	var out GrantReply
+	mode := ""
+	if req.Mode != 0 {
+		mode = req.Mode.String()
+	}
+	start := time.Now()
+	cl := &call{method: http.MethodPost, path: "/v1/acquire", out: &out, idempotent: req.Holder != "",
+		body: func() (any, time.Duration) {
+			b := AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value}
+			if req.Wait <= 0 {
+				b.Wait = wireDuration(req.Wait)
+				return b, 0
+			}
+			left := req.Wait - time.Since(start)
+			if left < time.Millisecond {
+				left = time.Millisecond // still a wait: wait_timeout, not lock_busy
+			}
+			b.Wait = left.String()
+			return b, left + c.timeout
+		}}
+	hdr, err := c.do(ctx, cl)
+	if err != nil {
+		return session.Grant{}, err
+	}
+	g, err := out.Grant(termOf(hdr))
+	if err != nil {
+		return session.Grant{}, fmt.Errorf("raftlock acquire %s: %w", req.Name, err)
+	}
+	return g, nil
+}
+
+// Release gives a lock up.
+func (c *Client) Release(ctx context.Context, req session.ReleaseRequest) error {
+	cl := &call{method: http.MethodPost, path: "/v1/release", out: &ReleaseReply{}, idempotent: true,
+		body: fixed(ReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})}
+	_, err := c.do(ctx, cl)
+	return err
+}
+
+// Lock returns the state of one lock.
+func (c *Client) Lock(ctx context.Context, name string) (session.LockState, error) {
+	var out LockReply
+	cl := &call{method: http.MethodGet, path: "/v1/lock", query: url.Values{"name": {name}}, out: &out, idempotent: true}
+	if _, err := c.do(ctx, cl); err != nil {
+		return session.LockState{}, err
+	}
+	l, err := out.State()
+	if err != nil {
+		return session.LockState{}, fmt.Errorf("raftlock lock: %w", err)
+	}
+	return l, nil
+}
+
+// Locks lists the locks whose names start with prefix.
+func (c *Client) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+	var out LocksReply
+	cl := &call{method: http.MethodGet, path: "/v1/locks", out: &out, idempotent: true}
+	if prefix != "" {
+		cl.query = url.Values{"prefix": {prefix}}
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return nil, err
+	}
+	ls := make([]session.LockState, 0, len(out.Locks))
+	for _, l := range out.Locks {
+		st, err := l.State()
+		if err != nil {
+			return nil, fmt.Errorf("raftlock locks: %w", err)
+		}
+		ls = append(ls, st)
+	}
+	return ls, nil
+}
+
+// CheckSequencer asks whether a sequencer is still current.
+func (c *Client) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+	var out CheckReply
+	cl := &call{method: http.MethodPost, path: "/v1/sequencer/check", out: &out, idempotent: true,
+		body: fixed(CheckBody{Sequencer: seq})}
+	if _, err := c.do(ctx, cl); err != nil {
+		return session.SequencerCheck{}, err
+	}
+	return session.SequencerCheck{Valid: out.Valid, CurrentToken: sequencer.Token(out.CurrentToken)}, nil
+}
+
+// Cluster describes the cluster as the leader sees it.
+func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
+	var out ClusterInfo
+	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/cluster", out: &out, idempotent: true}); err != nil {
+		return ClusterInfo{}, err
+	}
+	return out, nil
+}
+
+// Health asks the node the client currently talks to whether it is up and
+// whom it takes for the leader (answered locally, never forwarded).
+func (c *Client) Health(ctx context.Context) (HealthInfo, error) {
+	var out HealthInfo
+	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out, idempotent: true}); err != nil {
+		return HealthInfo{}, err
+	}
+	return out, nil
+}

@@ -1,0 +1,169 @@
+package transport
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// twoNodes is a leader and a follower that forwards to it.
+func twoNodes(t *testing.T) (leader, follower *fakeService, leaderURL, followerURL string) {
+	t.Helper()
+	leader = newFakeService("n1")
+	lts := newTestServer(t, leader)
+	follower = newFakeService("n2")
+	follower.setLeader(LeaderInfo{ID: "n1", HTTPAddr: hostOf(lts), Self: false, Term: 3})
+	fts := newTestServer(t, follower)
+	return leader, follower, lts.URL, fts.URL
+}
+
+func TestForwarding(t *testing.T) {
+	leader, follower, _, fURL := twoNodes(t)
+	c := newTestClient(t, strings.TrimPrefix(fURL, "http://"))
+	ctx := testCtx(t)
+
+	before := leader.calls.Load()
+	s, err := c.OpenSession(ctx, session.OpenRequest{Name: "via-follower"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Value: "v"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Term != 3 {
+		t.Fatalf("term %d", g.Term)
+	}
+	l, err := c.Lock(ctx, "f")
+	if err != nil || len(l.Holders) != 1 || l.Holders[0].Value != "v" {
+		t.Fatalf("lock via follower: %+v %v", l, err)
+	}
+	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "other"}); !errors.Is(err, session.ErrLockBusy) {
+		t.Fatalf("busy via follower: %v", err)
+	}
+	if n := leader.calls.Load() - before; n != 4 {
+		t.Fatalf("leader served %d calls, want 4", n)
+	}
+	if n := follower.calls.Load(); n != 0 {
+		t.Fatalf("follower served %d calls itself", n)
+	}
+	// A waiting acquire passes through the proxy and is granted on release.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "w", Wait: 5 * time.Second})
+		done <- err
+	}()
+	waitFor(t, "waiter queued on the leader", func() bool { l, _ := c.Lock(ctx, "f"); return l.Waiters == 1 })
+	time.Sleep(20 * time.Millisecond)
+	if err := c.Release(ctx, session.ReleaseRequest{Name: "f", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("waiting acquire via follower: %v", err)
+	}
+	// Health is answered locally.
+	h, err := c.Health(ctx)
+	if err != nil || h.IsLeader || h.Leader != "n1" {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	// Raw: the answer carries the leader's headers, once.
+	r := rawDo(t, fURL, "GET", "/v1/lock?name=f", nil)
+	if r.status != 200 || len(r.header.Values(HeaderLeader)) != 1 || r.header.Get(HeaderLeader) != "n1" {
+		t.Fatalf("forwarded answer: %d %v", r.status, r.header)
+	}
+	// Bad input is refused by the leader, unchanged.
+	r = rawDo(t, fURL, "POST", "/v1/acquire", strings.NewReader(`{"name":`))
+	if r.status != 400 || r.errCode() != "invalid_argument" {
+		t.Fatalf("bad input via follower: %d %s", r.status, r.body)
+	}
+	r = rawDo(t, fURL, "POST", "/v1/acquire", strings.NewReader(`{"name":"`+strings.Repeat("a", 1<<20)+`"}`))
+	if r.status != 413 || r.errCode() != "too_large" {
+		t.Fatalf("oversize via follower: %d %s", r.status, r.body)
+	}
+	// Unknown routes are answered locally.
+	before = leader.calls.Load()
+	r = rawDo(t, fURL, "GET", "/v1/nope", nil)
+	if r.status != 404 || r.errCode() != "not_found" || leader.calls.Load() != before {
+		t.Fatalf("unknown route via follower: %d %s", r.status, r.body)
+	}
+}
+
+func TestForwardingNoLeader(t *testing.T) {
+	leader, follower, _, fURL := twoNodes(t)
+
+	// A request that was already forwarded is not forwarded again.
+	before := leader.calls.Load()
+	r := rawDo(t, fURL, "GET", "/v1/cluster", nil, HeaderForwarded, "n9@2")
+	if r.status != 503 || r.errCode() != "no_leader" || leader.calls.Load() != before {
+		t.Fatalf("double forward: %d %s", r.status, r.body)
+	}
+	// Two followers that each take the other for the leader: no loop.
+	other := newFakeService("n3")
+	ots := newTestServer(t, other)
+	follower.setLeader(LeaderInfo{ID: "n3", HTTPAddr: hostOf(ots), Term: 4})
+	other.setLeader(LeaderInfo{ID: "n2", HTTPAddr: strings.TrimPrefix(fURL, "http://"), Term: 4})
+	r = rawDo(t, fURL, "GET", "/v1/cluster", nil)
+	if r.status != 503 || r.errCode() != "no_leader" {
+		t.Fatalf("forwarding loop: %d %s", r.status, r.body)
+	}
+
+	// Leader unknown.
+	follower.setLeader(LeaderInfo{Term: 5})
+	r = rawDo(t, fURL, "POST", "/v1/acquire", strings.NewReader(`{}`))
+	if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(HeaderTerm) != "5" {
+		t.Fatalf("leader unknown: %d %s %v", r.status, r.body, r.header)
+	}
+	// Leader known by id only.
+	follower.setLeader(LeaderInfo{ID: "n1", Term: 5})
+	r = rawDo(t, fURL, "GET", "/v1/lock?name=x", nil)
+	if r.status != 503 || r.errCode() != "no_leader" {
+		t.Fatalf("leader address unknown: %d %s", r.status, r.body)
+	}
+	// Leader unreachable.
+	follower.setLeader(LeaderInfo{ID: "n1", HTTPAddr: closedAddr(t), Term: 6})
+	for _, m := range []string{"GET /v1/lock?name=x", "POST /v1/sessions"} {
+		method, path, _ := strings.Cut(m, " ")
+		r = rawDo(t, fURL, method, path, strings.NewReader(``))
+		if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(HeaderLeader) != "n1" || r.header.Get(HeaderTerm) != "6" {
+			t.Fatalf("%s to unreachable leader: %d %s %v", m, r.status, r.body, r.header)
+		}
+	}
+	// Health never forwards.
+	r = rawDo(t, fURL, "GET", "/v1/health", nil)
+	if r.status != 200 {
+		t.Fatalf("health: %d %s", r.status, r.body)
+	}
+}
+
+// TestClientRotates: the first address is down; the client moves on.
+func TestClientRotates(t *testing.T) {
+	f := newFakeService("n1")
+	ts := newTestServer(t, f)
+	c := newTestClient(t, closedAddr(t), hostOf(ts))
+	ctx := testCtx(t)
+	s, err := c.OpenSession(ctx, session.OpenRequest{})
+	if err != nil {
+		t.Fatalf("open with the first node down: %v", err)
+	}
+	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	// A node answering no_leader: the client moves to the next one.
+	down := newFakeService("n2")
+	down.setLeader(LeaderInfo{Term: 1})
+	dts := newTestServer(t, down)
+	c2 := newTestClient(t, hostOf(dts), hostOf(ts))
+	if _, err := c2.KeepAlive(ctx, s.ID); err != nil {
+		t.Fatalf("keepalive with a leaderless first node: %v", err)
+	}
+	// Every node down: the call ends with ctx, code no_leader.
+	c3 := newTestClient(t, closedAddr(t), closedAddr(t))
+	sctx, cancel := testCtxTimeout(t, 50*time.Millisecond)
+	defer cancel()
+	if _, err := c3.KeepAlive(sctx, s.ID); !errors.Is(err, session.ErrNoLeader) {
+		t.Fatalf("all down: %v", err)
+	}
+}

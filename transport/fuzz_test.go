@@ -1,0 +1,112 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// FuzzHTTPHandlers sends random methods, paths and bodies to the server
+// over a fake service: it never panics, every answer is 2xx with a JSON
+// body or a JSON error body, with a status from the documented set.
+func FuzzHTTPHandlers(f *testing.F) {
+	seeds := []struct{ method, path, body string }{
+		{"POST", "/v1/sessions", `{"name":"s","ttl":"15s","lock_delay":"10s"}`},
+		{"POST", "/v1/sessions", `{"ttl":"-1s"}`},
+		{"POST", "/v1/sessions/SID/keepalive", ``},
+		{"GET", "/v1/sessions/SID", ``},
+		{"DELETE", "/v1/sessions/SID", ``},
+		{"POST", "/v1/acquire", `{"name":"a","session":"SID","holder":"h","mode":"shared","wait":"0s","value":"v"}`},
+		{"POST", "/v1/acquire", `{"name":"a","session":"SID","holder":"h","wait":"5ms"}`},
+		{"POST", "/v1/acquire", `{"name":`},
+		{"POST", "/v1/release", `{"name":"a","session":"SID","holder":"h"}`},
+		{"GET", "/v1/lock?name=a", ``},
+		{"GET", "/v1/locks?prefix=", ``},
+		{"POST", "/v1/sequencer/check", `{"sequencer":"rl1:x:1:a"}`},
+		{"GET", "/v1/cluster", ``},
+		{"GET", "/v1/health", ``},
+		{"POST", "/v1/internal/members", `{"id":"n1","raft_addr":"a","http_addr":"b","voter":true}`},
+		{"PATCH", "/v1/acquire", `{}`},
+		{"GET", "/v1/../v1/cluster", ``},
+		{"POST", "/v1/acquire", `{"name":"a"}{"name":"b"}`},
+	}
+	for _, s := range seeds {
+		f.Add(s.method, s.path, []byte(s.body))
+	}
+	svc := newFakeService("n1")
+	srv := NewServer(svc)
+	// One real session so that SID-paths reach the service.
+	sid := openFuzzSession(f, srv)
+	allowed := map[int]bool{200: true, 400: true, 404: true, 405: true, 408: true, 409: true, 413: true, 500: true, 503: true}
+	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
+		path = strings.ReplaceAll(path, "SID", sid)
+		if !validMethod(method) || !strings.HasPrefix(path, "/") {
+			return // not a request net/http would deliver
+		}
+		// A waiting acquire in the fake ends with the request's ctx.
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1"+path, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, req)
+		res := w.Result()
+		if !allowed[res.StatusCode] {
+			t.Fatalf("%s %q: status %d", method, path, res.StatusCode)
+		}
+		if method == http.MethodHead {
+			return
+		}
+		out := w.Body.Bytes()
+		if !json.Valid(out) {
+			t.Fatalf("%s %q: %d, body not JSON: %q", method, path, res.StatusCode, out)
+		}
+		if res.StatusCode != 200 {
+			var e ErrorReply
+			if err := json.Unmarshal(out, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("%s %q: %d, not an error body: %q", method, path, res.StatusCode, out)
+			}
+			if StatusOf(sessionCode(e.Error.Code)) != res.StatusCode {
+				t.Fatalf("%s %q: code %s with status %d", method, path, e.Error.Code, res.StatusCode)
+			}
+		}
+		if res.Header.Get(HeaderLeader) != "n1" {
+			t.Fatalf("%s %q: no leader header", method, path)
+		}
+	})
+}
+
+func validMethod(m string) bool {
+	if m == "" || !utf8.ValidString(m) {
+		return false
+	}
+	for _, c := range m {
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", c) {
+			return false
+		}
+	}
+	return true
+}
+
+func openFuzzSession(f *testing.F, srv http.Handler) string {
+	req := httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(`{}`))
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, req)
+	var r OpenSessionReply
+	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || r.ID == "" {
+		f.Fatalf("open session: %s", w.Body.Bytes())
+	}
+	return r.ID
+}
+
+func sessionCode(s string) session.Code { return session.Code(s) }

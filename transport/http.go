@@ -1,0 +1,275 @@
+package transport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// Server is the HTTP/JSON API of one replica (shared/API.md). It is an
+// http.Handler: it answers on the leader, forwards every /v1 request but
+// /v1/health from a follower to the leader, answers every error as
+// {"error":{"code","message"}}, stamps X-Raftlock-Leader and
+// X-Raftlock-Term on every answer and turns handler panics into 500
+// internal errors.
+type Server struct {
+	svc   Service
+	log   hclog.Logger
+	mux   *http.ServeMux
+	proxy http.RoundTripper
+}
+
+// ServerOption configures a Server.
+type ServerOption func(*Server)
+
+// WithLogger sets the server's logger (default: none).
+func WithLogger(l hclog.Logger) ServerOption {
+	return func(s *Server) {
+		if l != nil {
+			s.log = l
+		}
+	}
+}
+
+// WithProxyTransport sets the RoundTripper a follower forwards requests to
+// the leader with. It must not time out a response sooner than the longest
+// waiting acquire (session.MaxWait). The default dials with a 5 s timeout
+// and never times out responses.
+func WithProxyTransport(rt http.RoundTripper) ServerOption {
+	return func(s *Server) {
+		if rt != nil {
+			s.proxy = rt
+		}
+	}
+}
+
+// NewServer returns the HTTP API serving svc.
+func NewServer(svc Service, opts ...ServerOption) *Server {
+	s := &Server{svc: svc, log: hclog.NewNullLogger(), mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.proxy == nil {
+		s.proxy = &http.Transport{
+			Proxy:                 nil,
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   64,
+			IdleConnTimeout:       90 * time.Second,
+			ExpectContinueTimeout: time.Second,
+		}
+	}
+	s.routes()
+	return s
+}
+
+// route is one API route: a ServeMux pattern, whether a follower forwards it
+// to the leader, and its handler.
+func (s *Server) routes() {
+	for _, r := range []struct {
+		pattern string
+		forward bool
+		h       func(http.ResponseWriter, *http.Request) error
+	}{
+		{"POST /v1/sessions", true, s.handleOpenSession},
+		{"POST /v1/sessions/{id}/keepalive", true, s.handleKeepAlive},
+		{"GET /v1/sessions/{id}", true, s.handleSessionInfo},
+		{"DELETE /v1/sessions/{id}", true, s.handleCloseSession},
+		{"POST /v1/acquire", true, s.handleAcquire},
+		{"POST /v1/release", true, s.handleRelease},
+		{"GET /v1/lock", true, s.handleLock},
+		{"GET /v1/locks", true, s.handleLocks},
+		{"POST /v1/sequencer/check", true, s.handleCheck},
+		{"GET /v1/cluster", true, s.handleCluster},
+		{"POST /v1/internal/members", true, s.handleRegister},
+		{"GET /v1/health", false, s.handleHealth},
+	} {
+		s.mux.Handle(r.pattern, s.endpoint(r.forward, r.h))
+	}
+}
+
+// endpoint wraps a handler: forwarding when this node does not lead, and
+// error answers for a returned error.
+func (s *Server) endpoint(forward bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if forward {
+			if li := s.svc.Leader(); !li.Self {
+				s.forward(w, r, li)
+				return
+			}
+		}
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rw := &responseWriter{ResponseWriter: w}
+	defer s.recoverPanic(rw, r)
+
+	li := s.svc.Leader()
+	rw.Header().Set(HeaderLeader, li.ID)
+	rw.Header().Set(HeaderTerm, strconv.FormatUint(li.Term, 10))
+
+	// ServeMux would redirect unclean paths; the API has none.
+	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
+		s.writeError(rw, r, session.Errorf(session.CodeNotFound, "no route %s %q", r.Method, r.URL.Path))
+		return
+	}
+	h, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		// No route matched: ServeMux's own handler tells 404 from 405 (and
+		// sets Allow); answer in JSON instead of its plain text.
+		probe := &statusProbe{header: http.Header{}}
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			if allow := probe.header.Get("Allow"); allow != "" {
+				rw.Header().Set("Allow", allow)
+			}
+			s.writeError(rw, r, session.Errorf(session.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			return
+		}
+		s.writeError(rw, r, session.Errorf(session.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	s.mux.ServeHTTP(rw, r)
+}
+
+// recoverPanic turns a handler panic into a 500 internal answer.
+func (s *Server) recoverPanic(rw *responseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v) // net/http aborts the response quietly.
+	}
+	s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+	if rw.wrote {
+		// Too late for an error answer: abort the connection so the client
+		// does not take a truncated answer for a whole one.
+		panic(http.ErrAbortHandler)
+	}
+	s.writeError(rw, r, session.Errorf(session.CodeInternal, "internal error"))
+}
+
+// StatusOf maps an error code onto its HTTP status (API.md).
+func StatusOf(code session.Code) int {
+	switch code {
+	case session.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case session.CodeSessionNotFound, session.CodeNotFound:
+		return http.StatusNotFound
+	case session.CodeLockBusy, session.CodeNotHolder:
+		return http.StatusConflict
+	case session.CodeWaitTimeout:
+		return http.StatusRequestTimeout
+	case session.CodeNoLeader, session.CodeUnknownOutcome:
+		return http.StatusServiceUnavailable
+	case session.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case session.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// apiError turns any error into an *session.Error. A context error means
+// the request ended (client gone, server shutting down) before its outcome
+// was known.
+func apiError(err error) *session.Error {
+	var e *session.Error
+	if errors.As(err, &e) {
+		return e
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return session.Errorf(session.CodeUnknownOutcome, "request ended before its outcome was known: %v", err)
+	}
+	return session.Errorf(session.CodeInternal, "%v", err)
+}
+
+// writeError answers err as {"error":{"code","message"}}.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := apiError(err)
+	status := StatusOf(e.Code)
+	if status >= 500 {
+		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+	} else {
+		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+	}
+	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
+}
+
+// writeJSON answers v as JSON with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// responseWriter remembers whether the header was written; it unwraps for
+// http.ResponseController (flushing through the forwarding proxy).
+type responseWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *responseWriter) WriteHeader(status int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *responseWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher.
+func (w *responseWriter) Flush() {
+	w.wrote = true
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the underlying ResponseWriter.
+func (w *responseWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// statusProbe records the status ServeMux's not-found or not-allowed
+// handler writes.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}

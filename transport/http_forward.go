@@ -1,0 +1,76 @@
+package transport
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// forward answers a request on a follower: it reverse-proxies it to the
+// leader, or answers no_leader when the leader is unknown or the request
+// was already forwarded once (so two nodes with stale views never bounce a
+// request between them).
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
+	if li.HTTPAddr == "" {
+		s.writeError(w, r, session.Errorf(session.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
+		return
+	}
+	if via := r.Header.Get(HeaderForwarded); via != "" {
+		s.writeError(w, r, session.Errorf(session.CodeNoLeader,
+			"request forwarded here as to the leader (%s), but this node does not lead (its leader: %q)", via, li.ID))
+		return
+	}
+	if r.ContentLength > MaxBodyBytes {
+		s.writeError(w, r, session.Errorf(session.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: li.HTTPAddr}
+	view := li.ID + "@" + strconv.FormatUint(li.Term, 10)
+	// The leader stamps its own leader and term headers on the answer; ours
+	// are put back only if the answer carries none (see ModifyResponse).
+	mine := w.Header().Clone()
+	w.Header().Del(HeaderLeader)
+	w.Header().Del(HeaderTerm)
+	p := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+			pr.Out.Header.Set(HeaderForwarded, view)
+		},
+		Transport:     s.proxy,
+		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			for _, h := range []string{HeaderLeader, HeaderTerm} {
+				if resp.Header.Get(h) == "" {
+					resp.Header.Set(h, mine.Get(h))
+				}
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			w.Header().Set(HeaderLeader, mine.Get(HeaderLeader))
+			w.Header().Set(HeaderTerm, mine.Get(HeaderTerm))
+			s.writeError(w, r, proxyError(r, li, err))
+		},
+	}
+	s.log.Trace("forwarding to the leader", "method", r.Method, "path", r.URL.Path, "leader", li.ID, "addr", li.HTTPAddr)
+	p.ServeHTTP(w, r)
+}
+
+// proxyError classifies a failure to forward. A request that never reached
+// the leader (dial failure) or that only reads is answered no_leader
+// (retry); a write that may have reached the leader is unknown_outcome
+// (retry the same idempotent request).
+func proxyError(r *http.Request, li LeaderInfo, err error) error {
+	var op *net.OpError
+	notSent := errors.As(err, &op) && op.Op == "dial"
+	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return session.Errorf(session.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.HTTPAddr, err)
+	}
+	return session.Errorf(session.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.HTTPAddr, err)
+}

@@ -1,0 +1,338 @@
+package transport
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+)
+
+// maxSessionIDBytes bounds a session id (ids are 32 hex digits).
+const maxSessionIDBytes = 64
+
+func invalidf(format string, args ...any) error {
+	return session.Errorf(session.CodeInvalidArgument, format, args...)
+}
+
+// decodeBody reads the whole body (at most MaxBodyBytes) and decodes it
+// strictly into dst: no unknown fields, no trailing data. An empty body
+// decodes as {}.
+func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
+	if r.ContentLength > MaxBodyBytes {
+		return session.Errorf(session.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return session.Errorf(session.CodeTooLarge, "request body over the limit of %d bytes", MaxBodyBytes)
+		}
+		return invalidf("reading request body: %v", err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return invalidf("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("malformed JSON body: trailing data after the object")
+	}
+	return nil
+}
+
+// query parses the query string strictly: only the allowed keys, each at
+// most once.
+func query(r *http.Request, allowed ...string) (url.Values, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, invalidf("malformed query: %v", err)
+	}
+	for k, vs := range q {
+		ok := false
+		for _, a := range allowed {
+			ok = ok || k == a
+		}
+		if !ok {
+			return nil, invalidf("unknown query parameter %q", k)
+		}
+		if len(vs) > 1 {
+			return nil, invalidf("query parameter %q given %d times", k, len(vs))
+		}
+	}
+	return q, nil
+}
+
+// checkText validates an identifier-like string: UTF-8, no control
+// characters, between min and max bytes.
+func checkText(what, s string, min, max int) error {
+	if len(s) < min {
+		return invalidf("%s must not be empty", what)
+	}
+	if len(s) > max {
+		return invalidf("%s is %d bytes; the limit is %d", what, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return invalidf("%s is not valid UTF-8", what)
+	}
+	for _, c := range s {
+		if unicode.IsControl(c) {
+			return invalidf("%s contains control character %U", what, c)
+		}
+	}
+	return nil
+}
+
+// parseDuration parses an optional duration field and checks it against
+// [0, max]; "" is zero.
+func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, invalidf("%s: %q is not a duration like \"15s\"", field, s)
+	}
+	if d < 0 || d > max {
+		return 0, invalidf("%s %v out of range [0s, %v]", field, d, max)
+	}
+	return d, nil
+}
+
+func checkLockRef(name, sess, holder string) error {
+	if err := checkText("lock name", name, 1, session.MaxNameBytes); err != nil {
+		return err
+	}
+	if err := checkText("session", sess, 1, maxSessionIDBytes); err != nil {
+		return err
+	}
+	return checkText("holder", holder, 1, session.MaxHolderBytes)
+}
+
+func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error {
+	var b OpenSessionBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	ttl, err := parseDuration("ttl", b.TTL, session.MaxTTL)
+	if err != nil {
+		return err
+	}
+	if ttl != 0 && ttl < session.MinTTL {
+		return invalidf("ttl %v out of range [%v, %v]", ttl, session.MinTTL, session.MaxTTL)
+	}
+	ld, err := parseDuration("lock_delay", b.LockDelay, session.MaxLockDelay)
+	if err != nil {
+		return err
+	}
+	if err := checkText("session name", b.Name, 0, session.MaxSessionNameBytes); err != nil {
+		return err
+	}
+	info, err := s.svc.OpenSession(r.Context(), session.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+	return nil
+}
+
+func sessionID(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	return id, checkText("session", id, 1, maxSessionIDBytes)
+}
+
+func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	ttl, err := s.svc.KeepAlive(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, KeepAliveReply{TTL: ttl.String()})
+	return nil
+}
+
+func (s *Server) handleSessionInfo(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	info, err := s.svc.SessionInfo(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewSessionReply(info))
+	return nil
+}
+
+func (s *Server) handleCloseSession(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	id, err := sessionID(r)
+	if err != nil {
+		return err
+	}
+	if err := s.svc.CloseSession(r.Context(), id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, CloseReply{Closed: true})
+	return nil
+}
+
+func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
+	var b AcquireBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := checkLockRef(b.Name, b.Session, b.Holder); err != nil {
+		return err
+	}
+	mode, err := sequencer.ParseMode(b.Mode)
+	if err != nil {
+		return invalidf("mode: %v", err)
+	}
+	wait, err := parseDuration("wait", b.Wait, session.MaxWait)
+	if err != nil {
+		return err
+	}
+	if len(b.Value) > session.MaxValueBytes {
+		return session.Errorf(session.CodeTooLarge, "value is %d bytes; the limit is %d", len(b.Value), session.MaxValueBytes)
+	}
+	g, err := s.svc.Acquire(r.Context(), session.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
+		Mode: mode, Wait: wait, Value: b.Value})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewGrantReply(g))
+	return nil
+}
+
+func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
+	var b ReleaseBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := checkLockRef(b.Name, b.Session, b.Holder); err != nil {
+		return err
+	}
+	if err := s.svc.Release(r.Context(), session.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ReleaseReply{Released: true})
+	return nil
+}
+
+func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r, "name")
+	if err != nil {
+		return err
+	}
+	name := q.Get("name")
+	if err := checkText("lock name", name, 1, session.MaxNameBytes); err != nil {
+		return err
+	}
+	l, err := s.svc.Lock(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewLockReply(l))
+	return nil
+}
+
+func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
+	q, err := query(r, "prefix")
+	if err != nil {
+		return err
+	}
+	prefix := q.Get("prefix")
+	if err := checkText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+		return err
+	}
+	ls, err := s.svc.Locks(r.Context(), prefix)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewLocksReply(ls))
+	return nil
+}
+
+func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
+	var b CheckBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	seq, err := sequencer.Parse(b.Sequencer)
+	if err != nil {
+		return invalidf("sequencer: %v", err)
+	}
+	if err := checkText("lock name", seq.Name, 1, session.MaxNameBytes); err != nil {
+		return err
+	}
+	c, err := s.svc.CheckSequencer(r.Context(), b.Sequencer)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, NewCheckReply(c))
+	return nil
+}
+
+func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	info, err := s.svc.Cluster(r.Context())
+	if err != nil {
+		return err
+	}
+	if info.Members == nil {
+		info.Members = []Member{}
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
+	var m Member
+	if err := decodeBody(w, r, &m); err != nil {
+		return err
+	}
+	if err := checkText("member id", m.ID, 1, 128); err != nil {
+		return err
+	}
+	if err := checkText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+		return err
+	}
+	if err := checkText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+		return err
+	}
+	if err := s.svc.RegisterMember(r.Context(), m); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, RegisterReply{Registered: true})
+	return nil
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
+	li := s.svc.Leader()
+	writeJSON(w, http.StatusOK, HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self})
+	return nil
+}

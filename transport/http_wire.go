@@ -1,0 +1,282 @@
+package transport
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+)
+
+// The wire types of the HTTP/JSON API (shared/API.md). The server encodes
+// its answers with them, the Client decodes them, and the CLI prints them
+// for --json. Durations are Go duration strings ("15s"), tokens JSON
+// numbers, sequencers their printable form, times RFC 3339 (nanoseconds).
+
+// Header names of the API.
+const (
+	// HeaderLeader carries the id of the leader as the answering node sees it.
+	HeaderLeader = "X-Raftlock-Leader"
+	// HeaderTerm carries the answering node's Raft term.
+	HeaderTerm = "X-Raftlock-Term"
+	// HeaderForwarded marks a request a follower forwarded to the leader; its
+	// value is the follower's view of the leader ("<leader id>@<term>"). A
+	// forwarded request is never forwarded again.
+	HeaderForwarded = "X-Raftlock-Forwarded"
+)
+
+// MaxBodyBytes bounds a request body; larger bodies get too_large (413).
+const MaxBodyBytes = 64 << 10
+
+// OpenSessionBody is the body of POST /v1/sessions. Empty durations take
+// the defaults.
+type OpenSessionBody struct {
+	Name      string `json:"name"`
+	TTL       string `json:"ttl"`
+	LockDelay string `json:"lock_delay"`
+}
+
+// OpenSessionReply answers POST /v1/sessions.
+type OpenSessionReply struct {
+	ID        string `json:"id"`
+	TTL       string `json:"ttl"`
+	LockDelay string `json:"lock_delay"`
+}
+
+// KeepAliveReply answers POST /v1/sessions/{id}/keepalive.
+type KeepAliveReply struct {
+	TTL string `json:"ttl"`
+}
+
+// SessionReply answers GET /v1/sessions/{id}.
+type SessionReply struct {
+	ID        string   `json:"id"`
+	Name      string   `json:"name"`
+	TTL       string   `json:"ttl"`
+	LockDelay string   `json:"lock_delay"`
+	Locks     []string `json:"locks"`
+}
+
+// CloseReply answers DELETE /v1/sessions/{id}.
+type CloseReply struct {
+	Closed bool `json:"closed"`
+}
+
+// AcquireBody is the body of POST /v1/acquire. Mode "" means exclusive;
+// Wait "" or "0s" means try once.
+type AcquireBody struct {
+	Name    string `json:"name"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Mode    string `json:"mode"`
+	Wait    string `json:"wait"`
+	Value   string `json:"value"`
+}
+
+// GrantReply answers a successful POST /v1/acquire.
+type GrantReply struct {
+	Name      string `json:"name"`
+	Mode      string `json:"mode"`
+	Token     uint64 `json:"token"`
+	Sequencer string `json:"sequencer"`
+}
+
+// ReleaseBody is the body of POST /v1/release.
+type ReleaseBody struct {
+	Name    string `json:"name"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+}
+
+// ReleaseReply answers POST /v1/release.
+type ReleaseReply struct {
+	Released bool `json:"released"`
+}
+
+// HolderReply is one holder of a lock.
+type HolderReply struct {
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Token   uint64 `json:"token"`
+	Value   string `json:"value"`
+}
+
+// LockReply answers GET /v1/lock and is one element of LocksReply. A free
+// lock has mode "" and no holders; DelayUntil is "" without a lock-delay.
+// Index (an addition to API.md) is the Raft index of the lock's last change.
+type LockReply struct {
+	Name       string        `json:"name"`
+	Mode       string        `json:"mode"`
+	Holders    []HolderReply `json:"holders"`
+	Waiters    int           `json:"waiters"`
+	DelayUntil string        `json:"delay_until,omitempty"`
+	Index      uint64        `json:"index,omitempty"`
+}
+
+// LocksReply answers GET /v1/locks.
+type LocksReply struct {
+	Locks []LockReply `json:"locks"`
+}
+
+// CheckBody is the body of POST /v1/sequencer/check.
+type CheckBody struct {
+	Sequencer string `json:"sequencer"`
+}
+
+// CheckReply answers POST /v1/sequencer/check.
+type CheckReply struct {
+	Valid        bool   `json:"valid"`
+	CurrentToken uint64 `json:"current_token"`
+}
+
+// HealthInfo answers GET /v1/health, which the answering node serves
+// locally (never forwarded): it is up, and this is its view of the leader.
+type HealthInfo struct {
+	OK bool `json:"ok"`
+	// Leader is the leader's id ("" when unknown).
+	Leader string `json:"leader"`
+	// Term is the node's Raft term.
+	Term uint64 `json:"term"`
+	// IsLeader is true when the answering node believes it leads.
+	IsLeader bool `json:"is_leader"`
+}
+
+// RegisterReply answers POST /v1/internal/members.
+type RegisterReply struct {
+	Registered bool `json:"registered"`
+}
+
+// ErrorReply is the body of every error answer.
+type ErrorReply struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody is the code and message of an error answer.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// NewSessionReply encodes a session's description.
+func NewSessionReply(in session.Info) SessionReply {
+	locks := in.Locks
+	if locks == nil {
+		locks = []string{}
+	}
+	return SessionReply{ID: in.ID, Name: in.Name, TTL: in.TTL.String(), LockDelay: in.LockDelay.String(), Locks: locks}
+}
+
+// Info decodes a session's description.
+func (r SessionReply) Info() (session.Info, error) {
+	ttl, err := parseWireDuration("ttl", r.TTL)
+	if err != nil {
+		return session.Info{}, err
+	}
+	ld, err := parseWireDuration("lock_delay", r.LockDelay)
+	if err != nil {
+		return session.Info{}, err
+	}
+	locks := r.Locks
+	if locks == nil {
+		locks = []string{}
+	}
+	return session.Info{ID: r.ID, Name: r.Name, TTL: ttl, LockDelay: ld, Locks: locks}, nil
+}
+
+// NewGrantReply encodes a grant.
+func NewGrantReply(g session.Grant) GrantReply {
+	return GrantReply{Name: g.Name, Mode: modeString(g.Mode), Token: uint64(g.Token), Sequencer: g.Sequencer.String()}
+}
+
+// Grant decodes a grant; term is the X-Raftlock-Term of the answer.
+func (r GrantReply) Grant(term uint64) (session.Grant, error) {
+	seq, err := sequencer.Parse(r.Sequencer)
+	if err != nil {
+		return session.Grant{}, fmt.Errorf("grant: %w", err)
+	}
+	mode, err := sequencer.ParseMode(r.Mode)
+	if err != nil {
+		return session.Grant{}, fmt.Errorf("grant: %w", err)
+	}
+	return session.Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
+}
+
+// NewLockReply encodes a lock's state.
+func NewLockReply(l session.LockState) LockReply {
+	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
+		Waiters: l.Waiters, Index: l.Index}
+	for _, h := range l.Holders {
+		out.Holders = append(out.Holders, HolderReply{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token), Value: h.Value})
+	}
+	if !l.DelayUntil.IsZero() {
+		out.DelayUntil = l.DelayUntil.UTC().Format(time.RFC3339Nano)
+	}
+	return out
+}
+
+// State decodes a lock's state.
+func (r LockReply) State() (session.LockState, error) {
+	out := session.LockState{Name: r.Name, Holders: make([]session.Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
+	if r.Mode != "" {
+		m, err := sequencer.ParseMode(r.Mode)
+		if err != nil {
+			return session.LockState{}, fmt.Errorf("lock %s: %w", r.Name, err)
+		}
+		out.Mode = m
+	}
+	for _, h := range r.Holders {
+		out.Holders = append(out.Holders, session.Holder{Session: h.Session, Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+	}
+	if r.DelayUntil != "" {
+		t, err := time.Parse(time.RFC3339Nano, r.DelayUntil)
+		if err != nil {
+			return session.LockState{}, fmt.Errorf("lock %s: delay_until: %w", r.Name, err)
+		}
+		out.DelayUntil = t
+	}
+	return out, nil
+}
+
+// NewLocksReply encodes a list of lock states.
+func NewLocksReply(ls []session.LockState) LocksReply {
+	out := LocksReply{Locks: make([]LockReply, 0, len(ls))}
+	for _, l := range ls {
+		out.Locks = append(out.Locks, NewLockReply(l))
+	}
+	return out
+}
+
+// NewCheckReply encodes the answer about a sequencer.
+func NewCheckReply(c session.SequencerCheck) CheckReply {
+	return CheckReply{Valid: c.Valid, CurrentToken: uint64(c.CurrentToken)}
+}
+
+// modeString is a mode's wire form; "" for no mode (a free lock).
+func modeString(m sequencer.Mode) string {
+	switch m {
+	case sequencer.Exclusive, sequencer.Shared:
+		return m.String()
+	default:
+		return ""
+	}
+}
+
+// parseWireDuration parses a Go duration string; "" is zero.
+func parseWireDuration(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", field, err)
+	}
+	return d, nil
+}
+
+// wireDuration is the wire form of an optional duration: "" for zero.
+func wireDuration(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.String()
+}
