@@ -1,0 +1,878 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+)
+
+// This file is the client side of sessions: Session (keepalive loop,
+// jeopardy, grace, expiry) and Lock (a handle on one grant).
+
+// DefaultGracePeriod is how long a session stays in jeopardy, retrying
+// keepalives, before the client declares it expired.
+const DefaultGracePeriod = 15 * time.Second
+
+const (
+	// lockWaitSlice bounds the Wait of one blocking Acquire; a longer wait is
+	// a series of such acquires with the same holder id.
+	lockWaitSlice = 30 * time.Second
+	// Backoff between retries of transient failures.
+	minRetryBackoff = 50 * time.Millisecond
+	maxRetryBackoff = time.Second
+	// minJeopardyRetry bounds the keepalive cadence in jeopardy from below.
+	minJeopardyRetry = 100 * time.Millisecond
+	// eventBuffer is the capacity of Session.Events.
+	eventBuffer = 16
+)
+
+// State is a session's state as its client sees it.
+type State int
+
+const (
+	// Safe: the lease, counted from the send time of the last acknowledged
+	// keepalive, has not run out. Locks can be trusted.
+	Safe State = iota
+	// Jeopardy: the lease ran out without an acknowledgement. The server may
+	// already have expired the session, so locks must not be trusted, but the
+	// client keeps retrying keepalives until the grace period ends.
+	Jeopardy
+	// Expired: jeopardy outlasted the grace period, or the server reported
+	// the session gone. Every lock is lost; the session is over.
+	Expired
+	// Closed: Close was called. Every lock is released; the session is over.
+	Closed
+)
+
+// String returns "safe", "jeopardy", "expired" or "closed".
+func (st State) String() string {
+	switch st {
+	case Safe:
+		return "safe"
+	case Jeopardy:
+		return "jeopardy"
+	case Expired:
+		return "expired"
+	case Closed:
+		return "closed"
+	default:
+		return fmt.Sprintf("state(%d)", int(st))
+	}
+}
+
+func (st State) over() bool { return st == Expired || st == Closed }
+
+// Event is a change of a session's State.
+type Event struct {
+	State State
+	// At is the session Clock's time of the change.
+	At time.Time
+	// Err is the cause, if any: the last keepalive error for Jeopardy and
+	// Expired (matching ErrSessionNotFound when the server reported the
+	// session gone), nil for Safe and Closed.
+	Err error
+}
+
+// Option configures Open.
+type Option func(*sessionConfig)
+
+type sessionConfig struct {
+	name      string
+	ttl       time.Duration
+	lockDelay time.Duration
+	grace     time.Duration
+	clock     Clock
+	onEvent   func(Event)
+}
+
+// TTL asks for a session lease of d (MinTTL..MaxTTL; zero: DefaultTTL).
+func TTL(d time.Duration) Option { return func(c *sessionConfig) { c.ttl = d } }
+
+// LockDelay asks for a lock-delay of d (up to MaxLockDelay; zero:
+// DefaultLockDelay).
+func LockDelay(d time.Duration) Option { return func(c *sessionConfig) { c.lockDelay = d } }
+
+// Name gives the session a descriptive name (up to MaxSessionNameBytes).
+func Name(s string) Option { return func(c *sessionConfig) { c.name = s } }
+
+// GracePeriod sets how long jeopardy may last before the session is declared
+// expired (default DefaultGracePeriod).
+func GracePeriod(d time.Duration) Option { return func(c *sessionConfig) { c.grace = d } }
+
+// WithClock makes the session run on c instead of RealClock (tests).
+func WithClock(c Clock) Option { return func(cfg *sessionConfig) { cfg.clock = c } }
+
+// OnEvent registers f to be called with every Event, in order, on the
+// session's keepalive goroutine. f must return quickly; it may call any
+// method of the session, including Close.
+func OnEvent(f func(Event)) Option { return func(c *sessionConfig) { c.onEvent = f } }
+
+// Session is a client session: it keeps its lease alive on the cluster with
+// keepalives from one goroutine, tracks Safe/Jeopardy/Expired, and acquires
+// locks on the session's behalf. Its methods are safe for concurrent use.
+type Session struct {
+	b         Backend
+	clock     Clock
+	id        string
+	name      string
+	lockDelay time.Duration
+	grace     time.Duration
+	onEvent   func(Event)
+
+	ctx    context.Context // done when the session is over
+	cancel context.CancelFunc
+	events chan Event
+	// results carries keepalive answers to the loop; loopDone is closed
+	// when the loop exits; wg counts the loop and every helper goroutine.
+	results    chan kaResult
+	loopDone   chan struct{}
+	wg         sync.WaitGroup
+	inCallback atomic.Bool
+
+	mu       sync.Mutex
+	state    State
+	ttl      time.Duration
+	leaseEnd time.Time
+	locks    map[*Lock]struct{}
+	closing  bool // Close was called
+	gone     bool // the server reported the session not found
+
+	probe loopProbe
+}
+
+// Open opens a session on b and starts its keepalive loop. Transient
+// failures (no_leader, unknown_outcome, transport errors) are retried with
+// backoff until ctx is done; an orphan session left by a retried open
+// expires by itself after its TTL.
+func Open(ctx context.Context, b Backend, opts ...Option) (*Session, error) {
+	cfg := sessionConfig{grace: DefaultGracePeriod}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if b == nil {
+		return nil, Errorf(CodeInvalidArgument, "session: nil backend")
+	}
+	if cfg.grace < 0 {
+		return nil, Errorf(CodeInvalidArgument, "session: negative grace period %v", cfg.grace)
+	}
+	if cfg.clock == nil {
+		cfg.clock = RealClock()
+	}
+	var (
+		info Info
+		sent time.Time
+	)
+	err := retryTransient(ctx, cfg.clock, func(ctx context.Context) error {
+		sent = cfg.clock.Now()
+		var err error
+		info, err = b.OpenSession(ctx, OpenRequest{Name: cfg.name, TTL: cfg.ttl, LockDelay: cfg.lockDelay})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ttl := info.TTL
+	if ttl <= 0 {
+		ttl = cfg.ttl
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	s := &Session{
+		b:         b,
+		clock:     cfg.clock,
+		id:        info.ID,
+		name:      info.Name,
+		lockDelay: info.LockDelay,
+		grace:     cfg.grace,
+		onEvent:   cfg.onEvent,
+		events:    make(chan Event, eventBuffer),
+		results:   make(chan kaResult),
+		loopDone:  make(chan struct{}),
+		state:     Safe,
+		ttl:       ttl,
+		leaseEnd:  sent.Add(ttl),
+		locks:     make(map[*Lock]struct{}),
+	}
+	if s.name == "" {
+		s.name = cfg.name
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.run(sent)
+	return s, nil
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Name returns the session's descriptive name.
+func (s *Session) Name() string { return s.name }
+
+// TTL returns the session's lease as last granted by the cluster.
+func (s *Session) TTL() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ttl
+}
+
+// LockDelay returns the session's lock-delay as granted at Open.
+func (s *Session) LockDelay() time.Duration { return s.lockDelay }
+
+// State returns the session's current state.
+func (s *Session) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state
+}
+
+// Safe reports whether the session is in state Safe, i.e. its locks can be
+// trusted now.
+func (s *Session) Safe() bool { return s.State() == Safe }
+
+// Events returns the session's state changes. The channel is buffered and
+// never blocks the keepalive loop: when it is full the oldest event is
+// dropped. It is closed after the final event (Expired or Closed).
+func (s *Session) Events() <-chan Event { return s.events }
+
+// Done is closed when the session is over (expired or closed) and its
+// keepalive loop has stopped.
+func (s *Session) Done() <-chan struct{} { return s.loopDone }
+
+// Close ends the session: it stops the keepalive loop, marks every lock lost
+// (closing its Lost channel) and asks the cluster to close the session,
+// which releases its locks at once, without lock-delay. Transient failures
+// are retried until ctx is done. Close waits for the session's goroutines to
+// stop (unless called from an OnEvent callback). Repeated calls return nil.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closing = true
+	expired, gone := s.state == Expired, s.gone
+	if !expired {
+		s.state = Closed
+	}
+	s.loseAllLocked()
+	s.mu.Unlock()
+
+	s.cancel()
+	if !s.inCallback.Load() {
+		stopped := make(chan struct{})
+		go func() { s.wg.Wait(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	switch {
+	case gone:
+		return nil
+	case expired:
+		// The client gave up on the session; tell the cluster, best effort.
+		_ = s.b.CloseSession(ctx, s.id)
+		return nil
+	}
+	err := retryTransient(ctx, s.clock, func(ctx context.Context) error {
+		return s.b.CloseSession(ctx, s.id)
+	})
+	if errors.Is(err, ErrSessionNotFound) {
+		return nil
+	}
+	return err
+}
+
+// loseAllLocked marks every lock of the session lost and forgets them.
+func (s *Session) loseAllLocked() {
+	for l := range s.locks {
+		l.loseLocked()
+		delete(s.locks, l)
+	}
+}
+
+// overErr is the error of an operation on a session that is over.
+func (s *Session) overErr() error {
+	return Errorf(CodeSessionNotFound, "session %s is %s", s.id, s.State())
+}
+
+// ---- keepalive loop ----
+
+type kaResult struct {
+	seq  uint64
+	sent time.Time
+	ttl  time.Duration
+	err  error
+}
+
+type kaCall struct {
+	seq    uint64
+	cancel context.CancelFunc
+}
+
+// loopProbe publishes, for tests, whether the loop is parked in its select
+// and how many keepalives it has sent and how many answers it has handled.
+type loopProbe struct {
+	mu              sync.Mutex
+	parked          bool
+	gen             uint64
+	sent, handled   uint64
+	lastParkedState State
+	timer           Timer // the loop's timer
+}
+
+func (p *loopProbe) park(sent, handled uint64, st State) {
+	p.mu.Lock()
+	p.parked, p.sent, p.handled, p.lastParkedState = true, sent, handled, st
+	p.gen++
+	p.mu.Unlock()
+}
+
+func (p *loopProbe) unpark() {
+	p.mu.Lock()
+	p.parked = false
+	p.mu.Unlock()
+}
+
+// retryInterval is the keepalive cadence in jeopardy and after an error.
+func retryInterval(ttl time.Duration) time.Duration {
+	d := ttl / 10
+	if d < minJeopardyRetry {
+		d = minJeopardyRetry
+	}
+	if d > ttl/3 {
+		d = ttl / 3
+	}
+	if d <= 0 {
+		d = minJeopardyRetry
+	}
+	return d
+}
+
+// run is the keepalive loop. It sends a keepalive every ttl/3 (every
+// retryInterval in jeopardy or after an error), each in a short-lived
+// goroutine so that a hung call never delays the loop's timers; a call still
+// pending when the next one is due is cancelled. The lease is counted from
+// the send time of the acknowledged keepalive.
+func (s *Session) run(opened time.Time) {
+	defer s.wg.Done()
+	defer close(s.loopDone)
+
+	s.mu.Lock()
+	ttl, leaseEnd := s.ttl, s.leaseEnd
+	s.mu.Unlock()
+
+	var (
+		state         = Safe
+		lastSend      = opened
+		nextSend      = opened.Add(ttl / 3)
+		jeopardyEnd   time.Time
+		cur           *kaCall
+		seq           uint64
+		sent, handled uint64
+		lastErr       error
+	)
+	timer := s.clock.NewTimer(nextSend.Sub(s.clock.Now()))
+	defer timer.Stop()
+	s.probe.mu.Lock()
+	s.probe.timer = timer
+	s.probe.mu.Unlock()
+	defer func() {
+		if cur != nil {
+			cur.cancel()
+		}
+	}()
+
+	for {
+		now := s.clock.Now()
+		if state == Safe && !now.Before(leaseEnd) {
+			if !s.setState(Jeopardy, now, lastErr) {
+				s.finishClosed()
+				return
+			}
+			state = Jeopardy
+			jeopardyEnd = leaseEnd.Add(s.grace)
+			if next := lastSend.Add(retryInterval(ttl)); next.Before(nextSend) {
+				nextSend = next
+			}
+		}
+		if state == Jeopardy && !now.Before(jeopardyEnd) {
+			cause := fmt.Errorf("session %s: no keepalive acknowledged within the %v grace period after the lease ended", s.id, s.grace)
+			if lastErr != nil {
+				cause = fmt.Errorf("%w (last keepalive error: %w)", cause, lastErr)
+			}
+			s.expire(now, cause)
+			return
+		}
+		if !now.Before(nextSend) {
+			if cur != nil {
+				cur.cancel() // overdue: abandon it, its answer is still used if it comes
+			}
+			seq++
+			sent++
+			cur = s.startKeepAlive(seq, now)
+			lastSend = now
+			if state == Safe {
+				nextSend = now.Add(ttl / 3)
+			} else {
+				nextSend = now.Add(retryInterval(ttl))
+			}
+		}
+		wake := nextSend
+		if state == Safe && leaseEnd.Before(wake) {
+			wake = leaseEnd
+		}
+		if state == Jeopardy && jeopardyEnd.Before(wake) {
+			wake = jeopardyEnd
+		}
+		timer.Reset(wake.Sub(s.clock.Now()))
+
+		s.probe.park(sent, handled, state)
+		select {
+		case <-s.ctx.Done():
+			s.probe.unpark()
+			s.finishClosed()
+			return
+		case <-timer.C():
+			s.probe.unpark()
+		case r := <-s.results:
+			s.probe.unpark()
+			handled++
+			current := cur != nil && r.seq == cur.seq
+			if current {
+				cur.cancel()
+				cur = nil
+			}
+			switch {
+			case r.err == nil:
+				if r.ttl > 0 {
+					ttl = r.ttl
+				}
+				if end := r.sent.Add(ttl); end.After(leaseEnd) {
+					leaseEnd = end
+				}
+				s.mu.Lock()
+				s.ttl, s.leaseEnd = ttl, leaseEnd
+				s.mu.Unlock()
+				lastErr = nil
+				if current {
+					nextSend = r.sent.Add(ttl / 3)
+				}
+				if now := s.clock.Now(); state == Jeopardy && now.Before(leaseEnd) {
+					if !s.setState(Safe, now, nil) {
+						s.finishClosed()
+						return
+					}
+					state = Safe
+				}
+			case errors.Is(r.err, ErrSessionNotFound):
+				s.mu.Lock()
+				s.gone = true
+				s.mu.Unlock()
+				s.expire(s.clock.Now(), r.err)
+				return
+			case current:
+				lastErr = r.err
+				nextSend = s.clock.Now().Add(retryInterval(ttl))
+			}
+		}
+	}
+}
+
+// startKeepAlive sends one keepalive from its own goroutine; the answer
+// comes back on s.results.
+func (s *Session) startKeepAlive(seq uint64, sent time.Time) *kaCall {
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ttl, err := s.b.KeepAlive(ctx, s.id)
+		select {
+		case s.results <- kaResult{seq: seq, sent: sent, ttl: ttl, err: err}:
+		case <-s.loopDone:
+		}
+	}()
+	return &kaCall{seq: seq, cancel: cancel}
+}
+
+// setState moves the session to st and emits the event, unless the session
+// is already over (Close won the race), in which case it reports false.
+// Only the loop calls it.
+func (s *Session) setState(st State, at time.Time, err error) bool {
+	s.mu.Lock()
+	if s.state.over() {
+		s.mu.Unlock()
+		return false
+	}
+	s.state = st
+	if st == Expired {
+		s.loseAllLocked()
+	}
+	s.mu.Unlock()
+	s.emit(Event{State: st, At: at, Err: err})
+	return true
+}
+
+// expire ends the session as Expired (or as Closed if Close won the race).
+func (s *Session) expire(at time.Time, err error) {
+	if !s.setState(Expired, at, err) {
+		s.finishClosed()
+		return
+	}
+	s.cancel()
+	close(s.events)
+}
+
+// finishClosed emits the final Closed event after Close.
+func (s *Session) finishClosed() {
+	s.emit(Event{State: Closed, At: s.clock.Now()})
+	close(s.events)
+}
+
+// emit delivers ev to the Events channel, dropping the oldest event if it is
+// full, then to the OnEvent callback. Only the loop goroutine emits.
+func (s *Session) emit(ev Event) {
+	for {
+		select {
+		case s.events <- ev:
+		default:
+			select {
+			case <-s.events:
+			default:
+			}
+			continue
+		}
+		break
+	}
+	if s.onEvent != nil {
+		s.inCallback.Store(true)
+		defer s.inCallback.Store(false)
+		s.onEvent(ev)
+	}
+}
+
+// ---- locks ----
+
+// LockOption configures an acquisition.
+type LockOption func(*lockConfig)
+
+type lockConfig struct {
+	value string
+}
+
+// Value sets the value the holder attaches to the lock (up to
+// MaxValueBytes), e.g. an elected leader's address.
+func Value(v string) LockOption { return func(c *lockConfig) { c.value = v } }
+
+// Lock is a handle on one grant of a lock to this session. Lost is closed
+// when the grant can no longer be trusted.
+type Lock struct {
+	s      *Session
+	name   string
+	holder string
+	mode   sequencer.Mode
+	value  string
+	grant  Grant
+	lost   chan struct{}
+
+	unlockMu sync.Mutex // serialises Unlock
+	// guarded by s.mu
+	isLost   bool
+	released bool
+}
+
+// Lock acquires name exclusively, waiting as long as ctx allows. It returns
+// ctx.Err() if ctx ends first.
+func (s *Session) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return s.acquire(ctx, name, sequencer.Exclusive, true, opts)
+}
+
+// TryLock acquires name exclusively if it is free now; otherwise it returns
+// an error matching ErrLockBusy.
+func (s *Session) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return s.acquire(ctx, name, sequencer.Exclusive, false, opts)
+}
+
+// RLock acquires name in shared mode, waiting as long as ctx allows.
+func (s *Session) RLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return s.acquire(ctx, name, sequencer.Shared, true, opts)
+}
+
+// TryRLock acquires name in shared mode if possible now; otherwise it
+// returns an error matching ErrLockBusy.
+func (s *Session) TryRLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return s.acquire(ctx, name, sequencer.Shared, false, opts)
+}
+
+// acquire runs the acquire protocol: one holder id for the whole attempt, so
+// that every retry is idempotent; wait_timeout re-issues the wait;
+// no_leader, unknown_outcome and transport errors are retried with backoff.
+func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode, wait bool, opts []LockOption) (*Lock, error) {
+	var cfg lockConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if s.State().over() {
+		return nil, s.overErr()
+	}
+	actx, stop := s.link(ctx)
+	defer stop()
+	req := AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
+	backoff := minRetryBackoff
+	uncertain := false // an attempt may have been granted without our knowing
+	giveUp := func() (*Lock, error) {
+		if uncertain {
+			s.releaseAbandoned(name, req.Holder)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if s.State().over() {
+			return nil, s.overErr()
+		}
+		return nil, context.DeadlineExceeded
+	}
+	for {
+		if wait {
+			req.Wait = lockWaitSlice
+			if dl, ok := ctx.Deadline(); ok {
+				rem := time.Until(dl)
+				if rem <= 0 {
+					return giveUp()
+				}
+				if rem < req.Wait {
+					req.Wait = rem
+				}
+			}
+		}
+		g, err := s.b.Acquire(actx, req)
+		if err == nil {
+			return s.register(req, g)
+		}
+		if actx.Err() != nil {
+			uncertain = true
+			return giveUp()
+		}
+		var apiErr *Error
+		isAPI := errors.As(err, &apiErr)
+		switch {
+		case isAPI && apiErr.Code == CodeWaitTimeout && wait:
+			uncertain = false
+			backoff = minRetryBackoff
+			continue
+		case isRetryable(err):
+			if !isAPI || apiErr.Code == CodeUnknownOutcome {
+				uncertain = true
+			}
+			if sleepClock(actx, s.clock, backoff) != nil {
+				return giveUp()
+			}
+			backoff = min(2*backoff, maxRetryBackoff)
+			continue
+		default:
+			if isAPI && apiErr.Code == CodeLockBusy {
+				uncertain = false
+			}
+			if uncertain {
+				s.releaseAbandoned(name, req.Holder)
+			}
+			return nil, err
+		}
+	}
+}
+
+// register turns a grant into a Lock handle of the session.
+func (s *Session) register(req AcquireRequest, g Grant) (*Lock, error) {
+	if g.Name == "" {
+		g.Name = req.Name
+	}
+	if g.Mode == 0 {
+		g.Mode = req.Mode
+	}
+	if g.Sequencer == (sequencer.Sequencer{}) {
+		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
+	}
+	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.over() {
+		// Closed: CloseSession released it; expired: it is gone anyway.
+		return nil, Errorf(CodeSessionNotFound, "session %s is %s", s.id, s.state)
+	}
+	s.locks[l] = struct{}{}
+	return l, nil
+}
+
+// releaseAbandoned releases, best effort and in the background, a grant
+// that an abandoned acquire may have obtained.
+func (s *Session) releaseAbandoned(name, holder string) {
+	s.mu.Lock()
+	if s.state.over() {
+		s.mu.Unlock()
+		return
+	}
+	ttl := s.ttl
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithTimeout(s.ctx, ttl)
+		defer cancel()
+		_ = retryTransient(ctx, s.clock, func(ctx context.Context) error {
+			return s.b.Release(ctx, ReleaseRequest{Name: name, Session: s.id, Holder: holder})
+		})
+	}()
+}
+
+// link returns a context done when ctx is done or the session is over.
+func (s *Session) link(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(s.ctx, cancel)
+	return c, func() { stop(); cancel() }
+}
+
+// Name returns the lock's name.
+func (l *Lock) Name() string { return l.name }
+
+// Mode returns the mode the lock was granted in.
+func (l *Lock) Mode() sequencer.Mode { return l.mode }
+
+// Holder returns the handle's holder id (128 random bits, hex).
+func (l *Lock) Holder() string { return l.holder }
+
+// Value returns the value set at acquisition.
+func (l *Lock) Value() string { return l.value }
+
+// Sequencer returns the grant's fencing sequencer.
+func (l *Lock) Sequencer() sequencer.Sequencer { return l.grant.Sequencer }
+
+// Token returns the grant's fencing token.
+func (l *Lock) Token() sequencer.Token { return l.grant.Token }
+
+// Term returns the Raft term of the leader that granted the lock.
+func (l *Lock) Term() uint64 { return l.grant.Term }
+
+// Session returns the session holding the lock.
+func (l *Lock) Session() *Session { return l.s }
+
+// Lost returns a channel closed when the lock can no longer be trusted: the
+// session expired (jeopardy outlasted the grace period, or the server lost
+// the session) or was closed, or Unlock was called. While the session is in
+// jeopardy the channel stays open but Session.Safe reports false.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// loseLocked closes Lost once; s.mu is held.
+func (l *Lock) loseLocked() {
+	if !l.isLost {
+		l.isLost = true
+		close(l.lost)
+	}
+}
+
+// Unlock releases the lock (closing Lost first). Transient failures are
+// retried until ctx is done; a failed Unlock may be called again. Once it
+// has succeeded, or once the session is over (its locks are released or
+// gone already), Unlock returns nil without contacting the cluster.
+func (l *Lock) Unlock(ctx context.Context) error {
+	l.unlockMu.Lock()
+	defer l.unlockMu.Unlock()
+	s := l.s
+	s.mu.Lock()
+	if l.released {
+		s.mu.Unlock()
+		return nil
+	}
+	l.loseLocked()
+	if s.state.over() {
+		l.released = true
+		delete(s.locks, l)
+		s.mu.Unlock()
+		return nil
+	}
+	s.mu.Unlock()
+
+	actx, stop := s.link(ctx)
+	defer stop()
+	err := retryTransient(actx, s.clock, func(ctx context.Context) error {
+		return s.b.Release(ctx, ReleaseRequest{Name: l.name, Session: s.id, Holder: l.holder})
+	})
+	definitive := err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrSessionNotFound)
+	if err != nil && !definitive {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if s.State().over() {
+			definitive, err = true, nil
+		}
+	}
+	if definitive {
+		s.mu.Lock()
+		l.released = true
+		delete(s.locks, l)
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// ---- helpers ----
+
+// newHolderID returns 128 random bits in hex.
+func newHolderID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+// isRetryable reports whether err is transient: no_leader, unknown_outcome
+// or a transport error (any error that is not an *Error).
+func isRetryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code == CodeNoLeader || e.Code == CodeUnknownOutcome
+	}
+	return true
+}
+
+// retryTransient calls op until it succeeds, fails permanently or ctx is
+// done (then it returns ctx.Err()), backing off on clock from
+// minRetryBackoff, doubling, to maxRetryBackoff.
+func retryTransient(ctx context.Context, clock Clock, op func(context.Context) error) error {
+	backoff := minRetryBackoff
+	for {
+		err := op(ctx)
+		if err == nil {
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if !isRetryable(err) {
+			return err
+		}
+		if cerr := sleepClock(ctx, clock, backoff); cerr != nil {
+			return cerr
+		}
+		backoff = min(2*backoff, maxRetryBackoff)
+	}
+}
+
+// sleepClock waits d on clock, or until ctx is done.
+func sleepClock(ctx context.Context, clock Clock, d time.Duration) error {
+	t := clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
