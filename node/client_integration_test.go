@@ -1,0 +1,131 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// httpCluster is a testCluster whose nodes serve the HTTP API on 127.0.0.1.
+type httpCluster struct {
+	*testCluster
+	httpAddrs []string
+	servers   []*http.Server
+}
+
+func newHTTPCluster(t *testing.T) *httpCluster {
+	t.Helper()
+	var lns []net.Listener
+	hc := &httpCluster{}
+	for i := 0; i < 3; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		hc.httpAddrs = append(hc.httpAddrs, ln.Addr().String())
+	}
+	hc.testCluster = newTestCluster(t, 3, func(c *Config) {
+		var i int
+		fmt.Sscanf(c.ID, "n%d", &i)
+		c.HTTPAddr = hc.httpAddrs[i-1]
+	})
+	for i, ln := range lns {
+		srv := &http.Server{Handler: transport.NewServer(hc.nodes[i])}
+		hc.servers = append(hc.servers, srv)
+		go srv.Serve(ln)
+	}
+	t.Cleanup(func() {
+		for _, s := range hc.servers {
+			s.Close()
+		}
+	})
+	return hc
+}
+
+// The client Session over HTTP: contention hands the lock over promptly,
+// every grant's token is larger, and the holder survives a leader failover.
+func TestClientSessionsOverHTTP(t *testing.T) {
+	c := newHTTPCluster(t)
+	c.leader()
+	client, err := transport.NewClient(c.httpAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s1, err := session.Open(ctx, client, session.TTL(2*time.Second), session.Name("one"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s1.Close(ctx)
+	s2, err := session.Open(ctx, client, session.TTL(2*time.Second), session.Name("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close(ctx)
+
+	l1, err := s1.Lock(ctx, "jobs/compactor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.TryLock(ctx, "jobs/compactor"); !errors.Is(err, session.ErrLockBusy) {
+		t.Fatalf("TryLock on a held lock: %v, want lock_busy", err)
+	}
+	got := make(chan *session.Lock, 1)
+	go func() {
+		l, err := s2.Lock(ctx, "jobs/compactor")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, 10*time.Second, "s2 queued", func() error {
+		st, err := client.Lock(ctx, "jobs/compactor")
+		if err != nil || st.Waiters != 1 {
+			return fmt.Errorf("waiters %d %v", st.Waiters, err)
+		}
+		return nil
+	})
+	released := time.Now()
+	if err := l1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-l1.Lost()
+	l2 := <-got
+	t.Logf("handoff: unlock to grant of the waiter %v", time.Since(released))
+	if l2 == nil || l2.Token() <= l1.Token() {
+		t.Fatalf("second grant %v, want token > %d", l2, l1.Token())
+	}
+
+	// Kill the leader (and its HTTP server): the session and lock survive.
+	_, li := c.leader()
+	c.servers[li].Close()
+	c.stop(li)
+	c.leader()
+	deadline := time.Now().Add(2*time.Second + DefaultFailoverGrace + time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-l2.Lost():
+			t.Fatalf("lock lost across failover (session state %v)", s2.State())
+		case <-time.After(100 * time.Millisecond): // observing over time: no event to await
+		}
+	}
+	st, err := client.Lock(ctx, "jobs/compactor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Token != l2.Token() || st.Holders[0].Session != s2.ID() {
+		t.Fatalf("after failover: %+v, want held by %s with token %d", st, s2.ID(), l2.Token())
+	}
+	if !s2.Safe() {
+		t.Fatalf("session state %v after failover, want safe", s2.State())
+	}
+}
