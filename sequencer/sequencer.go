@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Mode is a lock mode: exclusive (one holder) or shared (many readers).
@@ -62,10 +64,15 @@ type Sequencer struct {
 
 const prefix = "rl1"
 
+// MaxNameBytes is the longest lock name, in bytes, that a sequencer may carry.
+// It matches the lock-name limit of the cluster.
+const MaxNameBytes = 512
+
 // ErrMalformed is returned (wrapped) by Parse for text that is not a sequencer.
 var ErrMalformed = errors.New("malformed sequencer")
 
-// String returns the sequencer's stable printable form.
+// String returns the sequencer's stable printable form. A Mode other than
+// Shared prints as exclusive ("x"); String does not validate the sequencer.
 func (s Sequencer) String() string {
 	m := "x"
 	if s.Mode == Shared {
@@ -74,7 +81,11 @@ func (s Sequencer) String() string {
 	return prefix + ":" + m + ":" + strconv.FormatUint(uint64(s.Token), 10) + ":" + s.Name
 }
 
-// Parse parses the printable form produced by String.
+// Parse parses the printable form produced by String. It accepts exactly the
+// canonical form: prefix "rl1", mode "x" or "s", a positive decimal token
+// without sign or leading zeros, and a valid lock name (see MaxNameBytes: 1 to
+// 512 bytes of UTF-8 without control characters), so that a successful Parse
+// round-trips through String byte for byte. Errors wrap ErrMalformed.
 func Parse(text string) (Sequencer, error) {
 	parts := strings.SplitN(text, ":", 4)
 	if len(parts) != 4 || parts[0] != prefix {
@@ -94,9 +105,43 @@ func Parse(text string) (Sequencer, error) {
 		return Sequencer{}, fmt.Errorf("%w: %q: token must be a positive decimal integer", ErrMalformed, text)
 	}
 	s.Token = Token(tok)
-	if parts[3] == "" {
-		return Sequencer{}, fmt.Errorf("%w: %q: empty lock name", ErrMalformed, text)
+	if err := validateName(parts[3]); err != nil {
+		return Sequencer{}, fmt.Errorf("%w: %q: %v", ErrMalformed, text, err)
 	}
 	s.Name = parts[3]
 	return s, nil
+}
+
+// validateName checks a lock name: 1 to MaxNameBytes bytes of valid UTF-8
+// with no control characters (the cluster's rule for lock names).
+func validateName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty lock name")
+	case len(name) > MaxNameBytes:
+		return fmt.Errorf("lock name is %d bytes; the limit is %d", len(name), MaxNameBytes)
+	case !utf8.ValidString(name):
+		return errors.New("lock name is not valid UTF-8")
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("lock name contains control character %U", r)
+		}
+	}
+	return nil
+}
+
+// validate reports whether s could have come from Parse: a valid name, mode
+// Exclusive or Shared and a non-zero token. Errors wrap ErrMalformed.
+func (s Sequencer) validate() error {
+	if err := validateName(s.Name); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if s.Mode != Exclusive && s.Mode != Shared {
+		return fmt.Errorf("%w: lock %q: invalid mode %v", ErrMalformed, s.Name, s.Mode)
+	}
+	if s.Token == 0 {
+		return fmt.Errorf("%w: lock %q: token must be positive", ErrMalformed, s.Name)
+	}
+	return nil
 }
