@@ -60,7 +60,7 @@ func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (sessio
 	if err := checkDuration("lock_delay", req.LockDelay, 0, session.MaxLockDelay); err != nil {
 		return session.Info{}, err
 	}
-	if err := checkText("session name", req.Name, 0, session.MaxSessionNameBytes); err != nil {
+	if err := session.CheckText("session name", req.Name, 0, session.MaxSessionNameBytes); err != nil {
 		return session.Info{}, err
 	}
 	id, err := newSessionID()
@@ -82,7 +82,7 @@ func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (sessio
 // Raft write, after confirming leadership. The caller should count its lease
 // from when it sent the request.
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	if err := checkText("session", id, 1, 64); err != nil {
+	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
 		return 0, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -98,7 +98,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 // CloseSession ends a session and releases its locks at once, without
 // lock-delay.
 func (n *Node) CloseSession(ctx context.Context, id string) error {
-	if err := checkText("session", id, 1, 64); err != nil {
+	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCloseSession, CloseSession: &fsm.SessionRef{ID: id}})
@@ -110,7 +110,7 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 
 // SessionInfo describes a session and the locks it holds.
 func (n *Node) SessionInfo(ctx context.Context, id string) (session.Info, error) {
-	if err := checkText("session", id, 1, 64); err != nil {
+	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
 		return session.Info{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -148,7 +148,7 @@ func (n *Node) grant(name string, token uint64, mode fsm.Mode) session.Grant {
 // ctx ends is dequeued too, and a grant that raced the cancellation is
 // released.
 func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
-	if err := checkLockRef(req.Name, req.Session, req.Holder); err != nil {
+	if err := session.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
 		return session.Grant{}, err
 	}
 	if req.Mode == 0 {
@@ -207,11 +207,9 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	case <-ctx.Done():
 		cctx, cancel := context.WithTimeout(context.Background(), DefaultApplyTimeout)
 		defer cancel()
-		g, err := n.cancelWait(key, ch)
-		if err == nil {
+		if _, err := n.cancelWait(key, ch); err == nil {
 			// Granted just before the cancellation: give it back.
 			_ = n.Release(cctx, session.ReleaseRequest{Name: req.Name, Session: req.Session, Holder: req.Holder})
-			_ = g
 		}
 		return session.Grant{}, ctx.Err()
 	}
@@ -243,7 +241,7 @@ func (n *Node) cancelWait(k waitKey, ch chan waitResult) (session.Grant, error) 
 // Release gives a lock up. Releasing a lock held by someone else is
 // refused (not_holder); releasing a free lock is a no-op.
 func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
-	if err := checkLockRef(req.Name, req.Session, req.Holder); err != nil {
+	if err := session.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{
@@ -272,7 +270,7 @@ func lockState(l fsm.Lock) session.LockState {
 
 // Lock returns the state of one lock (a free lock has no holders).
 func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error) {
-	if err := ValidateLockName(name); err != nil {
+	if err := session.ValidateLockName(name); err != nil {
 		return session.LockState{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -288,7 +286,7 @@ func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error)
 // Locks lists the locks (held, waited for or delayed) whose names start
 // with prefix.
 func (n *Node) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
-	if err := checkText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+	if err := session.CheckText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
 		return nil, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -310,7 +308,7 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (session.Sequenc
 	if err != nil {
 		return session.SequencerCheck{}, invalid("%v", err)
 	}
-	if err := ValidateLockName(seq.Name); err != nil {
+	if err := session.ValidateLockName(seq.Name); err != nil {
 		return session.SequencerCheck{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -321,14 +319,19 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (session.Sequenc
 	if !ok {
 		return out, nil
 	}
+	held := false
 	for _, h := range l.Holders {
 		if sequencer.Token(h.Token) > out.CurrentToken {
 			out.CurrentToken = sequencer.Token(h.Token)
 		}
-		if sequencer.Token(h.Token) == seq.Token && toSeqMode(l.Mode) == seq.Mode {
-			out.Valid = true
-		}
+		held = held || (sequencer.Token(h.Token) == seq.Token && toSeqMode(l.Mode) == seq.Mode)
 	}
+	// For a shared lock the matching reader's token is the one to compare.
+	cur := out.CurrentToken
+	if held {
+		cur = seq.Token
+	}
+	out.Valid = sequencer.IsCurrent(seq, cur, held)
 	return out, nil
 }
 
@@ -373,13 +376,13 @@ func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
 
 // RegisterMember records a member's HTTP address in the replicated table.
 func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
-	if err := checkText("member id", m.ID, 1, 128); err != nil {
+	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
 		return err
 	}
-	if err := checkText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
 		return err
 	}
-	if err := checkText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+	if err := session.CheckText("http_addr", m.HTTPAddr, 1, 256); err != nil {
 		return err
 	}
 	for _, cur := range n.fsm.Members() {

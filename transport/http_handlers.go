@@ -8,15 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
 )
-
-// maxSessionIDBytes bounds a session id (ids are 32 hex digits).
-const maxSessionIDBytes = 64
 
 func invalidf(format string, args ...any) error {
 	return session.Errorf(session.CodeInvalidArgument, format, args...)
@@ -73,26 +68,6 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
-// checkText validates an identifier-like string: UTF-8, no control
-// characters, between min and max bytes.
-func checkText(what, s string, min, max int) error {
-	if len(s) < min {
-		return invalidf("%s must not be empty", what)
-	}
-	if len(s) > max {
-		return invalidf("%s is %d bytes; the limit is %d", what, len(s), max)
-	}
-	if !utf8.ValidString(s) {
-		return invalidf("%s is not valid UTF-8", what)
-	}
-	for _, c := range s {
-		if unicode.IsControl(c) {
-			return invalidf("%s contains control character %U", what, c)
-		}
-	}
-	return nil
-}
-
 // parseDuration parses an optional duration field and checks it against
 // [0, max]; "" is zero.
 func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
@@ -109,15 +84,6 @@ func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-func checkLockRef(name, sess, holder string) error {
-	if err := checkText("lock name", name, 1, session.MaxNameBytes); err != nil {
-		return err
-	}
-	if err := checkText("session", sess, 1, maxSessionIDBytes); err != nil {
-		return err
-	}
-	return checkText("holder", holder, 1, session.MaxHolderBytes)
-}
 
 func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error {
 	var b OpenSessionBody
@@ -135,7 +101,7 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if err := checkText("session name", b.Name, 0, session.MaxSessionNameBytes); err != nil {
+	if err := session.CheckText("session name", b.Name, 0, session.MaxSessionNameBytes); err != nil {
 		return err
 	}
 	info, err := s.svc.OpenSession(r.Context(), session.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
@@ -148,7 +114,7 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 
 func sessionID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	return id, checkText("session", id, 1, maxSessionIDBytes)
+	return id, session.CheckText("session", id, 1, session.MaxSessionIDBytes)
 }
 
 func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
@@ -203,7 +169,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if err := checkLockRef(b.Name, b.Session, b.Holder); err != nil {
+	if err := session.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
 		return err
 	}
 	mode, err := sequencer.ParseMode(b.Mode)
@@ -231,7 +197,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if err := checkLockRef(b.Name, b.Session, b.Holder); err != nil {
+	if err := session.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
 		return err
 	}
 	if err := s.svc.Release(r.Context(), session.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
@@ -247,7 +213,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := q.Get("name")
-	if err := checkText("lock name", name, 1, session.MaxNameBytes); err != nil {
+	if err := session.CheckText("lock name", name, 1, session.MaxNameBytes); err != nil {
 		return err
 	}
 	l, err := s.svc.Lock(r.Context(), name)
@@ -264,7 +230,7 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	prefix := q.Get("prefix")
-	if err := checkText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+	if err := session.CheckText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
 		return err
 	}
 	ls, err := s.svc.Locks(r.Context(), prefix)
@@ -284,7 +250,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalidf("sequencer: %v", err)
 	}
-	if err := checkText("lock name", seq.Name, 1, session.MaxNameBytes); err != nil {
+	if err := session.CheckText("lock name", seq.Name, 1, session.MaxNameBytes); err != nil {
 		return err
 	}
 	c, err := s.svc.CheckSequencer(r.Context(), b.Sequencer)
@@ -315,13 +281,13 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &m); err != nil {
 		return err
 	}
-	if err := checkText("member id", m.ID, 1, 128); err != nil {
+	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
 		return err
 	}
-	if err := checkText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
 		return err
 	}
-	if err := checkText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+	if err := session.CheckText("http_addr", m.HTTPAddr, 1, 256); err != nil {
 		return err
 	}
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {
