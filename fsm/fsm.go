@@ -35,8 +35,12 @@ const (
 
 // String names the status.
 func (s Status) String() string {
-	return [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
-		"not_holder", "not_waiting", "session_exists", "invalid"}[s]
+	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
+		"not_holder", "not_waiting", "session_exists", "invalid"}
+	if int(s) < len(names) {
+		return names[s]
+	}
+	return fmt.Sprintf("status(%d)", uint8(s))
 }
 
 // Result is what Apply returns for one command (raft.ApplyFuture.Response).
