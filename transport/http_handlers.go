@@ -84,7 +84,6 @@ func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
 	return d, nil
 }
 
-
 func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error {
 	var b OpenSessionBody
 	if err := decodeBody(w, r, &b); err != nil {
