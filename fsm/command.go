@@ -138,41 +138,63 @@ type envelope struct {
 // ErrDecode is wrapped by every Decode error.
 var ErrDecode = errors.New("fsm: cannot decode command")
 
-// payload returns the set variant and checks that it matches Type.
-func (c *Command) payload() (any, error) {
-	var p any
-	var set bool
+// variant returns the payload of c's Type and whether it is set; with alloc
+// it first allocates a fresh payload (for decoding into).
+func (c *Command) variant(alloc bool) (any, bool, error) {
 	switch c.Type {
 	case CmdOpenSession:
-		p, set = c.OpenSession, c.OpenSession != nil
+		if alloc {
+			c.OpenSession = new(OpenSession)
+		}
+		return c.OpenSession, c.OpenSession != nil, nil
 	case CmdCloseSession:
-		p, set = c.CloseSession, c.CloseSession != nil
+		if alloc {
+			c.CloseSession = new(SessionRef)
+		}
+		return c.CloseSession, c.CloseSession != nil, nil
 	case CmdExpireSession:
-		p, set = c.ExpireSession, c.ExpireSession != nil
+		if alloc {
+			c.ExpireSession = new(SessionRef)
+		}
+		return c.ExpireSession, c.ExpireSession != nil, nil
 	case CmdAcquire:
-		p, set = c.Acquire, c.Acquire != nil
+		if alloc {
+			c.Acquire = new(Acquire)
+		}
+		return c.Acquire, c.Acquire != nil, nil
 	case CmdRelease:
-		p, set = c.Release, c.Release != nil
+		if alloc {
+			c.Release = new(LockRef)
+		}
+		return c.Release, c.Release != nil, nil
 	case CmdCancelWait:
-		p, set = c.CancelWait, c.CancelWait != nil
+		if alloc {
+			c.CancelWait = new(LockRef)
+		}
+		return c.CancelWait, c.CancelWait != nil, nil
 	case CmdEndDelay:
-		p, set = c.EndDelay, c.EndDelay != nil
+		if alloc {
+			c.EndDelay = new(EndDelay)
+		}
+		return c.EndDelay, c.EndDelay != nil, nil
 	case CmdSetMember:
-		p, set = c.SetMember, c.SetMember != nil
+		if alloc {
+			c.SetMember = new(Member)
+		}
+		return c.SetMember, c.SetMember != nil, nil
 	default:
-		return nil, fmt.Errorf("unknown command type %d", c.Type)
+		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}
-	if !set {
-		return nil, fmt.Errorf("%s command without its %s payload", c.Type, c.Type)
-	}
-	return p, nil
 }
 
 // Encode serialises c as [Version][Type][JSON envelope].
 func (c *Command) Encode() ([]byte, error) {
-	p, err := c.payload()
+	p, set, err := c.variant(false)
 	if err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	if !set {
+		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
 	}
 	arg, err := json.Marshal(p)
 	if err != nil {
@@ -199,34 +221,9 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %s: %v", ErrDecode, c.Type, err)
 	}
 	c.Now = env.Now
-	var target any
-	switch c.Type {
-	case CmdOpenSession:
-		c.OpenSession = new(OpenSession)
-		target = c.OpenSession
-	case CmdCloseSession:
-		c.CloseSession = new(SessionRef)
-		target = c.CloseSession
-	case CmdExpireSession:
-		c.ExpireSession = new(SessionRef)
-		target = c.ExpireSession
-	case CmdAcquire:
-		c.Acquire = new(Acquire)
-		target = c.Acquire
-	case CmdRelease:
-		c.Release = new(LockRef)
-		target = c.Release
-	case CmdCancelWait:
-		c.CancelWait = new(LockRef)
-		target = c.CancelWait
-	case CmdEndDelay:
-		c.EndDelay = new(EndDelay)
-		target = c.EndDelay
-	case CmdSetMember:
-		c.SetMember = new(Member)
-		target = c.SetMember
-	default:
-		return Command{}, fmt.Errorf("%w: unknown command type %d", ErrDecode, data[1])
+	target, _, err := c.variant(true)
+	if err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
 	}
 	if len(env.Arg) == 0 || string(env.Arg) == "null" {
 		return Command{}, fmt.Errorf("%w: %s without payload", ErrDecode, c.Type)

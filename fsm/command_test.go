@@ -77,9 +77,9 @@ func payloadField(t CommandType) string {
 }
 
 func mustPayload(t *testing.T, c Command) any {
-	p, err := c.payload()
-	if err != nil {
-		t.Fatal(err)
+	p, set, err := c.variant(false)
+	if err != nil || !set {
+		t.Fatalf("payload of %s: set=%v err=%v", c.Type, set, err)
 	}
 	return p
 }

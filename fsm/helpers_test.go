@@ -100,7 +100,7 @@ func (h *harness) lastHas(kind EventKind, lock, session, holder string) bool {
 }
 
 func describe(c Command) string {
-	p, err := c.payload()
+	p, _, err := c.variant(false)
 	if err != nil {
 		return err.Error()
 	}

@@ -376,13 +376,7 @@ func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
 
 // RegisterMember records a member's HTTP address in the replicated table.
 func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
-	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
-		return err
-	}
-	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
-		return err
-	}
-	if err := session.CheckText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+	if err := m.Validate(); err != nil {
 		return err
 	}
 	for _, cur := range n.fsm.Members() {

@@ -280,13 +280,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &m); err != nil {
 		return err
 	}
-	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
-		return err
-	}
-	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
-		return err
-	}
-	if err := session.CheckText("http_addr", m.HTTPAddr, 1, 256); err != nil {
+	if err := m.Validate(); err != nil {
 		return err
 	}
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {

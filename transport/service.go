@@ -14,6 +14,17 @@ type Member struct {
 	Voter    bool   `json:"voter"`
 }
 
+// Validate checks a member's fields: non-empty, bounded, printable.
+func (m Member) Validate() error {
+	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
+		return err
+	}
+	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+		return err
+	}
+	return session.CheckText("http_addr", m.HTTPAddr, 1, 256)
+}
+
 // ClusterInfo is the cluster as the leader sees it.
 type ClusterInfo struct {
 	Leader      string   `json:"leader"`
