@@ -209,7 +209,12 @@ func (c *testCluster) keepAlive(id string, every time.Duration) (stop func() err
 			}
 		}
 	}()
-	return func() error { close(done); return <-result }
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() { close(done); err = <-result })
+		return err
+	}
 }
 
 func (c *testCluster) snapshotNodes() []*Node {

@@ -206,3 +206,56 @@ func TestFullClusterRestart(t *testing.T) {
 		t.Fatalf("token after restart %d, want > %d", g2.Token, sh.Token)
 	}
 }
+
+// Timers survive a leader change: a lock-delay that started under the old
+// leader is ended by the new one (its waiter is granted), and a session
+// that stopped keeping alive before the failover still expires after it,
+// once its TTL plus the failover grace have passed.
+func TestTimersMoveToNewLeader(t *testing.T) {
+	const grace = 1 * time.Second
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.FailoverGrace = grace })
+	waiter := mustOpen(t, c, session.OpenRequest{TTL: 30 * time.Second})
+	stopKA := c.keepAlive(waiter.ID, 300*time.Millisecond)
+	defer stopKA()
+	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: 3 * time.Second})
+	g := mustAcquire(t, c, session.AcquireRequest{Name: "delayed", Session: dying.ID, Holder: "h"})
+	eventually(t, 10*time.Second, "lock-delay starts", func() error {
+		var st session.LockState
+		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "delayed"); return })
+		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
+			return errors.New("not delayed yet")
+		}
+		return nil
+	})
+	silent := mustOpen(t, c, session.OpenRequest{TTL: 2 * time.Second, LockDelay: time.Second})
+	_, li := c.leader()
+	c.stop(li)
+	promoted := time.Now()
+	c.leader()
+
+	// The waiter queued on the new leader gets the lock when the delay ends.
+	var got session.Grant
+	if err := c.do(func(n *Node) (err error) {
+		got, err = n.Acquire(ctxT(t), session.AcquireRequest{Name: "delayed", Session: waiter.ID, Holder: "w", Wait: 20 * time.Second})
+		return err
+	}); err != nil {
+		t.Fatalf("waiter after failover: %v", err)
+	}
+	if got.Token <= g.Token {
+		t.Fatalf("token %d, want > %d", got.Token, g.Token)
+	}
+	// The silent session expires on the new leader, not before ttl+grace.
+	eventually(t, 15*time.Second, "silent session expires", func() error {
+		err := c.do(func(n *Node) error { _, err := n.SessionInfo(ctxT(t), silent.ID); return err })
+		if errors.Is(err, session.ErrSessionNotFound) {
+			return nil
+		}
+		return errors.New("still alive")
+	})
+	if el := time.Since(promoted); el < 2*time.Second+grace {
+		t.Fatalf("silent session expired %v after the failover, before ttl+grace", el)
+	}
+	if err := stopKA(); err != nil {
+		t.Fatalf("kept-alive session expired: %v", err)
+	}
+}
