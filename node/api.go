@@ -51,8 +51,11 @@ func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (sessio
 	if req.TTL == 0 {
 		req.TTL = session.DefaultTTL
 	}
-	if req.LockDelay == 0 {
+	switch req.LockDelay {
+	case 0:
 		req.LockDelay = session.DefaultLockDelay
+	case session.NoLockDelay:
+		req.LockDelay = 0
 	}
 	if err := checkDuration("ttl", req.TTL, session.MinTTL, session.MaxTTL); err != nil {
 		return session.Info{}, err

@@ -63,7 +63,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: 2 * session.MaxLockDelay})
 			return err
 		}, session.CodeInvalidArgument},
-		{"negative lock-delay", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -1}); return err }, session.CodeInvalidArgument},
+		{"negative lock-delay", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -2 * time.Second}); return err }, session.CodeInvalidArgument},
 		{"session name with control char", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{Name: "a\tb"}); return err }, session.CodeInvalidArgument},
 		{"release by non-holder", func() error {
 			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: other.ID, Holder: "h"})
@@ -87,6 +87,20 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	after = after[:bytes.Index(after, []byte(`"now"`))]
 	if !bytes.Equal(before, after) {
 		t.Fatalf("state changed by refused requests:\nbefore %s\nafter  %s", before, after)
+	}
+	// Lock-delay: zero takes the default, NoLockDelay asks for none.
+	for req, want := range map[session.OpenRequest]time.Duration{
+		{}:                               session.DefaultLockDelay,
+		{LockDelay: session.NoLockDelay}: 0,
+		{LockDelay: 3 * time.Second}:     3 * time.Second,
+	} {
+		info, err := n.OpenSession(ctx, req)
+		if err != nil || info.LockDelay != want {
+			t.Fatalf("open %+v: lock-delay %v %v, want %v", req, info.LockDelay, err, want)
+		}
+		if got, _ := n.FSM().Session(info.ID); time.Duration(got.LockDelay) != want {
+			t.Fatalf("replicated lock-delay %v, want %v", time.Duration(got.LockDelay), want)
+		}
 	}
 	// Still serving.
 	g, err := n.Acquire(ctx, session.AcquireRequest{Name: "x", Session: other.ID, Holder: "h", Mode: sequencer.Shared})

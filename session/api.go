@@ -21,6 +21,10 @@ const (
 	DefaultLockDelay = 10 * time.Second
 	// MaxLockDelay bounds a session's lock-delay.
 	MaxLockDelay = 60 * time.Second
+	// NoLockDelay as OpenRequest.LockDelay asks for a session whose locks
+	// come free at once when it expires (a zero LockDelay takes the
+	// default). On the wire it is "lock_delay":"0s".
+	NoLockDelay time.Duration = -1
 	// MaxWait bounds one waiting acquire.
 	MaxWait = 10 * time.Minute
 	// MaxNameBytes bounds a lock name.
@@ -98,7 +102,8 @@ func CodeOf(err error) Code {
 	return CodeInternal
 }
 
-// OpenRequest asks for a new session. Zero durations take the defaults.
+// OpenRequest asks for a new session. Zero durations take the defaults;
+// LockDelay NoLockDelay asks for none.
 type OpenRequest struct {
 	Name      string
 	TTL       time.Duration

@@ -96,7 +96,7 @@ type sessionConfig struct {
 func TTL(d time.Duration) Option { return func(c *sessionConfig) { c.ttl = d } }
 
 // LockDelay asks for a lock-delay of d (up to MaxLockDelay; zero:
-// DefaultLockDelay).
+// DefaultLockDelay; NoLockDelay: none).
 func LockDelay(d time.Duration) Option { return func(c *sessionConfig) { c.lockDelay = d } }
 
 // Name gives the session a descriptive name (up to MaxSessionNameBytes).

@@ -299,7 +299,7 @@ func termOf(h http.Header) uint64 {
 func (c *Client) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
 	var out OpenSessionReply
 	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out,
-		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireDuration(req.LockDelay)})}
+		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireLockDelay(req.LockDelay)})}
 	if _, err := c.do(ctx, cl); err != nil {
 		return session.Info{}, err
 	}

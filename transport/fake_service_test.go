@@ -115,8 +115,11 @@ func (f *fakeService) OpenSession(ctx context.Context, req session.OpenRequest) 
 	if req.TTL == 0 {
 		req.TTL = session.DefaultTTL
 	}
-	if req.LockDelay == 0 {
+	switch req.LockDelay {
+	case 0:
 		req.LockDelay = session.DefaultLockDelay
+	case session.NoLockDelay:
+		req.LockDelay = 0
 	}
 	if req.TTL < session.MinTTL || req.TTL > session.MaxTTL || req.LockDelay < 0 || req.LockDelay > session.MaxLockDelay {
 		return session.Info{}, session.Errorf(session.CodeInvalidArgument, "duration out of range")

@@ -100,6 +100,9 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	if ld == 0 && b.LockDelay != "" {
+		ld = session.NoLockDelay // an explicit "0s": no lock-delay; absent: the default
+	}
 	if err := session.CheckText("session name", b.Name, 0, session.MaxSessionNameBytes); err != nil {
 		return err
 	}

@@ -107,6 +107,10 @@ func TestRoundTrip(t *testing.T) {
 	if def.TTL != session.DefaultTTL || def.LockDelay != session.DefaultLockDelay {
 		t.Fatalf("open with defaults: %+v", def)
 	}
+	none, err := c.OpenSession(ctx, session.OpenRequest{LockDelay: session.NoLockDelay})
+	if err != nil || none.LockDelay != 0 {
+		t.Fatalf("open without lock-delay: %+v %v", none, err)
+	}
 	ttl, err := c.KeepAlive(ctx, info.ID)
 	if err != nil || ttl != 20*time.Second {
 		t.Fatalf("keepalive: %v %v", ttl, err)
@@ -212,6 +216,14 @@ func TestWireFormat(t *testing.T) {
 	}
 	if r.header.Get(HeaderLeader) != "n1" || r.header.Get(HeaderTerm) != "3" || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("headers: %v", r.header)
+	}
+	// An explicit "0s" lock-delay means none; an absent one the default.
+	for body, want := range map[string]string{`{"lock_delay":"0s"}`: "0s", `{}`: session.DefaultLockDelay.String()} {
+		r := rawDo(t, ts.URL, "POST", "/v1/sessions", strings.NewReader(body))
+		var got map[string]any
+		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || got["lock_delay"] != want {
+			t.Fatalf("open %s: %d %s, want lock_delay %s", body, r.status, r.body, want)
+		}
 	}
 	id := open["id"].(string)
 	r = rawDo(t, ts.URL, "POST", "/v1/acquire", strings.NewReader(`{"name":"x","session":"`+id+`","holder":"h","mode":"exclusive","wait":"0s","value":"v"}`))

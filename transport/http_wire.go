@@ -274,6 +274,14 @@ func parseWireDuration(field, s string) (time.Duration, error) {
 }
 
 // wireDuration is the wire form of an optional duration: "" for zero.
+// wireLockDelay is wireDuration, with session.NoLockDelay as "0s".
+func wireLockDelay(d time.Duration) string {
+	if d == session.NoLockDelay {
+		return "0s"
+	}
+	return wireDuration(d)
+}
+
 func wireDuration(d time.Duration) string {
 	if d == 0 {
 		return ""

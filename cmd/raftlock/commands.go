@@ -103,6 +103,9 @@ func (c *cli) sessionOpen(ctx context.Context, args []string) error {
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
+	if req.LockDelay == 0 {
+		req.LockDelay = session.NoLockDelay // --lock-delay 0s asks for none
+	}
 	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
 		info, err := cl.OpenSession(ctx, req)
 		if err != nil {
