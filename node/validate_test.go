@@ -63,7 +63,10 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: 2 * session.MaxLockDelay})
 			return err
 		}, session.CodeInvalidArgument},
-		{"negative lock-delay", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -2 * time.Second}); return err }, session.CodeInvalidArgument},
+		{"negative lock-delay", func() error {
+			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -2 * time.Second})
+			return err
+		}, session.CodeInvalidArgument},
 		{"session name with control char", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{Name: "a\tb"}); return err }, session.CodeInvalidArgument},
 		{"release by non-holder", func() error {
 			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: other.ID, Holder: "h"})
