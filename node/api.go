@@ -163,7 +163,7 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	if err := checkDuration("wait", req.Wait, 0, session.MaxWait); err != nil {
 		return session.Grant{}, err
 	}
-	if err := checkValue(req.Value); err != nil {
+	if err := session.CheckValue(req.Value); err != nil {
 		return session.Grant{}, err
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
@@ -322,19 +322,19 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (session.Sequenc
 	if !ok {
 		return out, nil
 	}
-	held := false
+	// matched is the token of the holder the sequencer names (for a shared
+	// lock, one reader among several), 0 if none.
+	var matched sequencer.Token
 	for _, h := range l.Holders {
-		if sequencer.Token(h.Token) > out.CurrentToken {
-			out.CurrentToken = sequencer.Token(h.Token)
+		tok := sequencer.Token(h.Token)
+		if tok > out.CurrentToken {
+			out.CurrentToken = tok
 		}
-		held = held || (sequencer.Token(h.Token) == seq.Token && toSeqMode(l.Mode) == seq.Mode)
+		if tok == seq.Token {
+			matched = tok
+		}
 	}
-	// For a shared lock the matching reader's token is the one to compare.
-	cur := out.CurrentToken
-	if held {
-		cur = seq.Token
-	}
-	out.Valid = sequencer.IsCurrent(seq, cur, held)
+	out.Valid = sequencer.IsCurrent(seq, matched, toSeqMode(l.Mode) == seq.Mode)
 	return out, nil
 }
 

@@ -201,6 +201,18 @@ func TestFullClusterRestart(t *testing.T) {
 	if !chk.Valid {
 		t.Fatalf("shared sequencer %s not valid after restart: %+v", sh.Sequencer, chk)
 	}
+	// The same token in the wrong mode, and an older token, are not current.
+	for _, bad := range []sequencer.Sequencer{
+		{Name: "cfg", Mode: sequencer.Exclusive, Token: sh.Token},
+		{Name: "cfg", Mode: sequencer.Shared, Token: sh.Token - 1},
+	} {
+		if err := c.do(func(n *Node) (err error) { chk, err = n.CheckSequencer(ctxT(t), bad.String()); return }); err != nil {
+			t.Fatal(err)
+		}
+		if chk.Valid || chk.CurrentToken != sh.Token {
+			t.Fatalf("sequencer %s: %+v, want not valid with current token %d", bad, chk, sh.Token)
+		}
+	}
 	g2 := mustAcquire(t, c, session.AcquireRequest{Name: "other", Session: s.ID, Holder: "h"})
 	if g2.Token <= sh.Token {
 		t.Fatalf("token after restart %d, want > %d", g2.Token, sh.Token)

@@ -24,10 +24,3 @@ func checkMode(m sequencer.Mode) error {
 	}
 	return nil
 }
-
-func checkValue(v string) error {
-	if len(v) > session.MaxValueBytes {
-		return session.Errorf(session.CodeTooLarge, "value is %d bytes; the limit is %d", len(v), session.MaxValueBytes)
-	}
-	return nil
-}

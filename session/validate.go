@@ -38,6 +38,15 @@ func ValidateLockName(name string) error {
 	return CheckText("lock name", name, 1, MaxNameBytes)
 }
 
+// CheckValue checks the size of a lock's value: too_large above
+// MaxValueBytes.
+func CheckValue(v string) error {
+	if len(v) > MaxValueBytes {
+		return Errorf(CodeTooLarge, "value is %d bytes; the limit is %d", len(v), MaxValueBytes)
+	}
+	return nil
+}
+
 // CheckLockRef validates the (lock, session, holder) triple of an acquire
 // or release.
 func CheckLockRef(name, sess, holder string) error {

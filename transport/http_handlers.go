@@ -182,8 +182,8 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if len(b.Value) > session.MaxValueBytes {
-		return session.Errorf(session.CodeTooLarge, "value is %d bytes; the limit is %d", len(b.Value), session.MaxValueBytes)
+	if err := session.CheckValue(b.Value); err != nil {
+		return err
 	}
 	g, err := s.svc.Acquire(r.Context(), session.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
 		Mode: mode, Wait: wait, Value: b.Value})
