@@ -102,7 +102,11 @@ func (s *Server) routes() {
 func (s *Server) endpoint(forward bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if forward {
-			if li := s.svc.Leader(); !li.Self {
+			li, ok := leaderOf(w)
+			if !ok {
+				li = s.svc.Leader()
+			}
+			if !li.Self {
 				s.forward(w, r, li)
 				return
 			}
@@ -119,6 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.recoverPanic(rw, r)
 
 	li := s.svc.Leader()
+	rw.leader = li
 	rw.Header().Set(HeaderLeader, li.ID)
 	rw.Header().Set(HeaderTerm, strconv.FormatUint(li.Term, 10))
 
@@ -231,6 +236,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type responseWriter struct {
 	http.ResponseWriter
 	wrote bool
+	// leader is the leadership view taken once per request: it names the
+	// leader in the headers and decides forwarding.
+	leader LeaderInfo
+}
+
+// leaderOf returns the leadership view ServeHTTP took for this request.
+func leaderOf(w http.ResponseWriter) (LeaderInfo, bool) {
+	rw, ok := w.(*responseWriter)
+	if !ok {
+		return LeaderInfo{}, false
+	}
+	return rw.leader, true
 }
 
 func (w *responseWriter) WriteHeader(status int) {
