@@ -25,6 +25,9 @@ var (
 // read answered now is linearizable. A paused leader that woke up believing
 // it leads fails here.
 func (n *Node) verifyRead(ctx context.Context) error {
+	if n.cfg.Faults.LocalReads {
+		return ctx.Err()
+	}
 	if !n.ready.Load() {
 		return n.noLeader()
 	}

@@ -27,6 +27,9 @@ type Server struct {
 	log   hclog.Logger
 	mux   *http.ServeMux
 	proxy http.RoundTripper
+	// localReads answers read endpoints without forwarding (a deliberate
+	// fault; see WithUnsafeLocalReads).
+	localReads bool
 }
 
 // ServerOption configures a Server.
@@ -51,6 +54,14 @@ func WithProxyTransport(rt http.RoundTripper) ServerOption {
 			s.proxy = rt
 		}
 	}
+}
+
+// WithUnsafeLocalReads makes a follower answer reads (session info, lock
+// state, lock lists, sequencer checks) itself instead of forwarding them to
+// the leader. It breaks linearizability on purpose, so that the fault
+// checker can show that it notices; never use it in production.
+func WithUnsafeLocalReads() ServerOption {
+	return func(s *Server) { s.localReads = true }
 }
 
 // NewServer returns the HTTP API serving svc.
@@ -82,13 +93,13 @@ func (s *Server) routes() {
 	}{
 		{"POST /v1/sessions", true, s.handleOpenSession},
 		{"POST /v1/sessions/{id}/keepalive", true, s.handleKeepAlive},
-		{"GET /v1/sessions/{id}", true, s.handleSessionInfo},
+		{"GET /v1/sessions/{id}", !s.localReads, s.handleSessionInfo},
 		{"DELETE /v1/sessions/{id}", true, s.handleCloseSession},
 		{"POST /v1/acquire", true, s.handleAcquire},
 		{"POST /v1/release", true, s.handleRelease},
-		{"GET /v1/lock", true, s.handleLock},
-		{"GET /v1/locks", true, s.handleLocks},
-		{"POST /v1/sequencer/check", true, s.handleCheck},
+		{"GET /v1/lock", !s.localReads, s.handleLock},
+		{"GET /v1/locks", !s.localReads, s.handleLocks},
+		{"POST /v1/sequencer/check", !s.localReads, s.handleCheck},
 		{"GET /v1/cluster", true, s.handleCluster},
 		{"POST /v1/internal/members", true, s.handleRegister},
 		{"GET /v1/health", false, s.handleHealth},

@@ -39,6 +39,7 @@ type options struct {
 	logJSON                                               bool
 	failoverGrace                                         time.Duration
 	heartbeat, election, leaderLease                      time.Duration
+	faults                                                node.Faults
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -58,6 +59,19 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", time.Second, "Raft heartbeat timeout")
 	fs.DurationVar(&o.election, "raft-election-timeout", time.Second, "Raft election timeout")
 	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
+	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
+		for _, f := range strings.Split(v, ",") {
+			switch strings.TrimSpace(f) {
+			case "skip-lock-delay":
+				o.faults.SkipLockDelay = true
+			case "local-reads":
+				o.faults.LocalReads = true
+			default:
+				return fmt.Errorf("unknown fault %q (want skip-lock-delay or local-reads)", f)
+			}
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -197,14 +211,22 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
 		HTTPAddr: ln.Addr().String(), Peers: spec.peers, Logger: nlog, FailoverGrace: o.failoverGrace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
+		Faults: o.faults,
 	})
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	s := &server{node: n, errc: make(chan error, 1)}
+	sopts := []transport.ServerOption{transport.WithLogger(nlog)}
+	if o.faults.LocalReads {
+		sopts = append(sopts, transport.WithUnsafeLocalReads())
+	}
+	if o.faults.Any() {
+		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
+	}
 	s.http = &http.Server{
-		Handler:           transport.NewServer(n, transport.WithLogger(nlog)),
+		Handler:           transport.NewServer(n, sopts...),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
