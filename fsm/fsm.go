@@ -531,6 +531,18 @@ func (f *FSM) Lock(name string) (Lock, bool) {
 	return copyLock(l), true
 }
 
+// LockAt returns a copy of one lock together with the index of the last
+// entry applied, read atomically: a change to the lock after that index is
+// not yet reflected in the copy, and every change up to it is.
+func (f *FSM) LockAt(name string) (l Lock, ok bool, applied uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if cur, found := f.locks[name]; found {
+		l, ok = copyLock(cur), true
+	}
+	return l, ok, f.applied
+}
+
 // Locks returns copies of the locks whose names start with prefix, sorted.
 func (f *FSM) Locks(prefix string) []Lock {
 	f.mu.RLock()

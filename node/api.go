@@ -282,11 +282,57 @@ func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error)
 	if err := n.verifyRead(ctx); err != nil {
 		return session.LockState{}, err
 	}
-	l, ok := n.fsm.Lock(name)
+	return n.lockState(name), nil
+}
+
+// lockState reads one lock; a free lock gets the applied index, read with
+// it atomically, so that its Index never goes backwards.
+func (n *Node) lockState(name string) session.LockState {
+	l, ok, applied := n.fsm.LockAt(name)
 	if !ok {
-		return session.LockState{Name: name, Holders: []session.Holder{}}, nil
+		return session.LockState{Name: name, Holders: []session.Holder{}, Index: applied}
 	}
-	return lockState(l), nil
+	return lockState(l)
+}
+
+// WatchLock answers the lock's state once its Index is above index, or the
+// current state when wait has passed. It blocks on the node's change
+// notifications, never polls, and confirms leadership before answering.
+func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+	if err := session.ValidateLockName(name); err != nil {
+		return session.LockState{}, err
+	}
+	if wait == 0 {
+		wait = session.DefaultWatchWait
+	}
+	if err := checkDuration("wait", wait, 0, session.MaxWatchWait); err != nil {
+		return session.LockState{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return session.LockState{}, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		changed, lost := n.changed, n.leaderCh
+		n.mu.Unlock()
+		st := n.lockState(name)
+		if index == 0 || st.Index > index {
+			return st, n.verifyRead(ctx)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			return st, n.verifyRead(ctx)
+		case <-lost:
+			return session.LockState{}, n.noLeader()
+		case <-n.stop:
+			return session.LockState{}, n.noLeader()
+		case <-ctx.Done():
+			return session.LockState{}, ctx.Err()
+		}
+	}
 }
 
 // Locks lists the locks (held, waited for or delayed) whose names start

@@ -155,6 +155,10 @@ type Node struct {
 	leaderCh chan struct{} // closed when the current leadership ends
 	changed  chan struct{} // closed and replaced on every lock change
 
+	// backend is the embedded-mode Backend, built once by Backend().
+	backendOnce sync.Once
+	backend     *embedded
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once

@@ -27,6 +27,10 @@ const (
 	NoLockDelay time.Duration = -1
 	// MaxWait bounds one waiting acquire.
 	MaxWait = 10 * time.Minute
+	// DefaultWatchWait is how long a watch (a blocking lock read) waits for
+	// a change when the caller names no wait; MaxWatchWait bounds it.
+	DefaultWatchWait = 5 * time.Minute
+	MaxWatchWait     = 10 * time.Minute
 	// MaxNameBytes bounds a lock name.
 	MaxNameBytes = 512
 	// MaxSessionNameBytes bounds a session's descriptive name.
@@ -165,7 +169,10 @@ type LockState struct {
 	Waiters int
 	// DelayUntil is when the lock's lock-delay ends (zero: none).
 	DelayUntil time.Time
-	// Index is the Raft index of the last change to the lock.
+	// Index is the Raft index of the last change to the lock. For a free
+	// lock, which the cluster does not store, it is the index of the last
+	// entry applied when the state was read. Either way it only grows, so it
+	// can be passed to WatchLock.
 	Index uint64
 }
 
@@ -188,4 +195,10 @@ type Backend interface {
 	Lock(ctx context.Context, name string) (LockState, error)
 	Locks(ctx context.Context, prefix string) ([]LockState, error)
 	CheckSequencer(ctx context.Context, seq string) (SequencerCheck, error)
+	// WatchLock is a blocking read: it answers the lock's state as soon as
+	// its Index is above index, or the current state once wait has passed
+	// (zero: DefaultWatchWait; at most MaxWatchWait). Index 0 answers at
+	// once. A free lock may be answered with a larger Index but unchanged
+	// state when other locks change; callers compare states.
+	WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (LockState, error)
 }

@@ -28,8 +28,8 @@ type fakeSession struct {
 }
 
 type fakeHolder struct {
-	session, holder string
-	grant           Grant
+	session, holder, value string
+	grant                  Grant
 }
 
 type fakeLock struct {
@@ -56,6 +56,9 @@ type fakeBackend struct {
 	openFaults []error
 	acqFaults  []acquireFault
 	relFaults  []error
+	// watchFaults are answered by the next WatchLock calls, one each.
+	watchFaults []error
+	watchCalls  int
 	// expire makes sessions whose deadline passed unknown (the fake does not
 	// extend deadlines across a leader change as a real cluster does).
 	expire   bool
@@ -73,6 +76,7 @@ func newFakeBackend(c Clock) *fakeBackend {
 }
 
 func (f *fakeBackend) notifyLocked() {
+	f.index++ // every change moves the (global) index, as a Raft entry would
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
@@ -220,7 +224,7 @@ func (f *fakeBackend) tryGrantLocked(req AcquireRequest) (Grant, bool) {
 	f.grants++
 	tok := sequencer.Token(f.index)
 	g := Grant{Name: req.Name, Mode: req.Mode, Token: tok, Sequencer: sequencer.Sequencer{Name: req.Name, Mode: req.Mode, Token: tok}, Term: 1}
-	l.holders = append(l.holders, fakeHolder{session: req.Session, holder: req.Holder, grant: g})
+	l.holders = append(l.holders, fakeHolder{session: req.Session, holder: req.Holder, value: req.Value, grant: g})
 	f.notifyLocked()
 	return g, true
 }
@@ -300,8 +304,50 @@ func (f *fakeBackend) holders(name string) []fakeHolder {
 	return nil
 }
 
+// lockStateLocked describes a lock; the fake's index is global.
+func (f *fakeBackend) lockStateLocked(name string) LockState {
+	st := LockState{Name: name, Holders: []Holder{}, Index: f.index}
+	if l := f.locks[name]; l != nil {
+		st.Mode = l.mode
+		for _, h := range l.holders {
+			st.Holders = append(st.Holders, Holder{Session: h.session, Holder: h.holder, Token: h.grant.Token, Value: h.value})
+		}
+	}
+	return st
+}
+
 func (f *fakeBackend) Lock(ctx context.Context, name string) (LockState, error) {
-	return LockState{}, Errorf(CodeInternal, "not implemented")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lockStateLocked(name), nil
+}
+
+// WatchLock blocks on the fake's change channel; watchFaults are answered
+// first, one per call.
+func (f *fakeBackend) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (LockState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.watchCalls++
+	if len(f.watchFaults) > 0 {
+		err := f.watchFaults[0]
+		f.watchFaults = f.watchFaults[1:]
+		return LockState{}, err
+	}
+	for {
+		st := f.lockStateLocked(name)
+		if index == 0 || st.Index > index {
+			return st, nil
+		}
+		ch := f.changed
+		f.mu.Unlock()
+		select {
+		case <-ch:
+			f.mu.Lock()
+		case <-ctx.Done():
+			f.mu.Lock()
+			return LockState{}, ctx.Err()
+		}
+	}
 }
 func (f *fakeBackend) Locks(ctx context.Context, prefix string) ([]LockState, error) {
 	return nil, Errorf(CodeInternal, "not implemented")

@@ -53,6 +53,17 @@ type Client struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	cur        atomic.Uint64
+	// resolve, if set, names the addresses to try before every attempt.
+	resolve func() []string
+}
+
+// WithResolver makes the client ask resolve for the addresses to try before
+// every attempt, in order of preference (e.g. the leader first), instead of
+// rotating over a fixed list. When resolve returns none, the fixed list
+// given to NewClient is used. An embedded replica uses it to reach whoever
+// leads now.
+func WithResolver(resolve func() []string) ClientOption {
+	return func(c *Client) { c.resolve = resolve }
 }
 
 // ClientOption configures a Client.
@@ -109,11 +120,11 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 		}
 		c.addrs = append(c.addrs, a)
 	}
-	if len(c.addrs) == 0 {
-		return nil, errors.New("raftlock client: no address")
-	}
 	for _, o := range opts {
 		o(c)
+	}
+	if len(c.addrs) == 0 && c.resolve == nil {
+		return nil, errors.New("raftlock client: no address")
 	}
 	if c.maxBackoff < c.minBackoff {
 		c.maxBackoff = c.minBackoff
@@ -138,6 +149,8 @@ var _ session.Backend = (*Client)(nil)
 type call struct {
 	method, path string
 	query        url.Values
+	// queryFunc, if set, builds the query before every attempt.
+	queryFunc func() url.Values
 	// body returns the request body (nil: none) and the timeout of one
 	// attempt; it runs before every attempt.
 	body func() (any, time.Duration)
@@ -159,9 +172,26 @@ type attemptError struct {
 func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	backoff := c.minBackoff
 	var last *session.Error
+	var rotated uint64 // failed attempts of this call that asked to rotate
 	for {
 		idx := c.cur.Load()
-		addr := c.addrs[idx%uint64(len(c.addrs))]
+		addrs := c.addrs
+		if c.resolve != nil {
+			if r := c.resolve(); len(r) > 0 {
+				// The resolver's order is its preference: start with its first
+				// address and move on only after this call's failures.
+				addrs, idx = r, rotated
+			}
+		}
+		if len(addrs) == 0 {
+			last = session.Errorf(session.CodeNoLeader, "no address to reach the cluster at")
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return nil, fmt.Errorf("raftlock %s %s: %w (gave up: %w)", cl.method, cl.path, last, err)
+			}
+			backoff = min(2*backoff, c.maxBackoff)
+			continue
+		}
+		addr := addrs[idx%uint64(len(addrs))]
 		hdr, ae, err := c.attempt(ctx, addr, cl)
 		if err != nil {
 			if last != nil && ctx.Err() != nil {
@@ -180,20 +210,29 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 		}
 		retry := code == session.CodeNoLeader || (code == session.CodeUnknownOutcome && cl.idempotent)
 		if ae.rotate {
+			rotated++
 			// Another goroutine may have rotated already.
 			c.cur.CompareAndSwap(idx, idx+1)
 		}
 		if !retry {
 			return nil, fmt.Errorf("raftlock %s %s via %s: %w", cl.method, cl.path, addr, ae.err)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("raftlock %s %s via %s: %w (gave up: %w)", cl.method, cl.path, addr, ae.err, ctx.Err())
-		case <-t.C:
+		if err := sleepCtx(ctx, backoff); err != nil {
+			return nil, fmt.Errorf("raftlock %s %s via %s: %w (gave up: %w)", cl.method, cl.path, addr, ae.err, err)
 		}
 		backoff = min(2*backoff, c.maxBackoff)
+	}
+}
+
+// sleepCtx waits d or until ctx is done (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -222,8 +261,12 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 	defer cancel()
 	// cl.path is already escaped.
 	u := "http://" + addr + cl.path
-	if len(cl.query) > 0 {
-		u += "?" + cl.query.Encode()
+	q := cl.query
+	if cl.queryFunc != nil {
+		q = cl.queryFunc()
+	}
+	if len(q) > 0 {
+		u += "?" + q.Encode()
 	}
 	req, err := http.NewRequestWithContext(rctx, cl.method, u, body)
 	if err != nil {
@@ -405,6 +448,41 @@ func (c *Client) Lock(ctx context.Context, name string) (session.LockState, erro
 	l, err := out.State()
 	if err != nil {
 		return session.LockState{}, fmt.Errorf("raftlock lock: %w", err)
+	}
+	return l, nil
+}
+
+// WatchLock is a blocking query (GET /v1/lock?name=&index=&wait=): it
+// answers once the lock's index is above index, or with the current state
+// after wait (zero: the server's default, session.DefaultWatchWait). A
+// retried attempt asks for the wait that remains.
+func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+	if wait <= 0 {
+		wait = session.DefaultWatchWait
+	}
+	var out LockReply
+	start := time.Now()
+	cl := &call{method: http.MethodGet, path: "/v1/lock", out: &out, idempotent: true,
+		body: func() (any, time.Duration) {
+			left := wait - time.Since(start)
+			if left < time.Millisecond {
+				left = time.Millisecond
+			}
+			return nil, left + c.timeout
+		}}
+	cl.queryFunc = func() url.Values {
+		left := wait - time.Since(start)
+		if left < time.Millisecond {
+			left = time.Millisecond
+		}
+		return url.Values{"name": {name}, "index": {strconv.FormatUint(index, 10)}, "wait": {left.String()}}
+	}
+	if _, err := c.do(ctx, cl); err != nil {
+		return session.LockState{}, err
+	}
+	l, err := out.State()
+	if err != nil {
+		return session.LockState{}, fmt.Errorf("raftlock watch %s: %w", name, err)
 	}
 	return l, nil
 }

@@ -317,7 +317,7 @@ func (f *fakeService) Release(ctx context.Context, req session.ReleaseRequest) e
 func (f *fakeService) lockState(name string) session.LockState {
 	l := f.locks[name]
 	if l == nil || len(l.Holders) == 0 && l.Waiters == 0 {
-		return session.LockState{Name: name, Holders: []session.Holder{}}
+		return session.LockState{Name: name, Holders: []session.Holder{}, Index: f.index}
 	}
 	st := session.LockState{Name: name, Mode: l.Mode, Holders: append([]session.Holder{}, l.Holders...), Waiters: l.Waiters, Index: l.Index}
 	if len(l.Holders) == 0 {
@@ -333,6 +333,33 @@ func (f *fakeService) Lock(ctx context.Context, name string) (session.LockState,
 		return session.LockState{}, err
 	}
 	return f.lockState(name), nil
+}
+
+// WatchLock polls (it is a fake) until the lock's index passes index.
+func (f *fakeService) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+	f.mu.Lock()
+	err := f.enter("WatchLock")
+	f.mu.Unlock()
+	if err != nil {
+		return session.LockState{}, err
+	}
+	if wait == 0 {
+		wait = session.DefaultWatchWait
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		f.mu.Lock()
+		st := f.lockState(name)
+		f.mu.Unlock()
+		if index == 0 || st.Index > index || !time.Now().Before(deadline) {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			return session.LockState{}, ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }
 
 func (f *fakeService) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/raftlock/raftlock/sequencer"
@@ -209,8 +210,11 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleLock answers GET /v1/lock?name=N, and as a blocking query
+// (Consul-style) with index=I: the answer comes once the lock's index is
+// above I, or after wait (default session.DefaultWatchWait).
 func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "name")
+	q, err := query(r, "name", "index", "wait")
 	if err != nil {
 		return err
 	}
@@ -218,10 +222,26 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	if err := session.CheckText("lock name", name, 1, session.MaxNameBytes); err != nil {
 		return err
 	}
-	l, err := s.svc.Lock(r.Context(), name)
+	var index uint64
+	if v := q.Get("index"); v != "" {
+		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return invalidf("index: %q is not a non-negative integer", v)
+		}
+	}
+	wait, err := parseDuration("wait", q.Get("wait"), session.MaxWatchWait)
 	if err != nil {
 		return err
 	}
+	var l session.LockState
+	if q.Has("index") || q.Has("wait") {
+		l, err = s.svc.WatchLock(r.Context(), name, index, wait)
+	} else {
+		l, err = s.svc.Lock(r.Context(), name)
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set(HeaderIndex, strconv.FormatUint(l.Index, 10))
 	writeJSON(w, http.StatusOK, NewLockReply(l))
 	return nil
 }

@@ -19,6 +19,9 @@ const (
 	HeaderLeader = "X-Raftlock-Leader"
 	// HeaderTerm carries the answering node's Raft term.
 	HeaderTerm = "X-Raftlock-Term"
+	// HeaderIndex carries a lock answer's index (GET /v1/lock), to pass
+	// back as ?index= in the next blocking query.
+	HeaderIndex = "X-Raftlock-Index"
 	// HeaderForwarded marks a request a follower forwarded to the leader; its
 	// value is the follower's view of the leader ("<leader id>@<term>"). A
 	// forwarded request is never forwarded again.

@@ -134,6 +134,12 @@ func (f *fake) Lock(_ context.Context, name string) (session.LockState, error) {
 	return session.LockState{Name: name, Holders: []session.Holder{}}, nil
 }
 
+// WatchLock answers at once: the fake never blocks (the real blocking
+// queries are tested against a cluster).
+func (f *fake) WatchLock(ctx context.Context, name string, _ uint64, _ time.Duration) (session.LockState, error) {
+	return f.Lock(ctx, name)
+}
+
 func (f *fake) Locks(_ context.Context, prefix string) ([]session.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -35,6 +35,8 @@ Commands:
   status                           leader, term, members
   lock get NAME                    state of one lock
   lock list [PREFIX]               locks whose names start with PREFIX
+  lock watch NAME                  print the lock's state, then every change (blocking
+                                   queries, no polling) until interrupted
   sequencer check SEQUENCER        is the sequencer still current?
   session open [--ttl 15s] [--lock-delay 10s] [--name N]
                                    open a session; prints its id
@@ -46,10 +48,28 @@ Commands:
                                    (a random holder id unless --holder)
   release --session ID --holder H NAME
                                    give a lock up
+  exec [--shared] [--wait D] [--ttl 15s] [--lock-delay 10s] [--kill-grace 3s] [--value V]
+       NAME -- CMD [ARGS...]
+                                   run CMD while holding NAME (see below)
+  elect [--ttl 15s] [--lock-delay 10s] NAME VALUE
+                                   campaign to lead NAME with VALUE (e.g. your address);
+                                   prints when elected, holds until interrupted (then
+                                   resigns); exits 1 if the leadership is lost
+  leader [--observe] NAME          the current leader of NAME (value, token, sequencer);
+                                   --observe prints each new leader until interrupted
   help                             this text
 
+exec waits for the lock (as long as it takes, or up to --wait; --wait 0s tries once),
+then runs CMD in its own process group with RAFTLOCK_SEQUENCER, RAFTLOCK_TOKEN,
+RAFTLOCK_LOCK and RAFTLOCK_SESSION set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends. If the lock is lost
+(the session expired, or stayed in jeopardy until lock-delay - kill-grace - 2s before
+the cluster may hand the lock on), CMD gets SIGTERM, then SIGKILL after --kill-grace.
+
 Exit status: 0 on success, 1 on an error (printed as "raftlock: <code>: <message>"),
-2 on a usage error.
+2 on a usage error. exec exits with CMD's status (128+N if signal N ended it), or
+124 if the lock was lost while CMD ran, 125 if the lock could not be taken, 126 if
+CMD could not be started, 127 if CMD was not found.
 `
 
 // cli is one invocation's settings and output.
@@ -102,9 +122,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	err := c.dispatch(ctx, rest[0], rest[1:])
 	var ue *usageError
+	var es *exitStatus
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &es):
+		if es.err != nil {
+			code, msg := describe(es.err)
+			fmt.Fprintf(stderr, "raftlock: %s: %s\n", code, msg)
+		}
+		return es.code
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	case errors.As(err, &ue):
@@ -127,6 +154,8 @@ func describe(err error) (string, string) {
 			msg += " (timed out)"
 		}
 		return string(e.Code), msg
+	case errors.Is(err, session.ErrElectionNoLeader):
+		return "no_election_leader", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout", err.Error()
 	case errors.Is(err, context.Canceled):
@@ -146,7 +175,7 @@ func (c *cli) dispatch(ctx context.Context, name string, args []string) error {
 		return c.status(ctx, args)
 	case "lock":
 		return c.sub(ctx, "lock", args, map[string]func(context.Context, []string) error{
-			"get": c.lockGet, "list": c.lockList})
+			"get": c.lockGet, "list": c.lockList, "watch": c.lockWatch})
 	case "sequencer":
 		return c.sub(ctx, "sequencer", args, map[string]func(context.Context, []string) error{
 			"check": c.sequencerCheck})
@@ -157,6 +186,12 @@ func (c *cli) dispatch(ctx context.Context, name string, args []string) error {
 		return c.acquire(ctx, args)
 	case "release":
 		return c.release(ctx, args)
+	case "exec":
+		return c.execCmd(ctx, args)
+	case "elect":
+		return c.elect(ctx, args)
+	case "leader":
+		return c.leader(ctx, args)
 	default:
 		return usagef("unknown command %q", name)
 	}

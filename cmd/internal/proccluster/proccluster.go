@@ -1,0 +1,204 @@
+// Package proccluster runs a real raftlock cluster for end-to-end tests:
+// raftlockd processes built from this module, on 127.0.0.1 ports chosen
+// at random, with data dirs under the test's temp dir. Tests kill -9,
+// restart and find the leader of its nodes.
+package proccluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/transport"
+)
+
+// BuildDaemon builds raftlockd into a temp dir and returns its path.
+func BuildDaemon(t testing.TB) string {
+	t.Helper()
+	return Build(t, "github.com/raftlock/raftlock/cmd/raftlockd", "raftlockd")
+}
+
+// Build builds the package pkg of this module into a temp dir as name.
+func Build(t testing.TB, pkg, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	// Built without -race even under go test -race: the daemons' timing
+	// matters to these tests, and the race detector runs on the in-process
+	// cluster tests of package node.
+	out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
+// ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Node is one raftlockd process of a Cluster.
+type Node struct {
+	ID       string
+	HTTPAddr string
+	args     []string
+	cmd      *exec.Cmd
+	log      *syncBuffer
+}
+
+// Cluster is a set of raftlockd processes.
+type Cluster struct {
+	t     testing.TB
+	bin   string
+	mu    sync.Mutex
+	Nodes []*Node
+}
+
+// Start starts size raftlockd processes of bin forming one cluster, with
+// extra flags for every node (e.g. "--raft-election-timeout", "500ms").
+// They are killed when the test ends.
+func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: bin}
+	var raft, peers []string
+	for i := 1; i <= size; i++ {
+		raft = append(raft, FreeAddr(t))
+		peers = append(peers, fmt.Sprintf("n%d=%s", i, raft[i-1]))
+	}
+	dir := t.TempDir()
+	for i := 1; i <= size; i++ {
+		n := &Node{ID: fmt.Sprintf("n%d", i), HTTPAddr: FreeAddr(t)}
+		n.args = append([]string{"--id", n.ID, "--data-dir", filepath.Join(dir, n.ID), "--raft-addr", raft[i-1],
+			"--http-addr", n.HTTPAddr, "--peers", strings.Join(peers, ","), "--log-level", "warn"}, extra...)
+		c.Nodes = append(c.Nodes, n)
+		c.Restart(i - 1)
+	}
+	t.Cleanup(func() {
+		for i := range c.Nodes {
+			c.Kill(i)
+		}
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("%s log:\n%s", n.ID, n.log.String())
+			}
+		}
+	})
+	return c
+}
+
+// Addrs returns every node's HTTP address.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.HTTPAddr)
+	}
+	return out
+}
+
+// AddrList returns the HTTP addresses comma-separated, as --addr takes
+// them.
+func (c *Cluster) AddrList() string { return strings.Join(c.Addrs(), ",") }
+
+// Client returns a Go client of the cluster.
+func (c *Cluster) Client() *transport.Client {
+	cl, err := transport.NewClient(c.Addrs())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cl
+}
+
+// Restart starts node i (again), with the data it has.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	n := c.Nodes[i]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n.cmd != nil {
+		return
+	}
+	if n.log == nil {
+		n.log = &syncBuffer{}
+	}
+	cmd := exec.Command(c.bin, n.args...)
+	cmd.Stderr = n.log
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start %s: %v", n.ID, err)
+	}
+	n.cmd = cmd
+}
+
+// Kill sends SIGKILL to node i and reaps it; a dead node is left alone.
+func (c *Cluster) Kill(i int) {
+	c.mu.Lock()
+	n := c.Nodes[i]
+	cmd := n.cmd
+	n.cmd = nil
+	c.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+}
+
+// Leader waits until the cluster names a leader and returns its index in
+// Nodes.
+func (c *Cluster) Leader(ctx context.Context) (int, error) {
+	cl, err := transport.NewClient(c.Addrs(), transport.WithRequestTimeout(time.Second))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.CloseIdleConnections()
+	for {
+		info, err := cl.Cluster(ctx)
+		if err == nil {
+			for i, n := range c.Nodes {
+				if n.ID == info.Leader {
+					return i, nil
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return 0, fmt.Errorf("no leader: %w (last error %v)", ctx.Err(), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond): // polling a remote process
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+

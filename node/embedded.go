@@ -1,0 +1,105 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Backend returns the session.Backend through which an application that
+// embeds this node takes sessions and locks: while this node leads, calls
+// run in-process; otherwise they go over HTTP to the leader, found through
+// the replicated member table. Every node of such a cluster must therefore
+// serve its HTTP API (transport.NewServer) on Config.HTTPAddr.
+//
+// The Node's own methods answer only on the leader (no_leader elsewhere);
+// the Backend is what makes "any replica" work, with the same semantics a
+// standalone cluster gives through transport.Client. A call that loses its
+// leader midway fails with a retryable code, and session.Session retries it
+// at the new leader with the same holder id.
+func (n *Node) Backend() session.Backend {
+	n.backendOnce.Do(func() {
+		// The resolver always answers, so the fixed address list is unused.
+		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs))
+		if err != nil {
+			panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
+		}
+		n.backend = &embedded{n: n, remote: c}
+	})
+	return n.backend
+}
+
+// forwardAddrs names where a call this node cannot answer should go: the
+// leader's HTTP address first, then the other members' (which forward).
+func (n *Node) forwardAddrs() []string {
+	li := n.Leader()
+	var out []string
+	if !li.Self && li.HTTPAddr != "" {
+		out = append(out, li.HTTPAddr)
+	}
+	for _, m := range n.fsm.Members() {
+		if m.ID != n.cfg.ID && m.ID != li.ID && m.HTTPAddr != "" {
+			out = append(out, m.HTTPAddr)
+		}
+	}
+	return out
+}
+
+// embedded routes each call to the local node while it leads, to the
+// leader over HTTP otherwise.
+type embedded struct {
+	n      *Node
+	remote *transport.Client
+}
+
+var _ session.Backend = (*embedded)(nil)
+
+// pick returns the backend for one call.
+func (e *embedded) pick() session.Backend {
+	if e.n.IsLeader() {
+		return e.n
+	}
+	return e.remote
+}
+
+func (e *embedded) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+	return e.pick().OpenSession(ctx, req)
+}
+
+func (e *embedded) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+	return e.pick().KeepAlive(ctx, id)
+}
+
+func (e *embedded) CloseSession(ctx context.Context, id string) error {
+	return e.pick().CloseSession(ctx, id)
+}
+
+func (e *embedded) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+	return e.pick().SessionInfo(ctx, id)
+}
+
+func (e *embedded) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+	return e.pick().Acquire(ctx, req)
+}
+
+func (e *embedded) Release(ctx context.Context, req session.ReleaseRequest) error {
+	return e.pick().Release(ctx, req)
+}
+
+func (e *embedded) Lock(ctx context.Context, name string) (session.LockState, error) {
+	return e.pick().Lock(ctx, name)
+}
+
+func (e *embedded) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+	return e.pick().Locks(ctx, prefix)
+}
+
+func (e *embedded) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+	return e.pick().CheckSequencer(ctx, seq)
+}
+
+func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+	return e.pick().WatchLock(ctx, name, index, wait)
+}

@@ -1,0 +1,81 @@
+package session
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Watch streams the state of the lock name as the leader sees it: first
+// its current state, then each change. It is built on blocking queries
+// (Backend.WatchLock), so a change arrives as soon as the leader applies
+// it and nothing polls. A slow reader skips intermediate states and gets
+// the latest. Transient failures (no leader, failover, unreachable nodes)
+// are retried with backoff, and the watch resumes where it was. The channel
+// is closed when ctx is done. Only the name is checked up front.
+func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error) {
+	if b == nil {
+		return nil, Errorf(CodeInvalidArgument, "watch: nil backend")
+	}
+	if err := ValidateLockName(name); err != nil {
+		return nil, err
+	}
+	out := make(chan LockState)
+	go func() {
+		defer close(out)
+		var (
+			last    LockState
+			sent    bool
+			index   uint64
+			backoff = minRetryBackoff
+		)
+		for {
+			st, err := b.WatchLock(ctx, name, index, 0)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				if sleepCtx(ctx, backoff) != nil {
+					return
+				}
+				backoff = min(2*backoff, maxRetryBackoff)
+				continue
+			}
+			backoff = minRetryBackoff
+			if st.Index < index {
+				// A replica restored from an older snapshot: start over, as a
+				// Consul blocking query does when its index goes backwards.
+				index = 0
+				continue
+			}
+			index = st.Index
+			if sent && SameLockState(last, st) {
+				continue
+			}
+			select {
+			case out <- st:
+				last, sent = st, true
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// SameLockState reports whether two states of a lock are the same, apart
+// from their Index: same mode, holders (in order), waiters and delay.
+func SameLockState(a, b LockState) bool {
+	return a.Name == b.Name && a.Mode == b.Mode && a.Waiters == b.Waiters &&
+		a.DelayUntil.Equal(b.DelayUntil) && slices.Equal(a.Holders, b.Holders)
+}
+
+// sleepCtx waits d or until ctx is done (then it returns ctx's error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	return sleepClock(ctx, RealClock(), d)
+}
+
+// Watch streams the state of the lock name; see the package function Watch.
+func (s *Session) Watch(ctx context.Context, name string) (<-chan LockState, error) {
+	return Watch(ctx, s.b, name)
+}

@@ -1,0 +1,135 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+)
+
+// recv takes one value from ch or fails after 5 s.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v, ok := <-ch:
+		if !ok {
+			t.Fatalf("%s: channel closed", what)
+		}
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: nothing within 5s", what)
+	}
+	panic("unreachable")
+}
+
+// Watch sends the current state, then each change, and skips answers whose
+// state did not change; transient errors are retried.
+func TestWatchStreamsChanges(t *testing.T) {
+	f := newFakeBackend(RealClock())
+	f.watchFaults = []error{Errorf(CodeNoLeader, "failover")}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := Open(ctx, f, TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := s.Watch(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := recv(t, ch, "initial"); len(st.Holders) != 0 {
+		t.Fatalf("initial state %+v, want free", st)
+	}
+	// A change to another lock moves the index but not this lock's state.
+	other, err := s.TryLock(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.TryLock(ctx, "w", Value("v1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := recv(t, ch, "held")
+	if len(st.Holders) != 1 || st.Holders[0].Token != l.Token() || st.Holders[0].Value != "v1" || st.Mode != sequencer.Exclusive {
+		t.Fatalf("held state %+v, want holder token %d", st, l.Token())
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := recv(t, ch, "freed"); len(st.Holders) != 0 {
+		t.Fatalf("state after unlock %+v, want free", st)
+	}
+	cancel()
+	for range ch {
+	}
+}
+
+func TestWatchRefusesBadName(t *testing.T) {
+	f := newFakeBackend(RealClock())
+	if _, err := Watch(context.Background(), f, ""); CodeOf(err) != CodeInvalidArgument {
+		t.Fatalf("empty name: %v", err)
+	}
+	if _, err := Watch(context.Background(), nil, "x"); CodeOf(err) != CodeInvalidArgument {
+		t.Fatalf("nil backend: %v", err)
+	}
+}
+
+// Campaign/Leader/Observe/Resign: the second campaigner is elected when the
+// first resigns, observers see both in order with increasing tokens.
+func TestElectionRecipe(t *testing.T) {
+	f := newFakeBackend(RealClock())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := Open(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Leader(ctx, "e"); !errors.Is(err, ErrElectionNoLeader) {
+		t.Fatalf("leader of an empty election: %v", err)
+	}
+	obs, err := Observe(ctx, f, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	la, err := a.Campaign(ctx, "e", "host-a:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := recv(t, obs, "first leader")
+	if first.Value != "host-a:80" || first.Session != a.ID() || first.Token() != la.Token() {
+		t.Fatalf("first leader %+v", first)
+	}
+	got := make(chan *Leadership, 1)
+	go func() {
+		lb, err := b.Campaign(ctx, "e", "host-b:80")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	if cur, err := b.Leader(ctx, "e"); err != nil || cur != first {
+		t.Fatalf("leader while b campaigns: %+v, %v", cur, err)
+	}
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	second := recv(t, obs, "second leader")
+	lb := recv(t, got, "b elected")
+	if second.Value != "host-b:80" || second.Token() <= first.Token() || second.Token() != lb.Token() {
+		t.Fatalf("second leader %+v after %+v", second, first)
+	}
+	select {
+	case <-la.Lost():
+	default:
+		t.Fatal("resigned leadership is not Lost")
+	}
+}
