@@ -43,3 +43,41 @@ func ExampleSession_Lock() {
 	// lock_busy
 	// lost after unlock: true
 }
+
+// Leader election: campaign with your address, act as leader while the
+// leadership is not Lost, fence your writes with its sequencer, resign when
+// done. Others find the leader with Leader or follow it with Observe.
+func ExampleSession_Campaign() {
+	ctx := context.Background()
+	var b Backend = newFakeBackend(RealClock()) // transport.Client or node.Node.Backend() in real code
+	s, err := Open(ctx, b, TTL(15*time.Second))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer s.Close(ctx)
+
+	lead, err := s.Campaign(ctx, "election/scheduler", "10.0.0.7:9000") // blocks until elected
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("elected with", lead.Sequencer())
+
+	cur, err := CurrentLeader(ctx, b, "election/scheduler")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("leader:", cur.Value, cur.Token())
+
+	if err := lead.Resign(ctx); err != nil {
+		fmt.Println(err)
+	}
+	_, err = CurrentLeader(ctx, b, "election/scheduler")
+	fmt.Println(err)
+	// Output:
+	// elected with rl1:x:1:election/scheduler
+	// leader: 10.0.0.7:9000 1
+	// leader of election/scheduler: election has no leader
+}

@@ -1,0 +1,134 @@
+// Command embedded is an application that embeds raftlock: three instances
+// of it form a Raft cluster among themselves (no external lock service)
+// and elect one of them leader with the session.Campaign recipe. The
+// leader does the application's singleton work, fenced by its sequencer;
+// every instance prints each new leader it observes.
+//
+//	embedded --id n1 --raft 127.0.0.1:7201 --http 127.0.0.1:7301 --data /tmp/emb/n1 \
+//	         --peers n1=127.0.0.1:7201,n2=127.0.0.1:7202,n3=127.0.0.1:7203
+//
+// (and n2, n3 likewise). Kill the leader: another instance takes over once
+// the dead one's session lease and lock-delay have run out.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+const election = "app/leader"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "embedded:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var id, raftAddr, httpAddr, dataDir, peerList string
+	var ttl, lockDelay time.Duration
+	flag.StringVar(&id, "id", "", "this instance's id (n1)")
+	flag.StringVar(&raftAddr, "raft", "", "host:port for Raft")
+	flag.StringVar(&httpAddr, "http", "", "host:port for the embedded node's HTTP API (followers forward to the leader through it)")
+	flag.StringVar(&dataDir, "data", "", "data directory")
+	flag.StringVar(&peerList, "peers", "", "all instances: id=raft-host:port,...")
+	flag.DurationVar(&ttl, "ttl", 5*time.Second, "session lease")
+	flag.DurationVar(&lockDelay, "lock-delay", 2*time.Second, "lock-delay after a dead leader's session expires")
+	flag.Parse()
+	if id == "" || raftAddr == "" || httpAddr == "" || dataDir == "" || peerList == "" {
+		return errors.New("--id, --raft, --http, --data and --peers are required")
+	}
+	var peers []node.Peer
+	for _, p := range strings.Split(peerList, ",") {
+		pid, addr, ok := strings.Cut(p, "=")
+		if !ok {
+			return fmt.Errorf("--peers: %q is not id=host:port", p)
+		}
+		peers = append(peers, node.Peer{ID: pid, RaftAddr: addr})
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: os.Stderr})
+
+	// 1. The embedded replica and its HTTP API.
+	ln, err := net.Listen("tcp", httpAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, HTTPAddr: ln.Addr().String(), Peers: peers, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("start node: %w", err)
+	}
+	srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		_ = n.Shutdown(sctx)
+	}()
+
+	// 2. A session through the embedded Backend: in-process on the leader
+	// replica, forwarded to it from the others.
+	s, err := session.Open(ctx, n.Backend(), session.TTL(ttl), session.LockDelay(lockDelay), session.Name(id))
+	if err != nil {
+		return fmt.Errorf("open session: %w", err)
+	}
+	defer func() { _ = s.Close(context.WithoutCancel(ctx)) }()
+
+	// 3. Everyone observes the election.
+	leaders, err := s.Observe(ctx, election)
+	if err != nil {
+		return err
+	}
+	go func() {
+		for l := range leaders {
+			fmt.Printf("%s observes leader %s (token %d)\n", id, l.Value, l.Token())
+		}
+	}()
+
+	// 4. Campaign; lead while the leadership holds.
+	for {
+		lead, err := s.Campaign(ctx, election, id+"@"+httpAddr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		fmt.Printf("%s elected: %s\n", id, lead.Sequencer())
+		select {
+		case <-ctx.Done():
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = lead.Resign(rctx)
+			fmt.Printf("%s resigned\n", id)
+			return nil
+		case <-lead.Lost():
+			// The session expired (e.g. this process was paused): stop
+			// leader work at once; campaign again with a new session.
+			fmt.Printf("%s lost the leadership\n", id)
+			if s.State() == session.Expired {
+				if s, err = session.Open(ctx, n.Backend(), session.TTL(ttl), session.LockDelay(lockDelay), session.Name(id)); err != nil {
+					return fmt.Errorf("reopen session: %w", err)
+				}
+			}
+		}
+	}
+}
