@@ -6,123 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 )
 
-// proc is one raftlockd process.
-type proc struct {
-	id, httpAddr string
-	args         []string
-	cmd          *exec.Cmd
-	log          *bytes.Buffer
-}
-
-// cluster is three real raftlockd processes on 127.0.0.1.
+// cluster is three real raftlockd processes on 127.0.0.1, driven over
+// plain HTTP (not the Go client) to check the wire contract from outside.
 type cluster struct {
-	t     *testing.T
-	bin   string
-	mu    sync.Mutex
-	procs []*proc
-}
-
-func buildDaemon(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "raftlockd")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func startCluster(t *testing.T, bin string) *cluster {
-	c := &cluster{t: t, bin: bin}
-	var raft, peers []string
-	for i := 1; i <= 3; i++ {
-		raft = append(raft, freePort(t))
-		peers = append(peers, fmt.Sprintf("n%d=%s", i, raft[i-1]))
-	}
-	dir := t.TempDir()
-	for i := 1; i <= 3; i++ {
-		p := &proc{id: fmt.Sprintf("n%d", i), httpAddr: freePort(t)}
-		p.args = []string{"--id", p.id, "--data-dir", filepath.Join(dir, p.id), "--raft-addr", raft[i-1],
-			"--http-addr", p.httpAddr, "--peers", strings.Join(peers, ","), "--log-level", "warn"}
-		c.procs = append(c.procs, p)
-		c.start(p)
-	}
-	t.Cleanup(func() {
-		for _, p := range c.procs {
-			c.kill(p)
-		}
-	})
-	return c
-}
-
-func (c *cluster) start(p *proc) {
-	c.t.Helper()
-	p.log = &bytes.Buffer{}
-	cmd := exec.Command(c.bin, p.args...)
-	cmd.Stderr = &lockedWriter{w: p.log}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	c.mu.Lock()
-	p.cmd = cmd
-	c.mu.Unlock()
-}
-
-func (c *cluster) kill(p *proc) {
-	c.mu.Lock()
-	cmd := p.cmd
-	p.cmd = nil
-	c.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-}
-
-func (c *cluster) alive() []*proc {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []*proc
-	for _, p := range c.procs {
-		if p.cmd != nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	*proccluster.Cluster
 }
 
 type apiError struct {
@@ -161,11 +56,12 @@ func call(addr, method, path string, body any, out any) error {
 	return nil
 }
 
-// callAny tries every live node until one answers without a transient error.
+// callAny tries every node until one answers without a transient error
+// (a killed node's refused connection is one).
 func (c *cluster) callAny(method, path string, body, out any) error {
 	var err error
-	for _, p := range c.alive() {
-		err = call(p.httpAddr, method, path, body, out)
+	for _, addr := range c.Addrs() {
+		err = call(addr, method, path, body, out)
 		if ae, ok := err.(*apiError); err == nil || ok && ae.Code != "no_leader" && ae.Code != "unknown_outcome" {
 			return err
 		}
@@ -208,7 +104,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real processes")
 	}
-	c := startCluster(t, buildDaemon(t))
+	c := cluster{proccluster.Start(t, proccluster.BuildDaemon(t), 3)}
 	var cl struct {
 		Leader  string
 		Term    uint64
@@ -259,7 +155,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 		{"/v1/release", `{"name":"e2e/x","session":"` + s2.ID + `","holder":"h9"}`, "not_holder"},
 		{"/v1/sessions", `{"ttl":"-1s"}`, "invalid_argument"},
 	} {
-		resp, err := http.Post("http://"+c.procs[0].httpAddr+bad.path, "application/json", strings.NewReader(bad.body))
+		resp, err := http.Post("http://"+c.Nodes[0].HTTPAddr+bad.path, "application/json", strings.NewReader(bad.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -272,22 +168,22 @@ func TestEndToEndKillLeader(t *testing.T) {
 	}
 
 	// kill -9 the leader; time until the next successful acquire.
-	var leader *proc
-	for _, p := range c.procs {
-		if p.id == cl.Leader {
-			leader = p
+	leader := -1
+	for i, n := range c.Nodes {
+		if n.ID == cl.Leader {
+			leader = i
 		}
 	}
-	if leader == nil {
+	if leader < 0 {
 		t.Fatalf("leader %q not among processes", cl.Leader)
 	}
 	killed := time.Now()
-	c.kill(leader)
+	c.Kill(leader)
 	var gz grantResp
 	await(t, 20*time.Second, "acquire after kill -9", func() error {
 		return c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/z", "session": s1.ID, "holder": "h1"}, &gz)
 	})
-	t.Logf("failover: kill -9 of leader %s to next successful acquire: %v", leader.id, time.Since(killed))
+	t.Logf("failover: kill -9 of leader %s to next successful acquire: %v", cl.Leader, time.Since(killed))
 	if gz.Token <= gy.Token {
 		t.Fatalf("token after failover %d, want > %d", gz.Token, gy.Token)
 	}
@@ -311,10 +207,10 @@ func TestEndToEndKillLeader(t *testing.T) {
 		t.Fatal("expired session still answers")
 	}
 	// The killed node restarts from its data dir and serves again.
-	c.start(leader)
+	c.Restart(leader)
 	await(t, 20*time.Second, "restarted node serves", func() error {
 		var l lockResp
-		if err := call(leader.httpAddr, "GET", "/v1/lock?name=e2e/x", nil, &l); err != nil {
+		if err := call(c.Nodes[leader].HTTPAddr, "GET", "/v1/lock?name=e2e/x", nil, &l); err != nil {
 			return err
 		}
 		if len(l.Holders) != 1 || l.Holders[0].Token != gx.Token {
@@ -325,10 +221,5 @@ func TestEndToEndKillLeader(t *testing.T) {
 	close(stopKA)
 	if err := <-kaErr; err != nil {
 		t.Fatalf("live session expired during the test: %v", err)
-	}
-	if os.Getenv("RAFTLOCK_E2E_LOGS") != "" {
-		for _, p := range c.procs {
-			t.Logf("%s:\n%s", p.id, p.log.String())
-		}
 	}
 }
