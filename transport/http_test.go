@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -473,6 +474,11 @@ func TestBadInput(t *testing.T) {
 		{"lock unknown param", "GET", "/v1/lock?name=a&x=1", ``, 400, session.CodeInvalidArgument},
 		{"lock repeated param", "GET", "/v1/lock?name=a&name=b", ``, 400, session.CodeInvalidArgument},
 		{"lock bad query", "GET", "/v1/lock?name=%zz", ``, 400, session.CodeInvalidArgument},
+		{"watch bad index", "GET", "/v1/lock?name=a&index=-1", ``, 400, session.CodeInvalidArgument},
+		{"watch index not a number", "GET", "/v1/lock?name=a&index=x", ``, 400, session.CodeInvalidArgument},
+		{"watch bad wait", "GET", "/v1/lock?name=a&index=1&wait=soon", ``, 400, session.CodeInvalidArgument},
+		{"watch wait too long", "GET", "/v1/lock?name=a&index=1&wait=11m", ``, 400, session.CodeInvalidArgument},
+		{"watch negative wait", "GET", "/v1/lock?name=a&index=1&wait=-1s", ``, 400, session.CodeInvalidArgument},
 		{"member without id", "POST", "/v1/internal/members", `{"raft_addr":"a","http_addr":"b"}`, 400, session.CodeInvalidArgument},
 		{"unknown route", "GET", "/v1/nope", ``, 404, session.CodeNotFound},
 		{"root", "GET", "/", ``, 404, session.CodeNotFound},
@@ -572,4 +578,51 @@ func TestNewClientAddrs(t *testing.T) {
 
 func testCtxTimeout(t testing.TB, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(testCtx(t), d)
+}
+
+// The Go client's WatchLock: a blocking query that answers when the lock
+// changes past the index, and the index header on lock answers.
+func TestWatchLockThroughClient(t *testing.T) {
+	svc := newFakeService("n1")
+	ts := httptest.NewServer(NewServer(svc))
+	defer ts.Close()
+	c, err := NewClient([]string{strings.TrimPrefix(ts.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	info, err := c.OpenSession(ctx, session.OpenRequest{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	free, err := c.Lock(ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rawDo(t, ts.URL, "GET", "/v1/lock?name=w", nil)
+	if r.header.Get(HeaderIndex) != fmt.Sprint(free.Index) {
+		t.Fatalf("%s header %q, want %d", HeaderIndex, r.header.Get(HeaderIndex), free.Index)
+	}
+	got := make(chan session.LockState, 1)
+	go func() {
+		st, err := c.WatchLock(ctx, "w", free.Index, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- st
+	}()
+	g, err := c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: info.ID, Holder: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := <-got
+	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Index <= free.Index {
+		t.Fatalf("watch answered %+v, want the grant %d at an index above %d", st, g.Token, free.Index)
+	}
+	// Nothing changes: the wait runs out with the same state.
+	st2, err := c.WatchLock(ctx, "w", st.Index, 50*time.Millisecond)
+	if err != nil || st2.Index != st.Index {
+		t.Fatalf("timed-out watch: %+v, %v", st2, err)
+	}
 }
