@@ -174,7 +174,7 @@ func TestElectionFailoverOfProcesses(t *testing.T) {
 	}
 	b := startCLI(t, cli, c.AddrList(), append(flags, "10.0.0.2:8080")...)
 	// b queues behind a.
-	waitFor(t, 10*time.Second, "b queued", func() error {
+	proccluster.Eventually(t, 10*time.Second, "b queued", func() error {
 		st, err := client.Lock(ctx, "election/primary")
 		if err != nil || st.Waiters != 1 {
 			return fmt.Errorf("waiters %d, %v", st.Waiters, err)
@@ -247,7 +247,7 @@ func TestExecMutualExclusionAcrossLeaderKill(t *testing.T) {
 	a, b := run("a"), run("b")
 
 	// Kill the leader while the first child runs.
-	waitFor(t, 20*time.Second, "first child started", func() error {
+	proccluster.Eventually(t, 20*time.Second, "first child started", func() error {
 		data, _ := os.ReadFile(logFile)
 		if !strings.Contains(string(data), "start ") {
 			return errors.New("no start line yet")
@@ -350,7 +350,7 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	holder := startCLI(t, cli, addrs, "exec", "--ttl", "2s", "--lock-delay", "1s", "--kill-grace", "1s", "jobs/x", "--",
 		"sh", "-c", `echo $$ > "$1"; exec sleep 120`, "sh", pidFile)
 	var childPID int
-	waitFor(t, 20*time.Second, "child running", func() error {
+	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
 		data, err := os.ReadFile(pidFile)
 		if err != nil {
 			return err
@@ -385,18 +385,4 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	if err := syscall.Kill(childPID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("the child %d still runs after the lock was lost (kill 0: %v)", childPID, err)
 	}
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, timeout, err)
 }

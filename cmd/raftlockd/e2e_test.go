@@ -69,19 +69,6 @@ func (c *cluster) callAny(method, path string, body, out any) error {
 	return err
 }
 
-func await(t *testing.T, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, timeout, err)
-}
-
 type lockResp struct {
 	Holders []struct {
 		Session string
@@ -110,10 +97,10 @@ func TestEndToEndKillLeader(t *testing.T) {
 		Term    uint64
 		Members []struct{ ID, HTTPAddr string } `json:"members"`
 	}
-	await(t, 20*time.Second, "leader", func() error { return c.callAny("GET", "/v1/cluster", nil, &cl) })
+	proccluster.Eventually(t, 20*time.Second, "leader", func() error { return c.callAny("GET", "/v1/cluster", nil, &cl) })
 
 	var s1, s2 struct{ ID string }
-	await(t, 10*time.Second, "open", func() error {
+	proccluster.Eventually(t, 10*time.Second, "open", func() error {
 		return c.callAny("POST", "/v1/sessions", map[string]string{"name": "live", "ttl": "3s"}, &s1)
 	})
 	if err := c.callAny("POST", "/v1/sessions", map[string]string{"name": "dying", "ttl": "1s", "lock_delay": "2s"}, &s2); err != nil {
@@ -180,7 +167,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 	killed := time.Now()
 	c.Kill(leader)
 	var gz grantResp
-	await(t, 20*time.Second, "acquire after kill -9", func() error {
+	proccluster.Eventually(t, 20*time.Second, "acquire after kill -9", func() error {
 		return c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/z", "session": s1.ID, "holder": "h1"}, &gz)
 	})
 	t.Logf("failover: kill -9 of leader %s to next successful acquire: %v", cl.Leader, time.Since(killed))
@@ -197,7 +184,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 	// The dying session expires; its lock comes free after the lock-delay
 	// with a larger token.
 	var gy2 grantResp
-	await(t, 20*time.Second, "e2e/y after expiry and lock-delay", func() error {
+	proccluster.Eventually(t, 20*time.Second, "e2e/y after expiry and lock-delay", func() error {
 		return c.callAny("POST", "/v1/acquire", map[string]string{"name": "e2e/y", "session": s1.ID, "holder": "h2"}, &gy2)
 	})
 	if gy2.Token <= gy.Token {
@@ -208,7 +195,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 	}
 	// The killed node restarts from its data dir and serves again.
 	c.Restart(leader)
-	await(t, 20*time.Second, "restarted node serves", func() error {
+	proccluster.Eventually(t, 20*time.Second, "restarted node serves", func() error {
 		var l lockResp
 		if err := call(c.Nodes[leader].HTTPAddr, "GET", "/v1/lock?name=e2e/x", nil, &l); err != nil {
 			return err

@@ -201,3 +201,19 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Eventually polls cond every 20 ms until it returns nil, failing the test
+// with cond's last error if timeout passes first. It is for conditions
+// held by other processes, which cannot be awaited.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, timeout, err)
+}
