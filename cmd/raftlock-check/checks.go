@@ -1,0 +1,227 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// The checks besides linearizability. Each one is sound: it reports only
+// what a correct cluster, with the documented semantics, cannot produce.
+
+// Violation is one broken guarantee.
+type Violation struct {
+	// Check names the guarantee: "linearizable", "fencing", "grant-kept"
+	// or "session-kept".
+	Check string `json:"check"`
+	At    int64  `json:"at"`
+	// Client is the client the violation is about (-1: none).
+	Client int    `json:"client"`
+	What   string `json:"what"`
+}
+
+// Check names.
+const (
+	checkLinearizable = "linearizable"
+	checkFencing      = "fencing"
+	checkGrantKept    = "grant-kept"
+	checkSessionKept  = "session-kept"
+)
+
+// grant is an acknowledged acquisition.
+type grant struct {
+	Client          int
+	Lock            string
+	Session, Holder string
+	Token           uint64
+	// Acked is when the client knew it held the lock.
+	Acked int64
+	// ReleaseCall is when the client first asked to release it (pending
+	// if never).
+	ReleaseCall int64
+}
+
+// grantsOf returns the acknowledged grants of h by lock, in token order.
+func grantsOf(h History) map[string][]grant {
+	type key struct{ s, h, l string }
+	released := map[key]int64{}
+	for _, o := range h.Ops {
+		if o.Kind == kindRelease {
+			k := key{o.Session, o.Holder, o.Lock}
+			if t, ok := released[k]; !ok || o.Call < t {
+				released[k] = o.Call
+			}
+		}
+	}
+	seen := map[key]bool{}
+	out := map[string][]grant{}
+	for _, o := range h.Ops {
+		if o.Kind != kindAcquire || o.Result != resOK {
+			continue
+		}
+		k := key{o.Session, o.Holder, o.Lock}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		rc, ok := released[k]
+		if !ok {
+			rc = pending
+		}
+		out[o.Lock] = append(out[o.Lock], grant{Client: o.Client, Lock: o.Lock, Session: o.Session,
+			Holder: o.Holder, Token: o.Token, Acked: o.Return, ReleaseCall: rc})
+	}
+	for _, gs := range out {
+		sort.Slice(gs, func(i, j int) bool { return gs[i].Token < gs[j].Token })
+	}
+	return out
+}
+
+// checkFence checks the writes at the fenced resource (check 2):
+//
+//   - accepted writes of a lock carry non-decreasing tokens, and two
+//     writers never share a token;
+//   - no write is accepted after a grant with a higher token was
+//     acknowledged: the resource would then have taken an old holder's
+//     write inside the new holder's tenure (the lock-delay must keep a
+//     stale holder that wakes up within it out of the next holder's way);
+//   - no write of a holder that provably still held its grant is rejected:
+//     a higher token then existed while that grant was current.
+func checkFence(h History) []Violation {
+	var vs []Violation
+	grants := grantsOf(h)
+	ss := sessionsOf(h)
+	type writer struct{ s, h string }
+	last := map[string]WriteRec{}
+	for _, w := range h.Writes {
+		if !w.Accepted {
+			continue
+		}
+		if p, ok := last[w.Lock]; ok {
+			if w.Token < p.Token {
+				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
+					What: fmt.Sprintf("lock %s: write with token %d accepted after one with token %d", w.Lock, w.Token, p.Token)})
+			}
+			if w.Token == p.Token && (writer{w.Session, w.Holder}) != (writer{p.Session, p.Holder}) {
+				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
+					What: fmt.Sprintf("lock %s: clients %d and %d both wrote with token %d", w.Lock, p.Client, w.Client, w.Token)})
+			}
+		}
+		last[w.Lock] = w
+		for _, g := range grants[w.Lock] {
+			if g.Token > w.Token && g.Acked < w.At {
+				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
+					What: fmt.Sprintf("lock %s: client %d's write with token %d was accepted %v after client %d was granted token %d: a stale holder wrote inside the next holder's tenure",
+						w.Lock, w.Client, w.Token, time.Duration(w.At-g.Acked).Round(time.Millisecond), g.Client, g.Token)})
+				break
+			}
+		}
+	}
+	for _, w := range h.Writes {
+		if w.Accepted {
+			continue
+		}
+		f := ss[w.Session]
+		if f == nil || !f.aliveAfter(w.At) || f.ClosedOK && f.CloseCall < w.At {
+			continue
+		}
+		for _, g := range grants[w.Lock] {
+			if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token && g.Acked < w.At && g.ReleaseCall > w.At {
+				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
+					What: fmt.Sprintf("lock %s: client %d's write with token %d was rejected (%s) while its grant was current (session alive, not released): a newer grant coexisted with it",
+						w.Lock, w.Client, w.Token, w.Err)})
+				break
+			}
+		}
+	}
+	return vs
+}
+
+// checkGrantsKept checks that no acknowledged grant is lost (check 3):
+// every read of a lock at a time when an acknowledged grant was surely
+// current (granted before the read, not released before it ended, its
+// session provably alive after it) must name exactly that grant. It
+// returns the violations and how many reads it could judge.
+func checkGrantsKept(h History) ([]Violation, int) {
+	var vs []Violation
+	grants := grantsOf(h)
+	ss := sessionsOf(h)
+	judged := 0
+	for _, o := range h.Ops {
+		if o.Kind != kindRead || o.Result != resOK || !o.Done() {
+			continue
+		}
+		for _, g := range grants[o.Lock] {
+			f := ss[g.Session]
+			if f == nil || g.Acked >= o.Call || g.ReleaseCall <= o.Return || !f.aliveAfter(o.Return) ||
+				f.CloseCall <= o.Return {
+				continue
+			}
+			judged++
+			if len(o.Holders) == 1 && o.Holders[0] == (holderInfo{Session: g.Session, Holder: g.Holder, Token: g.Token}) {
+				continue
+			}
+			vs = append(vs, Violation{Check: checkGrantKept, At: o.Return, Client: g.Client,
+				What: fmt.Sprintf("lock %s: client %d held token %d (session alive, not released) but a read by client %d via %s answered %s: a lost grant or a stale read",
+					o.Lock, g.Client, g.Token, o.Client, o.Node, describeHolders(o.Holders))})
+		}
+	}
+	return vs, judged
+}
+
+// checkSessionsKept checks that no live session is expired (check 4): a
+// session is never reported gone before the lease its last acknowledged
+// keepalive granted (counted from when it was sent) has run out, and never
+// answers again once reported gone. Leader changes included: a new leader
+// must honour the leases the old one granted.
+func checkSessionsKept(h History) []Violation {
+	var vs []Violation
+	ss := sessionsOf(h)
+	ids := make([]string, 0, len(ss))
+	for id := range ss {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := ss[id]
+		if f.GoneAt == pending {
+			continue
+		}
+		for _, k := range f.Alive {
+			if k > f.GoneAt {
+				vs = append(vs, Violation{Check: checkSessionKept, At: k, Client: f.Client,
+					What: fmt.Sprintf("session %s of client %d acknowledged a keepalive sent %v after it was reported gone (%s)",
+						short(id, ""), f.Client, time.Duration(k-f.GoneAt).Round(time.Millisecond), f.GoneKind)})
+				break
+			}
+			if k+f.TTL > f.GoneAt {
+				vs = append(vs, Violation{Check: checkSessionKept, At: f.GoneAt, Client: f.Client,
+					What: fmt.Sprintf("session %s of client %d was reported gone (%s) %v before the lease of a keepalive acknowledged to it ended",
+						short(id, ""), f.Client, f.GoneKind, time.Duration(k+f.TTL-f.GoneAt).Round(time.Millisecond))})
+				break
+			}
+		}
+	}
+	return vs
+}
+
+// quickChecks runs every check but linearizability.
+func quickChecks(h History) []Violation {
+	vs := checkFence(h)
+	gv, _ := checkGrantsKept(h)
+	return append(append(vs, gv...), checkSessionsKept(h)...)
+}
+
+func describeHolders(hs []holderInfo) string {
+	if len(hs) == 0 {
+		return "free"
+	}
+	s := ""
+	for i, h := range hs {
+		if i > 0 {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s token %d", short(h.Session, h.Holder), h.Token)
+	}
+	return s
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCheckFence(t *testing.T) {
+	// A holds token 5 from 20 until it releases at 400; its session lives
+	// to the end. B is granted token 9 at 500 (acknowledged at 510).
+	ops := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opRel(0, sA, hA, lk, 400, 410, resOK),
+		opAcq(1, sB, hB, lk, 490, 510, resOK, 9),
+		opKA(0, sA, 900, 901, resOK), opKA(1, sB, 900, 901, resOK),
+	}
+	for _, tc := range []struct {
+		name   string
+		writes []WriteRec
+		want   int
+	}{
+		{"writes in token order", []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 200, true),
+			write(1, sB, hB, lk, 9, 600, true), write(0, sA, hA, lk, 5, 700, false)}, 0},
+		{"stale write accepted before the next grant was acknowledged", []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 505, true),
+			write(1, sB, hB, lk, 9, 600, true)}, 0},
+		{"stale write accepted inside the next holder's tenure", []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+			write(1, sB, hB, lk, 9, 600, true)}, 1},
+		{"two writers with one token", []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(1, sB, hB, lk, 5, 150, true)}, 1},
+		{"a current holder's write rejected", []WriteRec{
+			write(1, sB, hB, lk, 9, 100, true), write(0, sA, hA, lk, 5, 150, false)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(ops...)
+			h.Writes = tc.writes
+			wantViolations(t, tc.name, checkFence(h), tc.want)
+		})
+	}
+}
+
+func TestCheckFenceExpiredHolder(t *testing.T) {
+	// A's session is last kept alive at 100 and reported gone at 1500; a
+	// rejected write of A after its lease (1100) is just a stale holder.
+	h := hist(
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opKA(0, sA, 100, 110, resOK),
+		opKA(0, sA, 1500, 1510, resNotFound),
+		opAcq(1, sB, hB, lk, 1000, 1200, resOK, 9),
+	)
+	h.Writes = []WriteRec{write(1, sB, hB, lk, 9, 1300, true), write(0, sA, hA, lk, 5, 1400, false)}
+	wantViolations(t, "rejected after the lease", checkFence(h), 0)
+}
+
+func TestCheckGrantsKept(t *testing.T) {
+	base := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opKA(0, sA, 3000, 3001, resOK),
+	}
+	for _, tc := range []struct {
+		name         string
+		read         Op
+		want, judged int
+	}{
+		{"holder seen", opRead(1, lk, 100, 110, hold(sA, hA, 5)), 0, 1},
+		{"holder lost", opRead(1, lk, 100, 110), 1, 1},
+		{"someone else holds", opRead(1, lk, 100, 110, hold(sB, hB, 9)), 1, 1},
+		{"read concurrent with the grant", opRead(1, lk, 15, 25), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs, judged := checkGrantsKept(hist(append(append([]Op(nil), base...), tc.read)...))
+			wantViolations(t, tc.name, vs, tc.want)
+			if judged != tc.judged {
+				t.Errorf("judged %d reads, want %d", judged, tc.judged)
+			}
+		})
+	}
+	// Once the session may have expired, a read proves nothing.
+	h := hist(opOpen(0, sA, 1, 2), opAcq(0, sA, hA, lk, 10, 20, resOK, 5), opRead(1, lk, 2000, 2010))
+	if vs, judged := checkGrantsKept(h); len(vs) != 0 || judged != 0 {
+		t.Errorf("read after the lease: %v, %d judged; want none", vs, judged)
+	}
+}
+
+func TestCheckSessionsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		want int
+	}{
+		{"gone after the lease", []Op{opKA(0, sA, 100, 110, resOK), opKA(0, sA, 1200, 1210, resNotFound)}, 0},
+		{"gone before the lease ended", []Op{opKA(0, sA, 100, 110, resOK), opKA(0, sA, 600, 610, resNotFound)}, 1},
+		{"acquire answered not_found within the lease", []Op{opKA(0, sA, 100, 110, resOK),
+			opAcq(0, sA, hA, lk, 500, 510, resNotFound, 0)}, 1},
+		{"kept alive after it was gone", []Op{opKA(0, sA, 1200, 1210, resNotFound), opKA(0, sA, 1300, 1310, resOK)}, 1},
+		{"not_found after a close", []Op{opClose(0, sA, 100, 110, resOK), opKA(0, sA, 120, 130, resNotFound)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(append([]Op{opOpen(0, sA, 1, 2)}, tc.ops...)...)
+			wantViolations(t, tc.name, checkSessionsKept(h), tc.want)
+		})
+	}
+}
+
+func TestUnavailability(t *testing.T) {
+	h := hist(
+		opKA(0, sA, 100, 110, resOK),
+		opKA(0, sA, 1000, 1800, resFailed),
+		opKA(0, sA, 1100, 1900, resOK),
+		opRead(1, lk, 1200, 1700),
+	)
+	h.Faults = []FaultRec{{Kind: faultKillLeader, Start: 1000, End: 1500, LeaderLoss: true},
+		{Kind: faultKillFollower, Start: 3000, End: 3500}}
+	us := unavailabilities(h)
+	if len(us) != 1 || us[0].D != 700 {
+		t.Fatalf("unavailabilities %v, want one of 700ns", us)
+	}
+	if p50, max := percentiles([]time.Duration{3, 1, 2}); p50 != 2 || max != 3 {
+		t.Errorf("percentiles: %v %v", p50, max)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	var sb strings.Builder
+	cfg, err := parseFlags([]string{"--nodes", "5", "--faults", "kill-leader, pause-client", "--seed", "7"}, &sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Nodes != 5 || cfg.Seed != 7 || strings.Join(cfg.Faults, ",") != "kill-leader,pause-client" {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, bad := range [][]string{
+		{"--nodes", "4"},
+		{"--faults", "kill-everything"},
+		{"--ttl", "2s", "--lock-delay", "3s"},
+		{"--clients", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(bad, &sb); err == nil {
+			t.Errorf("parseFlags(%q) accepted", bad)
+		}
+	}
+	if cfg, err := parseFlags([]string{"--faults", "none"}, &sb); err != nil || len(cfg.Faults) != 0 {
+		t.Errorf("--faults none: %v %v", cfg.Faults, err)
+	}
+}

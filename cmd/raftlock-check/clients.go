@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// clientProc is one client process, seen from the checker.
+type clientProc struct {
+	idx  int
+	cmd  *exec.Cmd
+	logf *os.File
+	done chan struct{} // closed when its output ended and it exited
+
+	wmu   sync.Mutex
+	stdin io.WriteCloser
+	enc   *json.Encoder
+
+	mu     sync.Mutex
+	paused bool
+}
+
+// send writes one message to the client; errors (a client that exited)
+// are ignored.
+func (p *clientProc) send(m message) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	_ = p.enc.Encode(m)
+}
+
+func (p *clientProc) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+func (p *clientProc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_ = p.cmd.Process.Signal(sig)
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+}
+
+// clientSet is the client processes of a run and the intake of what they
+// report.
+type clientSet struct {
+	procs []*clientProc
+	hist  *historyLog
+	res   *resource
+	track *tracker
+}
+
+// startClients starts n client processes against addrs.
+func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
+	cs := &clientSet{hist: hist, res: res, track: track}
+	command := cfg.ClientCommand
+	if len(command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own executable: %w", err)
+		}
+		command = []string{exe, "client"}
+	}
+	for i := 0; i < cfg.Clients; i++ {
+		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
+			TTL: cfg.TTL, LockDelay: cfg.LockDelay}
+		raw, err := json.Marshal(cc)
+		if err != nil {
+			cs.kill()
+			return nil, fmt.Errorf("client config: %w", err)
+		}
+		p, err := cs.start(i, command, cfg.ClientEnv, string(raw), dir)
+		if err != nil {
+			cs.kill()
+			return nil, err
+		}
+		cs.procs = append(cs.procs, p)
+	}
+	return cs, nil
+}
+
+func (cs *clientSet) start(i int, command, env []string, raw, dir string) (*clientProc, error) {
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("client%d.log", i)))
+	if err != nil {
+		return nil, fmt.Errorf("client %d log: %w", i, err)
+	}
+	cmd := exec.Command(command[0], append(append([]string(nil), command[1:]...), "--config", raw)...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = logf
+	cmd.SysProcAttr = childAttr()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("client %d: %w", i, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("client %d: %w", i, err)
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start client %d: %w", i, err)
+	}
+	p := &clientProc{idx: i, cmd: cmd, logf: logf, done: make(chan struct{}), stdin: stdin, enc: json.NewEncoder(stdin)}
+	go func() {
+		cs.intake(p, stdout)
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// intake reads a client's messages until its output ends.
+func (cs *clientSet) intake(p *clientProc, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		var m message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			fmt.Fprintf(p.logf, "checker: bad message %q: %v\n", sc.Text(), err)
+			continue
+		}
+		switch m.T {
+		case msgCall:
+			cs.hist.record(p.idx, m)
+			cs.track.observe(p.idx, m, Op{}, false)
+		case msgRet:
+			op, ok := cs.hist.record(p.idx, m)
+			if ok {
+				cs.track.observe(p.idx, m, op, true)
+			}
+		case msgWrite:
+			w := cs.res.write(p.idx, m)
+			cs.hist.addWrite(w)
+			p.send(message{T: msgWriteReply, ID: m.ID, OK: w.Accepted, Err: w.Err})
+		case msgHold, msgUnhold:
+			cs.track.observe(p.idx, m, Op{}, false)
+			fmt.Fprintf(p.logf, "%s %s %s token %d\n", stamp(m.At), m.T, m.Lock, m.Token)
+		case msgState:
+			fmt.Fprintf(p.logf, "%s session %s %s\n", stamp(m.At), m.Result, m.Err)
+		case msgLog:
+			fmt.Fprintf(p.logf, "%s %s\n", stamp(m.At), m.Err)
+		}
+	}
+}
+
+// stamp formats a monoNow time for a log line.
+func stamp(t int64) string { return fmt.Sprintf("[%.3f]", float64(t)/1e9) }
+
+// broadcast sends m to every client that is not paused.
+func (cs *clientSet) broadcast(m message) {
+	for _, p := range cs.procs {
+		if !p.isPaused() {
+			p.send(m)
+		}
+	}
+}
+
+// stop resumes every client, asks each to finish, and kills those that do
+// not exit within grace.
+func (cs *clientSet) stop(grace time.Duration) {
+	for _, p := range cs.procs {
+		p.signal(syscall.SIGCONT)
+		p.send(message{T: msgStop})
+	}
+	timer := time.NewTimer(grace)
+	defer timer.Stop()
+	expired := false
+	for _, p := range cs.procs {
+		if !expired {
+			select {
+			case <-p.done:
+				continue
+			case <-timer.C:
+				expired = true
+			}
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// kill kills every client at once.
+func (cs *clientSet) kill() {
+	for _, p := range cs.procs {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	}
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// nodeProc is one raftlockd process (and its data, across restarts).
+type nodeProc struct {
+	id       string
+	ip       string
+	raftPort int
+	httpPort int
+	dataDir  string
+	logPath  string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	paused bool
+}
+
+// httpAddr is the node's HTTP API address.
+func (n *nodeProc) httpAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.httpPort)) }
+
+// raftAddr is the node's Raft address.
+func (n *nodeProc) raftAddr() string { return net.JoinHostPort(n.ip, strconv.Itoa(n.raftPort)) }
+
+// running reports whether the process is up (possibly paused).
+func (n *nodeProc) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// serving reports whether the process is up and not paused.
+func (n *nodeProc) serving() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !n.paused
+}
+
+// cluster is the raftlockd processes of a run.
+type cluster struct {
+	bin   string
+	nodes []*nodeProc
+	args  []string // flags every node gets
+}
+
+// newCluster lays out n nodes under dir, each on its own loopback address
+// with ports picked free.
+func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cluster dir: %w", err)
+	}
+	c := &cluster{bin: bin, args: extra}
+	var peers []string
+	for i := 0; i < n; i++ {
+		ip := nodeIP(i)
+		rp, err := freePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		hp, err := freePort(ip)
+		if err != nil {
+			return nil, err
+		}
+		id := fmt.Sprintf("n%d", i+1)
+		nd := &nodeProc{id: id, ip: ip, raftPort: rp, httpPort: hp,
+			dataDir: filepath.Join(dir, id), logPath: filepath.Join(dir, id+".log")}
+		c.nodes = append(c.nodes, nd)
+		peers = append(peers, id+"="+nd.raftAddr())
+	}
+	c.args = append(c.args, "--peers", strings.Join(peers, ","))
+	return c, nil
+}
+
+// httpAddrs returns every node's HTTP address.
+func (c *cluster) httpAddrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, n.httpAddr())
+	}
+	return out
+}
+
+// start starts node n (again, with the data it has).
+func (c *cluster) start(n *nodeProc) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return nil
+	}
+	logf, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("node %s log: %w", n.id, err)
+	}
+	fmt.Fprintf(logf, "==== raftlock-check: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
+	args := append([]string{"--id", n.id, "--data-dir", n.dataDir, "--raft-addr", n.raftAddr(),
+		"--http-addr", n.httpAddr()}, c.args...)
+	cmd := exec.Command(c.bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return fmt.Errorf("start node %s: %w", n.id, err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited, n.paused = cmd, exited, false
+	return nil
+}
+
+// signal sends sig to node n if it runs.
+func (c *cluster) signal(n *nodeProc, sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return
+	}
+	_ = n.cmd.Process.Signal(sig)
+	switch sig {
+	case syscall.SIGSTOP:
+		n.paused = true
+	case syscall.SIGCONT:
+		n.paused = false
+	}
+}
+
+// kill kills node n with SIGKILL and reaps it.
+func (c *cluster) kill(n *nodeProc) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// stop stops node n: SIGCONT, SIGTERM, and SIGKILL after grace.
+func (c *cluster) stop(n *nodeProc, grace time.Duration) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGCONT)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// stopAll stops every node at once.
+func (c *cluster) stopAll(grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func(n *nodeProc) {
+			defer wg.Done()
+			c.stop(n, grace)
+		}(n)
+	}
+	wg.Wait()
+}
+
+// startAll starts every node that is down.
+func (c *cluster) startAll() error {
+	for _, n := range c.nodes {
+		if err := c.start(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// resumeAll resumes every paused node.
+func (c *cluster) resumeAll() {
+	for _, n := range c.nodes {
+		c.signal(n, syscall.SIGCONT)
+	}
+}
+
+// waitCtx is a context for a cleanup step that must run even when the
+// run's context has ended.
+func waitCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Fault kinds.
+const (
+	faultKillLeader      = "kill-leader"
+	faultKillFollower    = "kill-follower"
+	faultPauseLeader     = "pause-leader"
+	faultPauseClient     = "pause-client"
+	faultPartitionLeader = "partition-leader"
+	faultPartitionSplit  = "partition-split"
+	faultRestartAll      = "restart-all"
+)
+
+// allFaults lists every fault kind, in the order reports show them.
+var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultPauseClient,
+	faultPartitionLeader, faultPartitionSplit, faultRestartAll}
+
+// isPartition reports whether a fault kind needs iptables.
+func isPartition(kind string) bool {
+	return kind == faultPartitionLeader || kind == faultPartitionSplit
+}
+
+// Config is one run of the checker.
+type Config struct {
+	// Nodes is the cluster size (3 or 5); node i listens on 127.0.0.(11+i).
+	Nodes    int
+	Duration time.Duration
+	Clients  int
+	Locks    int
+	// Raftlockd is the server binary; empty: build it with go build into
+	// the run's directory.
+	Raftlockd string
+	// Out is where logs, and on a violation the history and its
+	// visualisation, go; empty: a new temp dir.
+	Out  string
+	Seed int64
+	// UnsafeFault is passed to raftlockd --unsafe-fault (testing the
+	// checker: the service is then broken on purpose).
+	UnsafeFault string
+	// Faults are the fault kinds to inject.
+	Faults []string
+	// TTL and LockDelay of the clients' sessions.
+	TTL       time.Duration
+	LockDelay time.Duration
+	// GapMin..GapMax is the quiet time between two faults.
+	GapMin, GapMax time.Duration
+	// CheckTimeout bounds the linearizability check.
+	CheckTimeout time.Duration
+	// StopOnViolation ends the run early once a check other than
+	// linearizability fails (they are run every second).
+	StopOnViolation bool
+	// LogLevel of the raftlockd processes.
+	LogLevel string
+	// ClientCommand starts a client process; the checker appends
+	// "--config JSON". Empty: this executable with "client".
+	ClientCommand []string
+	// ClientEnv is added to the client processes' environment.
+	ClientEnv []string
+}
+
+// defaultConfig returns the defaults of the flags.
+func defaultConfig() Config {
+	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
+		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
+		GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info"}
+}
+
+// parseFlags parses the checker's command line.
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("raftlock-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: raftlock-check [flags]\n       raftlock-check analyze HISTORY.jsonl\n\n"+
+			"Runs a real raftlock cluster on 127.0.0.11-15 with client processes, injects faults\n"+
+			"and checks the history (needs root for partitions and iptables).\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "cluster size: 3 or 5")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run the workload and faults")
+	fs.IntVar(&cfg.Clients, "clients", cfg.Clients, "number of client processes")
+	fs.IntVar(&cfg.Locks, "locks", cfg.Locks, "number of locks the clients contend for")
+	fs.StringVar(&cfg.Raftlockd, "raftlockd", "", "raftlockd binary (default: go build it into the run's directory)")
+	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
+	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
+	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads)")
+	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", "))
+	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
+	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")
+	fs.DurationVar(&cfg.GapMin, "gap-min", cfg.GapMin, "shortest quiet time between faults")
+	fs.DurationVar(&cfg.GapMax, "gap-max", cfg.GapMax, "longest quiet time between faults")
+	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "give up the linearizability check after this long")
+	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	kinds, err := parseFaults(*faults)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Faults = kinds
+	return cfg, cfg.validate()
+}
+
+// parseFaults parses the --faults list.
+func parseFaults(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "all", "":
+		return append([]string(nil), allFaults...), nil
+	case "none":
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, k := range strings.Split(s, ",") {
+		k = strings.TrimSpace(k)
+		known := false
+		for _, a := range allFaults {
+			known = known || a == k
+		}
+		if !known {
+			return nil, fmt.Errorf("--faults: unknown fault %q (want %s)", k, strings.Join(allFaults, ", "))
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Nodes != 3 && c.Nodes != 5:
+		return fmt.Errorf("--nodes %d: want 3 or 5", c.Nodes)
+	case c.Clients < 1 || c.Clients > 64:
+		return fmt.Errorf("--clients %d: want 1 to 64", c.Clients)
+	case c.Locks < 1 || c.Locks > 64:
+		return fmt.Errorf("--locks %d: want 1 to 64", c.Locks)
+	case c.Duration <= 0:
+		return errors.New("--duration must be positive")
+	case c.TTL < time.Second:
+		return fmt.Errorf("--ttl %v: at least 1s", c.TTL)
+	case c.LockDelay <= 0:
+		return fmt.Errorf("--lock-delay %v: must be positive (the fencing check relies on it)", c.LockDelay)
+	case c.GapMin < 0 || c.GapMax < c.GapMin:
+		return fmt.Errorf("--gap-min %v, --gap-max %v: want 0 <= min <= max", c.GapMin, c.GapMax)
+	}
+	// A paused client wakes after at most TTL+clientPauseExtra and writes
+	// at once; the fencing check is sound only if that stays well inside
+	// the lock-delay (see checkFence).
+	if slack := c.LockDelay - (clientPauseMax(c.TTL) + prepMax); slack < 2*time.Second {
+		return fmt.Errorf("--lock-delay %v is too short for --ttl %v: it must exceed the longest client pause (%v) plus a write interval by at least 2s",
+			c.LockDelay, c.TTL, clientPauseMax(c.TTL))
+	}
+	return nil
+}

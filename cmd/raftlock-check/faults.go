@@ -1,0 +1,297 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"syscall"
+	"time"
+)
+
+// clientPauseExtra is how much longer than its TTL a paused client stays
+// stopped (unless someone else is granted its lock first).
+const clientPauseExtra = 2 * time.Second
+
+// clientPauseMax is the longest pause of a client.
+func clientPauseMax(ttl time.Duration) time.Duration { return ttl + clientPauseExtra }
+
+// errSkipped marks a fault that could not be injected now.
+var errSkipped = errors.New("skipped")
+
+// injector injects faults into a run, one at a time.
+type injector struct {
+	cfg      Config
+	cl       *cluster
+	fw       *firewall // nil: no partitions
+	cs       *clientSet
+	track    *tracker
+	hist     *historyLog
+	rng      *rand.Rand
+	progress io.Writer
+	start    int64
+
+	counts  map[string]int
+	skipped map[string]int
+}
+
+func (in *injector) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(in.rng.Int63n(int64(hi-lo)+1))
+}
+
+func (in *injector) logf(format string, args ...any) {
+	fmt.Fprintf(in.progress, "[%7.1fs] %s\n", float64(monoNow()-in.start)/1e9, fmt.Sprintf(format, args...))
+}
+
+// kinds returns the fault kinds this run can inject.
+func (in *injector) kinds() []string {
+	var out []string
+	for _, k := range in.cfg.Faults {
+		if isPartition(k) && in.fw == nil {
+			continue
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// loop injects faults until ctx ends: a quiet gap, a fault (each kind in
+// turn, in an order shuffled every round; one that cannot be injected now
+// is tried once more at the end of the round), its heal, then it waits
+// for the cluster to settle and asks every holder to verify its lock.
+func (in *injector) loop(ctx context.Context) {
+	kinds := in.kinds()
+	if len(kinds) == 0 {
+		<-ctx.Done()
+		return
+	}
+	var (
+		order   []string
+		retried map[string]bool
+	)
+	for {
+		if len(order) == 0 {
+			order = append([]string(nil), kinds...)
+			in.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			retried = map[string]bool{}
+		}
+		kind := order[0]
+		order = order[1:]
+		if !sleep(ctx, in.between(in.cfg.GapMin, in.cfg.GapMax)) {
+			return
+		}
+		rec, err := in.inject(ctx, kind)
+		if err != nil {
+			in.skipped[kind]++
+			in.logf("%s skipped: %v", kind, err)
+			if !retried[kind] {
+				// Once more at the end of the round.
+				retried[kind] = true
+				order = append(order, kind)
+			}
+			continue
+		}
+		in.counts[kind]++
+		in.hist.addFault(rec)
+		in.logf("%s %s for %v %s", kind, rec.Target, time.Duration(rec.End-rec.Start).Round(time.Millisecond), rec.Note)
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := in.cl.waitSettled(sctx); err != nil && ctx.Err() == nil {
+			in.logf("after %s: %v", kind, err)
+		}
+		cancel()
+		in.cs.broadcast(message{T: msgVerify})
+	}
+}
+
+// inject injects one fault and heals it; the heal happens even if ctx
+// ends meanwhile.
+func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
+	switch kind {
+	case faultKillLeader:
+		return in.killLeader(ctx)
+	case faultKillFollower:
+		return in.killFollower(ctx)
+	case faultPauseLeader:
+		return in.pauseLeader(ctx)
+	case faultPauseClient:
+		return in.pauseClient(ctx)
+	case faultPartitionLeader:
+		return in.partitionLeader(ctx)
+	case faultPartitionSplit:
+		return in.partitionSplit(ctx)
+	case faultRestartAll:
+		return in.restartAll(ctx)
+	}
+	return FaultRec{}, fmt.Errorf("unknown fault %q", kind)
+}
+
+func (in *injector) findLeader(ctx context.Context) (*nodeProc, error) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	ld, err := in.cl.leader(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSkipped, err)
+	}
+	return ld, nil
+}
+
+// restart starts n again, reporting a failure.
+func (in *injector) restart(n *nodeProc) {
+	if err := in.cl.start(n); err != nil {
+		in.logf("restart %s: %v", n.id, err)
+	}
+}
+
+func (in *injector) killLeader(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	rec := FaultRec{Kind: faultKillLeader, Target: ld.id, Start: monoNow(), LeaderLoss: true}
+	in.cl.kill(ld)
+	sleep(ctx, in.between(1500*time.Millisecond, 3*time.Second))
+	in.restart(ld)
+	rec.End = monoNow()
+	return rec, nil
+}
+
+func (in *injector) killFollower(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	var fs []*nodeProc
+	for _, n := range in.cl.nodes {
+		if n != ld && n.serving() {
+			fs = append(fs, n)
+		}
+	}
+	if len(fs) == 0 {
+		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
+	}
+	f := fs[in.rng.Intn(len(fs))]
+	rec := FaultRec{Kind: faultKillFollower, Target: f.id, Start: monoNow()}
+	in.cl.kill(f)
+	sleep(ctx, in.between(1500*time.Millisecond, 3*time.Second))
+	in.restart(f)
+	rec.End = monoNow()
+	return rec, nil
+}
+
+func (in *injector) pauseLeader(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	// Well beyond the election timeout (1 s): the others elect a new
+	// leader while the old one sleeps, and it wakes believing it leads.
+	rec := FaultRec{Kind: faultPauseLeader, Target: ld.id, Start: monoNow(), LeaderLoss: true}
+	in.cl.signal(ld, syscall.SIGSTOP)
+	sleep(ctx, in.between(3*time.Second, 5*time.Second))
+	in.cl.signal(ld, syscall.SIGCONT)
+	rec.End = monoNow()
+	return rec, nil
+}
+
+// pauseClient stops a client that holds a lock (preferably one that
+// others wait for) for longer than its TTL: its session expires and the
+// lock goes to the next client after the lock-delay. The client is woken
+// at the latest after TTL+clientPauseExtra, or at once when someone else
+// is granted its lock, the worst moment: it then writes to the resource
+// with its old sequencer, without checking again.
+func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
+	c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+	if !ok {
+		return FaultRec{}, fmt.Errorf("%w: no client holds a lock", errSkipped)
+	}
+	p := in.cs.procs[c]
+	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	rec := FaultRec{Kind: faultPauseClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
+		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token)}
+	p.signal(syscall.SIGSTOP)
+	t := time.NewTimer(clientPauseMax(in.cfg.TTL))
+	select {
+	case <-newer:
+		rec.Note += ", woken when another client was granted the lock"
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	t.Stop()
+	p.signal(syscall.SIGCONT)
+	rec.End = monoNow()
+	return rec, nil
+}
+
+func (in *injector) partitionLeader(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	var rest []*nodeProc
+	for _, n := range in.cl.nodes {
+		if n != ld {
+			rest = append(rest, n)
+		}
+	}
+	return in.partition(ctx, faultPartitionLeader, []*nodeProc{ld}, rest, true)
+}
+
+// partitionSplit cuts the cluster into a minority and a majority (2/1
+// with three nodes, 3/2 with five), at random.
+func (in *injector) partitionSplit(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	nodes := append([]*nodeProc(nil), in.cl.nodes...)
+	in.rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	minority, majority := nodes[:(len(nodes)-1)/2], nodes[(len(nodes)-1)/2:]
+	lost := false
+	for _, n := range minority {
+		lost = lost || n == ld
+	}
+	return in.partition(ctx, faultPartitionSplit, minority, majority, lost)
+}
+
+func (in *injector) partition(ctx context.Context, kind string, a, b []*nodeProc, leaderLoss bool) (FaultRec, error) {
+	rec := FaultRec{Kind: kind, Target: ids(a) + " | " + ids(b), Start: monoNow(), LeaderLoss: leaderLoss}
+	err := in.fw.partition(ctx, a, b)
+	if err == nil {
+		sleep(ctx, in.between(3*time.Second, 6*time.Second))
+	}
+	hctx, cancel := waitCtx(30 * time.Second)
+	defer cancel()
+	if herr := in.fw.heal(hctx); herr != nil {
+		err = errors.Join(err, herr)
+	}
+	rec.End = monoNow()
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: %v", errSkipped, err)
+	}
+	return rec, nil
+}
+
+func (in *injector) restartAll(ctx context.Context) (FaultRec, error) {
+	rec := FaultRec{Kind: faultRestartAll, Target: "all", Start: monoNow(), LeaderLoss: true}
+	for _, n := range in.cl.nodes {
+		in.cl.kill(n)
+	}
+	sleep(ctx, in.between(500*time.Millisecond, 1500*time.Millisecond))
+	for _, n := range in.cl.nodes {
+		in.restart(n)
+	}
+	rec.End = monoNow()
+	return rec, nil
+}
+
+func ids(ns []*nodeProc) string {
+	s := ""
+	for i, n := range ns {
+		if i > 0 {
+			s += ","
+		}
+		s += n.id
+	}
+	return s
+}

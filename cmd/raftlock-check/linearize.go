@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// modelOps turns a history into the operations of the lock model: every
+// acquire and release, every read that answered, and per session the
+// synthetic operation that frees its locks (an acknowledged close, or else
+// an expiry from the last moment it was known alive to the first moment it
+// was known gone, or for ever). Client operations get lane Client, the
+// synthetic ones lane Clients+Client.
+func modelOps(h History) []porcupine.Operation {
+	var ops []porcupine.Operation
+	add := func(lane int, in lockInput, out lockOutput, call, ret int64, meta string) {
+		ops = append(ops, porcupine.Operation{ClientId: lane, Input: in, Output: out, Call: call, Return: ret, Metadata: meta})
+	}
+	for _, o := range h.Ops {
+		in := lockInput{Kind: o.Kind, Lock: o.Lock, Session: o.Session, Holder: o.Holder, Wait: o.Wait, Unlock: o.Unlock}
+		out := lockOutput{Result: o.Result, Token: o.Token, Holders: o.Holders}
+		meta := fmt.Sprintf("client %d op %d: %s", o.Client, o.ID, o.Err)
+		ret := o.Return
+		if o.Result == resUnknown {
+			// It may take effect after the client gave up on it.
+			ret = pending
+		}
+		switch o.Kind {
+		case kindAcquire:
+			add(o.Client, in, out, o.Call, ret, meta)
+			if o.Result == resUnknown && o.Wait {
+				// A server whose waiting request was abandoned dequeues it
+				// and gives back a grant that raced the cancellation.
+				drop := in
+				drop.Kind = kindDrop
+				add(h.Clients+o.Client, drop, lockOutput{}, o.Call, pending, meta)
+			}
+		case kindRelease:
+			add(o.Client, in, out, o.Call, ret, meta)
+		case kindRead:
+			if o.Result == resOK && o.Done() {
+				add(o.Client, in, out, o.Call, o.Return, meta)
+			}
+		}
+	}
+	ss := sessionsOf(h)
+	ids := make([]string, 0, len(ss))
+	for id := range ss {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		f := ss[id]
+		locks := make([]string, 0, len(f.Locks))
+		for l := range f.Locks {
+			locks = append(locks, l)
+		}
+		sort.Strings(locks)
+		for _, l := range locks {
+			in := lockInput{Lock: l, Session: id}
+			if f.ClosedOK {
+				for _, o := range h.Ops {
+					if o.Kind == kindClose && o.Session == id && o.Result == resOK {
+						in.Kind = kindClose
+						add(h.Clients+f.Client, in, lockOutput{Result: resOK}, o.Call, o.Return, "close")
+						break
+					}
+				}
+				continue
+			}
+			in.Kind = kindExpire
+			call := f.LastAlive()
+			if f.GoneAt < call {
+				// Answered after it was reported gone: check 4 reports it;
+				// the model takes the earlier moment.
+				call = f.GoneAt
+			}
+			add(h.Clients+f.Client, in, lockOutput{Result: resOK}, call, f.GoneAt,
+				fmt.Sprintf("session of client %d: last known alive, then gone (%s)", f.Client, f.GoneKind))
+		}
+	}
+	return ops
+}
+
+// linearizability is the outcome of the porcupine check.
+type linearizability struct {
+	Result     porcupine.CheckResult
+	Ops        int
+	Partitions int
+	Elapsed    time.Duration
+	// Illegal names the locks whose history is not linearizable.
+	Illegal []string
+	info    porcupine.LinearizationInfo
+	model   porcupine.Model
+}
+
+// runPorcupine checks every lock's history against the lock model,
+// giving up (Unknown) after timeout.
+func runPorcupine(h History, timeout time.Duration) linearizability {
+	ops := modelOps(h)
+	model := lockModel()
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	out := linearizability{Result: res, Ops: len(ops), Partitions: len(partitionByLock(ops)),
+		Elapsed: time.Since(start), info: info, model: model}
+	if res == porcupine.Illegal {
+		for _, part := range partitionByLock(ops) {
+			if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
+				out.Illegal = append(out.Illegal, part[0].Input.(lockInput).Lock)
+			}
+		}
+	}
+	return out
+}
+
+// visualize writes the porcupine visualisation of the check to path, with
+// the faults and the violations found by the other checks as annotations.
+func (l linearizability) visualize(path string, h History, notes []porcupine.Annotation) error {
+	info := l.info
+	var anns []porcupine.Annotation
+	for _, f := range h.Faults {
+		anns = append(anns, porcupine.Annotation{Tag: "faults", Start: f.Start, End: f.End,
+			Description: f.Kind + " " + f.Target, Details: f.Note, BackgroundColor: "#fde2b8"})
+	}
+	info.AddAnnotations(append(anns, notes...))
+	if err := porcupine.VisualizePath(l.model, info, path); err != nil {
+		return fmt.Errorf("visualize: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// link is a client process's end of the protocol: it writes messages to
+// the checker (stdout) and dispatches the checker's messages (stdin).
+type link struct {
+	ids atomic.Uint64
+
+	wmu sync.Mutex
+	enc *json.Encoder
+
+	mu      sync.Mutex
+	replies map[uint64]chan message
+
+	// verify receives msgVerify; done is closed on msgStop or when the
+	// checker goes away.
+	verify chan struct{}
+	done   chan struct{}
+	once   sync.Once
+}
+
+func newLink(w io.Writer) *link {
+	return &link{enc: json.NewEncoder(w), replies: make(map[uint64]chan message),
+		verify: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (l *link) nextID() uint64 { return l.ids.Add(1) }
+
+// send writes one message. A failed write means the checker is gone; the
+// link then reports done.
+func (l *link) send(m message) {
+	l.wmu.Lock()
+	err := l.enc.Encode(m)
+	l.wmu.Unlock()
+	if err != nil {
+		l.stop()
+	}
+}
+
+func (l *link) stop() { l.once.Do(func() { close(l.done) }) }
+
+// request sends m (a write to the resource) and waits for its answer.
+func (l *link) request(ctx context.Context, m message) (message, error) {
+	ch := make(chan message, 1)
+	l.mu.Lock()
+	l.replies[m.ID] = ch
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.replies, m.ID)
+		l.mu.Unlock()
+	}()
+	l.send(m)
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return message{}, ctx.Err()
+	case <-l.done:
+		return message{}, errors.New("checker gone")
+	}
+}
+
+// readLoop dispatches the checker's messages until r ends.
+func (l *link) readLoop(r io.Reader) error {
+	defer l.stop()
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var m message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return fmt.Errorf("client: bad message from checker: %w", err)
+		}
+		switch m.T {
+		case msgWriteReply:
+			l.mu.Lock()
+			ch := l.replies[m.ID]
+			l.mu.Unlock()
+			if ch != nil {
+				ch <- m
+			}
+		case msgVerify:
+			select {
+			case l.verify <- struct{}{}:
+			default:
+			}
+		case msgStop:
+			return nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("client: reading from checker: %w", err)
+	}
+	return nil
+}

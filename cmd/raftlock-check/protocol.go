@@ -1,0 +1,98 @@
+package main
+
+// The protocol between the checker and its client processes: one JSON
+// object per line. A client writes operation records, resource writes and
+// its state to its stdout; the checker answers resource writes and sends
+// commands on the client's stdin. Every time is monoNow() of the process
+// that stamped it.
+
+// Message types, client to checker.
+const (
+	// msgCall: an operation is about to be sent (Kind and its arguments).
+	msgCall = "call"
+	// msgRet: the operation with the same ID returned (Result and data).
+	msgRet = "ret"
+	// msgWrite: a write to the fenced resource (ID, Lock, Seq, Token,
+	// Session, Holder); the checker answers msgWriteReply.
+	msgWrite = "write"
+	// msgHold and msgUnhold: the client starts and stops working under a
+	// lock (Lock, Token, Session, Holder). They steer the fault schedule.
+	msgHold   = "hold"
+	msgUnhold = "unhold"
+	// msgState: the client's session changed state (Session, Result holds
+	// the state name, Err its cause).
+	msgState = "state"
+	// msgLog: a line of text for the client's log.
+	msgLog = "log"
+)
+
+// Message types, checker to client.
+const (
+	// msgWriteReply answers msgWrite: OK, or Err with the reason.
+	msgWriteReply = "write_reply"
+	// msgVerify asks a client that holds a lock to read it now.
+	msgVerify = "verify"
+	// msgStop asks the client to release what it holds, close its session
+	// and exit.
+	msgStop = "stop"
+)
+
+// Operation kinds.
+const (
+	kindOpen      = "open"
+	kindKeepAlive = "keepalive"
+	kindClose     = "close"
+	kindAcquire   = "acquire"
+	kindRelease   = "release"
+	kindRead      = "read"
+)
+
+// Results of an operation. resOK is a success; the others name the
+// definite failures the model distinguishes; resUnknown is an outcome the
+// client cannot know (the call gave up, or the connection broke).
+const (
+	resOK          = "ok"
+	resBusy        = "busy"
+	resNotFound    = "not_found"
+	resWaitTimeout = "wait_timeout"
+	resNotHolder   = "not_holder"
+	resUnknown     = "unknown"
+	// resFailed: a call that surely had no effect that matters (a failed
+	// read, keepalive or open).
+	resFailed = "failed"
+)
+
+// message is one line of the protocol, in either direction.
+type message struct {
+	T  string `json:"t"`
+	ID uint64 `json:"id,omitempty"`
+	At int64  `json:"at,omitempty"`
+
+	Kind    string `json:"kind,omitempty"`
+	Lock    string `json:"lock,omitempty"`
+	Session string `json:"session,omitempty"`
+	Holder  string `json:"holder,omitempty"`
+	// Wait: a waiting acquire. Unlock: a release sent by Lock.Unlock (not
+	// by the session's clean-up of an abandoned acquire). Verify: a read
+	// asked for by msgVerify.
+	Wait   bool   `json:"wait,omitempty"`
+	Unlock bool   `json:"unlock,omitempty"`
+	Verify bool   `json:"verify,omitempty"`
+	Node   string `json:"node,omitempty"`
+
+	Result    string       `json:"result,omitempty"`
+	Err       string       `json:"err,omitempty"`
+	Token     uint64       `json:"token,omitempty"`
+	TTL       int64        `json:"ttl,omitempty"`
+	LockDelay int64        `json:"lock_delay,omitempty"`
+	Holders   []holderInfo `json:"holders,omitempty"`
+	Seq       string       `json:"seq,omitempty"`
+	OK        bool         `json:"ok,omitempty"`
+}
+
+// holderInfo is one holder in the answer of a read.
+type holderInfo struct {
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Token   uint64 `json:"token"`
+}

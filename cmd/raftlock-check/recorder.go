@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+)
+
+// recorder is a session.Backend that reports every call it passes on to
+// the real backend, with its call and return times and its outcome, to the
+// checker. The client's Session runs on it, so the history holds exactly
+// the requests the cluster saw: keepalives, retries and the clean-up of
+// abandoned acquires included.
+type recorder struct {
+	inner session.Backend
+	link  *link
+	// node names the node a read-only recorder talks to.
+	node string
+}
+
+var _ session.Backend = (*recorder)(nil)
+
+// unlockIntent marks the context of a release sent by Lock.Unlock.
+type unlockIntent struct{}
+
+// verifyIntent marks the context of a read asked for by msgVerify.
+type verifyIntent struct{}
+
+func (r *recorder) begin(m message) uint64 {
+	m.T, m.ID, m.At = msgCall, r.link.nextID(), monoNow()
+	r.link.send(m)
+	return m.ID
+}
+
+func (r *recorder) end(id uint64, m message) {
+	m.T, m.ID, m.At = msgRet, id, monoNow()
+	r.link.send(m)
+}
+
+// outcome classifies the error of a call. Only answers that say what the
+// cluster did are definite; a call that gave up (its context ended) or
+// failed otherwise may or may not have taken effect.
+func outcome(err error) (result, text string) {
+	if err == nil {
+		return resOK, ""
+	}
+	text = err.Error()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return resUnknown, text
+	}
+	switch session.CodeOf(err) {
+	case session.CodeLockBusy:
+		return resBusy, text
+	case session.CodeSessionNotFound:
+		return resNotFound, text
+	case session.CodeWaitTimeout:
+		return resWaitTimeout, text
+	case session.CodeNotHolder:
+		return resNotHolder, text
+	}
+	return resUnknown, text
+}
+
+// failedUnlessNotFound maps the outcome of a call whose failure matters
+// only when it says the session is gone.
+func failedUnlessNotFound(err error) (string, string) {
+	res, text := outcome(err)
+	if res != resOK && res != resNotFound {
+		res = resFailed
+	}
+	return res, text
+}
+
+// OpenSession implements session.Backend.
+func (r *recorder) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+	id := r.begin(message{Kind: kindOpen})
+	info, err := r.inner.OpenSession(ctx, req)
+	m := message{Kind: kindOpen}
+	m.Result, m.Err = failedUnlessNotFound(err)
+	if err == nil {
+		m.Session, m.TTL, m.LockDelay = info.ID, int64(info.TTL), int64(info.LockDelay)
+	}
+	r.end(id, m)
+	return info, err
+}
+
+// KeepAlive implements session.Backend.
+func (r *recorder) KeepAlive(ctx context.Context, sid string) (time.Duration, error) {
+	id := r.begin(message{Kind: kindKeepAlive, Session: sid})
+	ttl, err := r.inner.KeepAlive(ctx, sid)
+	m := message{Kind: kindKeepAlive, TTL: int64(ttl)}
+	m.Result, m.Err = failedUnlessNotFound(err)
+	r.end(id, m)
+	return ttl, err
+}
+
+// CloseSession implements session.Backend.
+func (r *recorder) CloseSession(ctx context.Context, sid string) error {
+	id := r.begin(message{Kind: kindClose, Session: sid})
+	err := r.inner.CloseSession(ctx, sid)
+	m := message{Kind: kindClose}
+	m.Result, m.Err = outcome(err)
+	r.end(id, m)
+	return err
+}
+
+// SessionInfo implements session.Backend; it is not recorded.
+func (r *recorder) SessionInfo(ctx context.Context, sid string) (session.Info, error) {
+	return r.inner.SessionInfo(ctx, sid)
+}
+
+// Acquire implements session.Backend.
+func (r *recorder) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+	id := r.begin(message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder, Wait: req.Wait > 0})
+	g, err := r.inner.Acquire(ctx, req)
+	m := message{Kind: kindAcquire}
+	m.Result, m.Err = outcome(err)
+	if err == nil {
+		m.Token = uint64(g.Token)
+	}
+	r.end(id, m)
+	return g, err
+}
+
+// Release implements session.Backend.
+func (r *recorder) Release(ctx context.Context, req session.ReleaseRequest) error {
+	id := r.begin(message{Kind: kindRelease, Lock: req.Name, Session: req.Session, Holder: req.Holder,
+		Unlock: ctx.Value(unlockIntent{}) != nil})
+	err := r.inner.Release(ctx, req)
+	m := message{Kind: kindRelease}
+	m.Result, m.Err = outcome(err)
+	r.end(id, m)
+	return err
+}
+
+// Lock implements session.Backend: a read of one lock.
+func (r *recorder) Lock(ctx context.Context, name string) (session.LockState, error) {
+	id := r.begin(message{Kind: kindRead, Lock: name, Node: r.node, Verify: ctx.Value(verifyIntent{}) != nil})
+	st, err := r.inner.Lock(ctx, name)
+	m := message{Kind: kindRead, Result: resOK}
+	if err != nil {
+		m.Result, m.Err = resFailed, err.Error()
+	}
+	for _, h := range st.Holders {
+		m.Holders = append(m.Holders, holderInfo{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token)})
+	}
+	r.end(id, m)
+	return st, err
+}
+
+// Locks implements session.Backend; it is not recorded.
+func (r *recorder) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+	return r.inner.Locks(ctx, prefix)
+}
+
+// CheckSequencer implements session.Backend; it is not recorded.
+func (r *recorder) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+	return r.inner.CheckSequencer(ctx, seq)
+}
+
+// WatchLock implements session.Backend; it is not recorded (the workload
+// does not watch).
+func (r *recorder) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+	return r.inner.WatchLock(ctx, name, index, wait)
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Report is the outcome of a run: what happened and what the checks found.
+type Report struct {
+	// Setup describes the run.
+	Setup    string
+	Elapsed  time.Duration
+	Warnings []string
+
+	Ops      int
+	OpCounts map[string]map[string]int // kind -> result -> count
+	Accepted int
+	Rejected int
+
+	Faults  map[string]int
+	Skipped map[string]int
+	// Unavailable holds, per fault that took the leader away, the time
+	// from the fault to the first answered request sent after it.
+	Unavailable []unavailability
+
+	SessionsOpened int
+	// SessionsExpired counts sessions the cluster reported gone;
+	// ExpiredUnpaused those of them whose client was never paused while
+	// the session was alive.
+	SessionsExpired int
+	ExpiredUnpaused int
+
+	Lin        linearizability
+	GrantReads int
+	Violations []Violation
+	// Artifacts are the files written for a failed run.
+	Artifacts []string
+	// Dir is where the run kept its logs.
+	Dir string
+}
+
+// unavailability is the outage after one fault.
+type unavailability struct {
+	Kind string
+	D    time.Duration
+}
+
+// analyze runs every check on h.
+func analyze(h History, timeout time.Duration) *Report {
+	r := &Report{OpCounts: map[string]map[string]int{}, Faults: map[string]int{}, Skipped: map[string]int{}}
+	r.Ops = len(h.Ops)
+	for _, o := range h.Ops {
+		if r.OpCounts[o.Kind] == nil {
+			r.OpCounts[o.Kind] = map[string]int{}
+		}
+		res := o.Result
+		if !o.Done() {
+			res = "pending"
+		}
+		r.OpCounts[o.Kind][res]++
+	}
+	for _, w := range h.Writes {
+		if w.Accepted {
+			r.Accepted++
+		} else {
+			r.Rejected++
+		}
+	}
+	for _, f := range h.Faults {
+		r.Faults[f.Kind]++
+	}
+	r.Unavailable = unavailabilities(h)
+	ss := sessionsOf(h)
+	r.SessionsOpened = len(ss)
+	for _, f := range ss {
+		if f.GoneAt == pending {
+			continue
+		}
+		r.SessionsExpired++
+		if !clientPaused(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) {
+			r.ExpiredUnpaused++
+		}
+	}
+	r.Lin = runPorcupine(h, timeout)
+	if r.Lin.Result == porcupine.Illegal {
+		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1,
+			What: fmt.Sprintf("the history of lock(s) %s is not linearizable", strings.Join(r.Lin.Illegal, ", "))})
+	}
+	r.Violations = append(r.Violations, quickChecks(h)...)
+	_, r.GrantReads = checkGrantsKept(h)
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
+	return r
+}
+
+// clientPaused reports whether client was paused at some time in [from, to].
+func clientPaused(h History, client int, from, to int64) bool {
+	target := fmt.Sprintf("client%d", client)
+	for _, f := range h.Faults {
+		if f.Kind == faultPauseClient && f.Target == target && f.Start <= to && f.End >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// definite reports whether an operation's answer came from a serving
+// leader.
+func definite(o Op) bool {
+	return o.Done() && o.Result != resUnknown && o.Result != resFailed
+}
+
+// unavailabilities measures, after each fault that took the leader away,
+// how long until a request sent after the fault was answered.
+func unavailabilities(h History) []unavailability {
+	var out []unavailability
+	for _, f := range h.Faults {
+		if !f.LeaderLoss {
+			continue
+		}
+		first := int64(pending)
+		for _, o := range h.Ops {
+			if o.Call >= f.Start && definite(o) && o.Return < first {
+				first = o.Return
+			}
+		}
+		if first != pending {
+			out = append(out, unavailability{Kind: f.Kind, D: time.Duration(first - f.Start)})
+		}
+	}
+	return out
+}
+
+// percentiles returns the (lower) median and the maximum of ds.
+func percentiles(ds []time.Duration) (p50, max time.Duration) {
+	if len(ds) == 0 {
+		return 0, 0
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)/2], s[len(s)-1]
+}
+
+// exitCode is 0 for a clean run, 1 for violations, 3 for an inconclusive
+// linearizability check.
+func (r *Report) exitCode() int {
+	switch {
+	case len(r.Violations) > 0:
+		return 1
+	case r.Lin.Result != porcupine.Ok:
+		return 3
+	}
+	return 0
+}
+
+// count returns the number of violations of check.
+func (r *Report) count(check string) int {
+	n := 0
+	for _, v := range r.Violations {
+		if v.Check == check {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Report) print(w io.Writer) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
+	p("raftlock-check: %s", r.Setup)
+	for _, warn := range r.Warnings {
+		p("WARNING: %s", warn)
+	}
+	if r.Elapsed > 0 {
+		p("run time: %v", r.Elapsed.Round(time.Second))
+	}
+	var kinds []string
+	for k := range r.OpCounts {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	p("operations: %d", r.Ops)
+	for _, k := range kinds {
+		var parts []string
+		total := 0
+		var res []string
+		for x := range r.OpCounts[k] {
+			res = append(res, x)
+		}
+		sort.Strings(res)
+		for _, x := range res {
+			parts = append(parts, fmt.Sprintf("%s %d", x, r.OpCounts[k][x]))
+			total += r.OpCounts[k][x]
+		}
+		p("  %-10s %6d  (%s)", k, total, strings.Join(parts, ", "))
+	}
+	p("resource writes: %d accepted, %d rejected by the fence", r.Accepted, r.Rejected)
+	var fs []string
+	total := 0
+	for _, k := range allFaults {
+		if n, s := r.Faults[k], r.Skipped[k]; n > 0 || s > 0 {
+			f := fmt.Sprintf("%s %d", k, n)
+			if s > 0 {
+				f += fmt.Sprintf(" (+%d skipped)", s)
+			}
+			fs = append(fs, f)
+			total += n
+		}
+	}
+	p("faults: %d: %s", total, strings.Join(fs, ", "))
+	var all []time.Duration
+	byKind := map[string][]time.Duration{}
+	for _, u := range r.Unavailable {
+		all = append(all, u.D)
+		byKind[u.Kind] = append(byKind[u.Kind], u.D)
+	}
+	p50, max := percentiles(all)
+	p("unavailability after leader loss (%d): p50 %v, max %v", len(all), p50.Round(time.Millisecond), max.Round(time.Millisecond))
+	for _, k := range allFaults {
+		if ds := byKind[k]; len(ds) > 0 {
+			a, b := percentiles(ds)
+			p("  %-17s %3d: p50 %v, max %v", k, len(ds), a.Round(time.Millisecond), b.Round(time.Millisecond))
+		}
+	}
+	p("sessions: %d opened, %d expired by the cluster (%d without a pause of their client)",
+		r.SessionsOpened, r.SessionsExpired, r.ExpiredUnpaused)
+	p("checks:")
+	p("  1 linearizable (porcupine): %s  (%d operations, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+	p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
+	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
+	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
+	p("violations: %d", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 20 {
+			p("  ... %d more", len(r.Violations)-20)
+			break
+		}
+		p("  [%s] %s", v.Check, v.What)
+	}
+	for _, a := range r.Artifacts {
+		p("wrote %s", a)
+	}
+	if r.Dir != "" {
+		p("logs in %s", r.Dir)
+	}
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"sync"
+
+	"github.com/raftlock/raftlock/sequencer"
+)
+
+// resource is the protected resource of the run: it keeps a
+// sequencer.Fence and admits a write if its sequencer passes the fence.
+// Check and decision happen under one lock, and each decision is stamped
+// inside it, so the recorded order of writes is the order they took
+// effect.
+type resource struct {
+	mu    sync.Mutex
+	fence *sequencer.Fence
+}
+
+func newResource() *resource { return &resource{fence: sequencer.NewFence()} }
+
+// write decides one write of client, carried by m.
+func (r *resource) write(client int, m message) WriteRec {
+	w := WriteRec{Client: client, Lock: m.Lock, Session: m.Session, Holder: m.Holder, Token: m.Token}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.fence.CheckString(m.Seq)
+	w.At = monoNow()
+	w.Accepted = err == nil
+	if err != nil {
+		w.Err = err.Error()
+	}
+	return w
+}

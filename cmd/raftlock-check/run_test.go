@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testConfig is a run of the checker from a test: raftlockd built from
+// this module, clients started from the test binary, logs in a temp dir.
+func testConfig(t *testing.T) Config {
+	t.Helper()
+	bin, err := buildDaemon(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.Raftlockd = bin
+	cfg.Out = t.TempDir()
+	cfg.ClientCommand = []string{os.Args[0]}
+	cfg.ClientEnv = []string{clientEnv}
+	cfg.CheckTimeout = time.Minute
+	cfg.LogLevel = "warn"
+	return cfg
+}
+
+// dropPartitions removes the partition faults from cfg when iptables
+// cannot be used here (not root, no iptables).
+func dropPartitions(t *testing.T, cfg *Config) {
+	t.Helper()
+	fw, err := newFirewall(context.Background())
+	if err == nil {
+		fw.close()
+		return
+	}
+	t.Logf("SKIPPING the partition faults: %v", err)
+	var kept []string
+	for _, k := range cfg.Faults {
+		if !isPartition(k) {
+			kept = append(kept, k)
+		}
+	}
+	cfg.Faults = kept
+}
+
+// TestMixedFaults runs a mixed schedule of every fault kind against a
+// correct three-node cluster: no check may fail.
+func TestMixedFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes for two minutes")
+	}
+	cfg := testConfig(t)
+	cfg.Duration = 100 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	dropPartitions(t, &cfg)
+	rep, err := Run(context.Background(), cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.print(&sb)
+	t.Log("\n" + sb.String())
+	if rep.exitCode() != 0 {
+		t.Errorf("checks failed (%d violations, linearizability %s); history and logs in %s", len(rep.Violations), rep.Lin.Result, cfg.Out)
+	}
+	for _, k := range cfg.Faults {
+		if rep.Faults[k] == 0 {
+			t.Errorf("fault %s was never injected", k)
+		}
+	}
+	if rep.Accepted == 0 || rep.OpCounts[kindAcquire][resOK] == 0 {
+		t.Errorf("no work done: %d writes accepted, %d grants", rep.Accepted, rep.OpCounts[kindAcquire][resOK])
+	}
+}
+
+// TestCatchesSkippedLockDelay shows that the checker fails a broken
+// build: raftlockd --unsafe-fault skip-lock-delay frees an expired
+// holder's lock at once, so a holder paused past its TTL wakes up and
+// writes inside the next holder's tenure. The fencing check must see it.
+func TestCatchesSkippedLockDelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t)
+	cfg.UnsafeFault = "skip-lock-delay"
+	cfg.Faults = []string{faultPauseClient}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 7
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep, err := Run(context.Background(), cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.print(&sb)
+	t.Log("\n" + sb.String())
+	if rep.count(checkFencing) == 0 {
+		t.Errorf("the checker passed a build that skips the lock-delay (%d client pauses)", rep.Faults[faultPauseClient])
+	}
+}
+
+// TestCatchesLocalReads shows that the checker fails a build whose
+// followers answer reads from their own, possibly stale, state
+// (raftlockd --unsafe-fault local-reads): a node cut off by a partition
+// keeps answering what it last knew.
+func TestCatchesLocalReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t)
+	cfg.UnsafeFault = "local-reads"
+	cfg.Faults = []string{faultPartitionLeader, faultPartitionSplit}
+	dropPartitions(t, &cfg)
+	if len(cfg.Faults) == 0 {
+		t.Skip("needs partitions (root and iptables)")
+	}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 11
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep, err := Run(context.Background(), cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.print(&sb)
+	t.Log("\n" + sb.String())
+	if len(rep.Violations) == 0 {
+		t.Errorf("the checker passed a build that answers reads locally (%d partitions)",
+			rep.Faults[faultPartitionLeader]+rep.Faults[faultPartitionSplit])
+	}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"math/rand"
+	"sort"
+	"sync"
+)
+
+// tracker follows, as messages arrive, who holds and who waits for which
+// lock, so that the schedule can pause a holder that others wait behind,
+// and wake it the moment someone else is granted its lock.
+type tracker struct {
+	mu      sync.Mutex
+	holding map[int]message           // client -> its msgHold
+	waiting map[int]map[uint64]string // client -> waiting acquire id -> lock
+	subs    []grantSub
+}
+
+// grantSub is a wish to hear of a grant of lock with a token above min.
+type grantSub struct {
+	lock string
+	min  uint64
+	ch   chan struct{}
+}
+
+func newTracker() *tracker {
+	return &tracker{holding: map[int]message{}, waiting: map[int]map[uint64]string{}}
+}
+
+// observe updates the tracker with one message of client.
+func (t *tracker) observe(client int, m message, done Op, isRet bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case m.T == msgHold:
+		t.holding[client] = m
+	case m.T == msgUnhold:
+		delete(t.holding, client)
+	case m.T == msgCall && m.Kind == kindAcquire && m.Wait:
+		if t.waiting[client] == nil {
+			t.waiting[client] = map[uint64]string{}
+		}
+		t.waiting[client][m.ID] = m.Lock
+	case isRet && done.Kind == kindAcquire:
+		delete(t.waiting[client], done.ID)
+		if done.Result != resOK {
+			return
+		}
+		kept := t.subs[:0]
+		for _, s := range t.subs {
+			if s.lock == done.Lock && done.Token > s.min {
+				close(s.ch)
+				continue
+			}
+			kept = append(kept, s)
+		}
+		t.subs = kept
+	}
+}
+
+// grantAbove returns a channel closed once lock is granted with a token
+// above min.
+func (t *tracker) grantAbove(lock string, min uint64) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch := make(chan struct{})
+	t.subs = append(t.subs, grantSub{lock: lock, min: min, ch: ch})
+	return ch
+}
+
+// pickHolder picks a holding client among those eligible, preferring one
+// whose lock another client waits for. ok is false if none holds.
+func (t *tracker) pickHolder(rng *rand.Rand, eligible func(int) bool) (client int, hold message, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var contended, any []int
+	for c, h := range t.holding {
+		if !eligible(c) {
+			continue
+		}
+		any = append(any, c)
+		for w, ids := range t.waiting {
+			for _, l := range ids {
+				if w != c && l == h.Lock {
+					contended = append(contended, c)
+				}
+			}
+		}
+	}
+	pool := contended
+	if len(pool) == 0 {
+		pool = any
+	}
+	if len(pool) == 0 {
+		return 0, message{}, false
+	}
+	sort.Ints(pool)
+	c := pool[rng.Intn(len(pool))]
+	return c, t.holding[c], true
+}

@@ -1,0 +1,268 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// clientConfig is what the checker tells a client process.
+type clientConfig struct {
+	Index int      `json:"index"`
+	Addrs []string `json:"addrs"`
+	Locks []string `json:"locks"`
+	Seed  int64    `json:"seed"`
+	// TTL and LockDelay of the client's sessions.
+	TTL       time.Duration `json:"ttl"`
+	LockDelay time.Duration `json:"lock_delay"`
+}
+
+// Shape of a client's work.
+const (
+	// readShare of the steps read a random lock; waitShare of the acquires
+	// wait in the queue, the others try once.
+	readShare = 0.15
+	waitShare = 0.6
+	// A holder works for holdMin..holdMax, writing to the resource every
+	// writeMin..writeMax; its first write comes prepMin..prepMax after the
+	// grant.
+	holdMin, holdMax   = 500 * time.Millisecond, 2500 * time.Millisecond
+	writeMin, writeMax = 150 * time.Millisecond, 400 * time.Millisecond
+	prepMin, prepMax   = 300 * time.Millisecond, 800 * time.Millisecond
+	// ownReadShare of a holder's steps read its own lock.
+	ownReadShare = 0.25
+	// Between steps a client thinks thinkMin..thinkMax.
+	thinkMin, thinkMax = 20 * time.Millisecond, 250 * time.Millisecond
+	// readTimeout bounds one read; unlockTimeout one release; closeTimeout
+	// the close at the end.
+	readTimeout   = 3 * time.Second
+	unlockTimeout = 20 * time.Second
+	closeTimeout  = 10 * time.Second
+)
+
+// workload is one client process's work: sessions, locks, writes.
+type workload struct {
+	cfg     clientConfig
+	link    *link
+	backend *recorder
+	readers []*recorder
+
+	rmu sync.Mutex
+	rng *rand.Rand
+
+	hmu     sync.Mutex
+	holding *session.Lock
+	holdS   *session.Session
+}
+
+func newWorkload(cfg clientConfig, l *link) (*workload, error) {
+	rng := rand.New(rand.NewSource(cfg.Seed))
+	addrs := append([]string(nil), cfg.Addrs...)
+	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
+	c, err := transport.NewClient(addrs)
+	if err != nil {
+		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+	}
+	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng}
+	for _, a := range cfg.Addrs {
+		rc, err := transport.NewClient([]string{a}, transport.WithRequestTimeout(readTimeout))
+		if err != nil {
+			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+		}
+		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: a})
+	}
+	return w, nil
+}
+
+func (w *workload) float() float64 {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	return w.rng.Float64()
+}
+
+func (w *workload) intn(n int) int {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	return w.rng.Intn(n)
+}
+
+func (w *workload) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(w.float()*float64(hi-lo))
+}
+
+func (w *workload) logf(format string, args ...any) {
+	w.link.send(message{T: msgLog, At: monoNow(), Err: fmt.Sprintf(format, args...)})
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// run works until ctx ends: it opens a session, uses it until it is over,
+// and opens the next; at the end it closes the session it has.
+func (w *workload) run(ctx context.Context) {
+	go w.verifyLoop(ctx)
+	for ctx.Err() == nil {
+		s, err := session.Open(ctx, w.backend, session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
+			session.Name(fmt.Sprintf("check-client-%d", w.cfg.Index)), session.OnEvent(w.onEvent))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.logf("open session: %v", err)
+				sleep(ctx, 200*time.Millisecond)
+			}
+			continue
+		}
+		w.useSession(ctx, s)
+		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		if err := s.Close(cctx); err != nil {
+			w.logf("close session %s: %v", s.ID(), err)
+		}
+		cancel()
+	}
+}
+
+func (w *workload) onEvent(ev session.Event) {
+	m := message{T: msgState, At: monoNow(), Result: ev.State.String()}
+	if ev.Err != nil {
+		m.Err = ev.Err.Error()
+	}
+	w.link.send(m)
+}
+
+func over(s *session.Session) bool {
+	st := s.State()
+	return st == session.Expired || st == session.Closed
+}
+
+// useSession takes locks on s until s is over or ctx ends.
+func (w *workload) useSession(ctx context.Context, s *session.Session) {
+	for ctx.Err() == nil && !over(s) {
+		name := w.cfg.Locks[w.intn(len(w.cfg.Locks))]
+		if w.float() < readShare {
+			w.read(ctx, name, false)
+		} else {
+			var (
+				l   *session.Lock
+				err error
+			)
+			if w.float() < waitShare {
+				l, err = s.Lock(ctx, name)
+			} else {
+				l, err = s.TryLock(ctx, name)
+			}
+			if err == nil {
+				w.hold(ctx, s, l)
+			} else if ctx.Err() == nil && !errors.Is(err, session.ErrLockBusy) {
+				w.logf("acquire %s: %v", name, err)
+			}
+		}
+		sleep(ctx, w.between(thinkMin, thinkMax))
+	}
+}
+
+func lost(l *session.Lock) bool {
+	select {
+	case <-l.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// hold works under l: it checks that the lock can be trusted, waits a
+// moment, writes to the resource, and again, then releases l. The write
+// after the wait does not check again, like a real program that checked,
+// was paused, and carried on: a pause there makes a stale holder.
+func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock) {
+	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: uint64(l.Token()), Session: s.ID(), Holder: l.Holder()}
+	w.link.send(hold)
+	w.hmu.Lock()
+	w.holding, w.holdS = l, s
+	w.hmu.Unlock()
+	defer func() {
+		w.hmu.Lock()
+		w.holding, w.holdS = nil, nil
+		w.hmu.Unlock()
+		hold.T, hold.At = msgUnhold, monoNow()
+		w.link.send(hold)
+		uctx, cancel := context.WithTimeout(context.WithValue(context.Background(), unlockIntent{}, true), unlockTimeout)
+		defer cancel()
+		if err := l.Unlock(uctx); err != nil {
+			w.logf("unlock %s: %v", l.Name(), err)
+		}
+	}()
+	end := time.Now().Add(w.between(holdMin, holdMax))
+	for first := true; ; first = false {
+		if ctx.Err() != nil || !s.Safe() || lost(l) {
+			return
+		}
+		if !first && w.float() < ownReadShare {
+			w.read(ctx, l.Name(), false)
+		}
+		d := w.between(writeMin, writeMax)
+		if first {
+			d = w.between(prepMin, prepMax)
+		}
+		if !sleep(ctx, d) {
+			return
+		}
+		if !w.write(ctx, s, l) || time.Now().After(end) {
+			return
+		}
+	}
+}
+
+// write offers one write under l to the resource; it reports whether the
+// resource accepted it.
+func (w *workload) write(ctx context.Context, s *session.Session, l *session.Lock) bool {
+	m := message{T: msgWrite, ID: w.link.nextID(), At: monoNow(), Lock: l.Name(), Seq: l.Sequencer().String(),
+		Token: uint64(l.Token()), Session: s.ID(), Holder: l.Holder()}
+	r, err := w.link.request(ctx, m)
+	if err != nil {
+		return false
+	}
+	return r.OK
+}
+
+// read reads a lock through a random node.
+func (w *workload) read(ctx context.Context, name string, verify bool) {
+	r := w.readers[w.intn(len(w.readers))]
+	rctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	if verify {
+		rctx = context.WithValue(rctx, verifyIntent{}, true)
+	}
+	_, _ = r.Lock(rctx, name)
+}
+
+// verifyLoop answers msgVerify: a holder whose session is safe reads its
+// lock, so that a grant lost to a fault shows in the history.
+func (w *workload) verifyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.link.verify:
+		}
+		w.hmu.Lock()
+		l, s := w.holding, w.holdS
+		w.hmu.Unlock()
+		if l != nil && s.Safe() && !lost(l) {
+			w.read(ctx, l.Name(), true)
+		}
+	}
+}
