@@ -1,0 +1,290 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// The cluster benchmarks: acquire+release pairs (session.Session Lock and
+// Unlock) on a 3-node cluster with real Raft over TCP on 127.0.0.1 and
+// bbolt with fsync in temp dirs, by 1, 16 and 64 clients each with its own
+// session and lock, and 16 clients on one lock (every pair a handoff).
+//
+//	go test -run '^$' -bench 'BenchmarkCluster' -benchtime 2s ./node
+//
+// BenchmarkCluster calls the leader's Node methods directly (Raft, FSM,
+// lease table, stores: the core); BenchmarkClusterHTTP goes through the
+// HTTP API (transport.NewServer on every node, transport.Client starting at
+// the leader), as raftlockd serves it. Besides ns/op (per pair, all clients
+// together) they report pairs/s and the p50/p99 of one pair in ms; allocs
+// count the whole process (three nodes and the clients).
+//
+// Profiles: every goroutine a node starts carries the pprof label
+// node=<id> and the clients' carry role=client, and the leader's id is
+// logged, so that
+//
+//	go test -run '^$' -bench 'ClusterHTTP/clients=64' -benchtime 5s -cpuprofile cpu.out ./node
+//	go tool pprof -top -tagfocus node=n1 node.test cpu.out
+//
+// shows the leader's share alone.
+//
+// (The cluster is built here rather than with newTestCluster, which takes a
+// *testing.T.)
+
+// benchCluster is a 3-node cluster for benchmarks.
+type benchCluster struct {
+	// quiet stops log forwarding to b.Log once the cluster shuts down.
+	quiet atomic.Bool
+	nodes []*Node
+	https []*http.Server
+	addrs []string // HTTP addresses, when serving HTTP
+}
+
+func newBenchCluster(b *testing.B, withHTTP bool) *benchCluster {
+	b.Helper()
+	const size = 3
+	c := &benchCluster{}
+	var (
+		trans []*raft.NetworkTransport
+		peers []Peer
+		lns   []net.Listener
+	)
+	for i := range size {
+		id := fmt.Sprintf("n%d", i+1)
+		var tr *raft.NetworkTransport
+		var err error
+		// Goroutines inherit labels: the transport's accept loop and
+		// everything New starts carry node=<id>.
+		pprof.Do(context.Background(), pprof.Labels("node", id), func(context.Context) {
+			tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		trans = append(trans, tr)
+		peers = append(peers, Peer{ID: id, RaftAddr: string(tr.LocalAddr())})
+		if withHTTP {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			lns = append(lns, ln)
+			c.addrs = append(c.addrs, ln.Addr().String())
+		}
+	}
+	dir := b.TempDir()
+	for i := range size {
+		cfg := Config{
+			ID:        peers[i].ID,
+			DataDir:   filepath.Join(dir, peers[i].ID),
+			RaftBind:  peers[i].RaftAddr,
+			Peers:     peers,
+			Transport: trans[i],
+			Logger:    hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Error, Output: benchWriter{b, &c.quiet}}),
+		}
+		if withHTTP {
+			cfg.HTTPAddr = c.addrs[i]
+		}
+		var (
+			n   *Node
+			err error
+		)
+		pprof.Do(context.Background(), pprof.Labels("node", peers[i].ID), func(context.Context) {
+			n, err = New(cfg)
+			if err != nil || !withHTTP {
+				return
+			}
+			srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+			c.https = append(c.https, srv)
+			go func(ln net.Listener) { _ = srv.Serve(ln) }(lns[i])
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	b.Cleanup(c.stop)
+	return c
+}
+
+// benchWriter sends logs to b.Log until quiet is set.
+type benchWriter struct {
+	b     *testing.B
+	quiet *atomic.Bool
+}
+
+func (w benchWriter) Write(p []byte) (int, error) {
+	if !w.quiet.Load() {
+		w.b.Log(string(p))
+	}
+	return len(p), nil
+}
+
+func (c *benchCluster) stop() {
+	c.quiet.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range c.https {
+		_ = s.Close()
+	}
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = n.Shutdown(ctx) }()
+	}
+	wg.Wait()
+}
+
+// leader waits for a ready leader and returns its index.
+func (c *benchCluster) leader(b *testing.B) int {
+	b.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, n := range c.nodes {
+			if n.IsLeader() {
+				return i
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.Fatal("no leader within 20s")
+	return -1
+}
+
+// httpBackend returns a client of the cluster's HTTP API that starts at the
+// leader, on a connection pool of conns.
+func (c *benchCluster) httpBackend(b *testing.B, leader, conns int) session.Backend {
+	b.Helper()
+	addrs := append([]string{c.addrs[leader]}, slices.Delete(slices.Clone(c.addrs), leader, leader+1)...)
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
+	cl, err := transport.NewClient(addrs, transport.WithHTTPClient(hc))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
+}
+
+// benchClientCounts are the sub-benchmarks' numbers of clients.
+var benchClientCounts = []int{1, 16, 64}
+
+// BenchmarkCluster measures pairs through the leader's in-process API.
+func BenchmarkCluster(b *testing.B) {
+	c := newBenchCluster(b, false)
+	l := c.leader(b)
+	b.Logf("leader n%d", l+1)
+	backend := session.Backend(c.nodes[l])
+	runClusterBenches(b, func(int) session.Backend { return backend })
+}
+
+// BenchmarkClusterHTTP measures pairs through the HTTP API.
+func BenchmarkClusterHTTP(b *testing.B) {
+	c := newBenchCluster(b, true)
+	l := c.leader(b)
+	b.Logf("leader n%d", l+1)
+	runClusterBenches(b, func(clients int) session.Backend { return c.httpBackend(b, l, clients+8) })
+}
+
+func runClusterBenches(b *testing.B, backend func(clients int) session.Backend) {
+	for _, n := range benchClientCounts {
+		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) { benchPairs(b, backend(n), n, false) })
+	}
+	b.Run("contended/clients=16", func(b *testing.B) { benchPairs(b, backend(16), 16, true) })
+}
+
+// benchPairs runs b.N pairs spread over clients, each client with its own
+// session, on one lock each or (contended) on one lock for all.
+func benchPairs(b *testing.B, backend session.Backend, clients int, contended bool) {
+	b.ReportAllocs()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Lock names are unique per invocation of the benchmark function.
+	run := time.Now().UnixNano()
+	sessions := make([]*session.Session, clients)
+	for i := range sessions {
+		s, err := session.Open(ctx, backend, session.TTL(15*time.Second), session.LockDelay(session.NoLockDelay))
+		if err != nil {
+			b.Fatalf("open session: %v", err)
+		}
+		sessions[i] = s
+	}
+	defer func() {
+		for _, s := range sessions {
+			_ = s.Close(ctx)
+		}
+	}()
+	lockName := func(i int) string {
+		if contended {
+			return "bench/" + strconv.FormatInt(run, 10) + "/contended"
+		}
+		return fmt.Sprintf("bench/%d/%d", run, i)
+	}
+
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		lats    = make([][]time.Duration, clients)
+		errOnce sync.Once
+		failed  error
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for i := range clients {
+		wg.Add(1)
+		go pprof.Do(ctx, pprof.Labels("role", "client"), func(ctx context.Context) {
+			defer wg.Done()
+			s, name := sessions[i], lockName(i)
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				l, err := s.Lock(ctx, name)
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				if err != nil {
+					errOnce.Do(func() { failed = err })
+					return
+				}
+				lats[i] = append(lats[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if failed != nil {
+		b.Fatalf("pair: %v", failed)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		b.Fatal("benchmark timed out")
+	}
+	all := slices.Concat(lats...)
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "pairs/s")
+	b.ReportMetric(pctMs(all, 0.50), "p50-ms")
+	b.ReportMetric(pctMs(all, 0.99), "p99-ms")
+}
+
+// pctMs returns the nearest-rank p-quantile of sorted d in milliseconds.
+func pctMs(d []time.Duration, p float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	i := min(len(d)-1, max(0, int(p*float64(len(d))+0.999999)-1))
+	return float64(d[i]) / float64(time.Millisecond)
+}
