@@ -37,6 +37,19 @@ const (
 	DefaultExpiryInterval     = 50 * time.Millisecond
 	DefaultMaxExpiriesPerTick = 256
 	DefaultApplyTimeout       = 10 * time.Second
+
+	// DefaultHeartbeatTimeout is how long a follower goes without hearing
+	// from the leader before it stands for election (Raft randomises it
+	// between 1x and 2x). With the leader sending heartbeats every tenth of
+	// it, 500 ms tolerates pauses of several hundred milliseconds on a
+	// loaded machine while a killed leader is replaced in about a second.
+	DefaultHeartbeatTimeout = 500 * time.Millisecond
+	// DefaultElectionTimeout bounds a candidate's election.
+	DefaultElectionTimeout = 500 * time.Millisecond
+	// DefaultLeaderLeaseTimeout is how long a leader that hears from no
+	// quorum keeps leading before it steps down. It is not a read lease:
+	// reads still call VerifyLeader.
+	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
 )
 
 // logCacheSize is how many recent log entries the leader keeps in memory
@@ -73,7 +86,8 @@ type Config struct {
 	// MaxExpiriesPerTick rate-limits expiry proposals.
 	MaxExpiriesPerTick int
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
-	// (defaults 1s, 1s, 500ms).
+	// (defaults DefaultHeartbeatTimeout, DefaultElectionTimeout,
+	// DefaultLeaderLeaseTimeout).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -125,13 +139,13 @@ func (c *Config) fill() error {
 		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
 	}
 	if c.HeartbeatTimeout == 0 {
-		c.HeartbeatTimeout = time.Second
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if c.ElectionTimeout == 0 {
-		c.ElectionTimeout = time.Second
+		c.ElectionTimeout = DefaultElectionTimeout
 	}
 	if c.LeaderLeaseTimeout == 0 {
-		c.LeaderLeaseTimeout = 500 * time.Millisecond
+		c.LeaderLeaseTimeout = DefaultLeaderLeaseTimeout
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192

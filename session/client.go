@@ -26,7 +26,7 @@ const (
 	lockWaitSlice = 30 * time.Second
 	// Backoff between retries of transient failures.
 	minRetryBackoff = 50 * time.Millisecond
-	maxRetryBackoff = time.Second
+	maxRetryBackoff = 250 * time.Millisecond
 	// minJeopardyRetry bounds the keepalive cadence in jeopardy from below.
 	minJeopardyRetry = 100 * time.Millisecond
 	// eventBuffer is the capacity of Session.Events.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,9 +26,12 @@ const (
 	// wait; a waiting acquire gets its wait plus this.
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultMinBackoff and DefaultMaxBackoff bound the pause between
-	// retries, which doubles from the first to the second.
-	DefaultMinBackoff = 50 * time.Millisecond
-	DefaultMaxBackoff = time.Second
+	// retries, which doubles from the first to the second (each pause is
+	// jittered down by up to half). The cap is short because the usual
+	// cause is a leader election, which takes about a second: a client
+	// that backed off for longer would find the new leader late.
+	DefaultMinBackoff = 25 * time.Millisecond
+	DefaultMaxBackoff = 250 * time.Millisecond
 	// maxResponseBytes bounds an answer the client reads.
 	maxResponseBytes = 64 << 20
 )
@@ -37,8 +41,8 @@ const (
 // leader), so the client talks to one address at a time and moves to the
 // next after a connection failure or a no_leader answer.
 //
-// Retries: every call is retried, with a backoff doubling from 50 ms to
-// 1 s, until its ctx is done, when the request surely was not processed: a
+// Retries: every call is retried, with a jittered backoff doubling from
+// 25 ms to 250 ms, until its ctx is done, when the request surely was not processed: a
 // failed dial, or a no_leader answer. Calls that are idempotent are also
 // retried after an unknown outcome (an unknown_outcome answer, or a
 // connection lost after the request was sent): Acquire (the holder id makes
@@ -132,7 +136,7 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 	if c.hc == nil {
 		c.hc = &http.Client{Transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   16,
+			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}}
@@ -224,8 +228,13 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	}
 }
 
-// sleepCtx waits d or until ctx is done (then it returns ctx's error).
+// sleepCtx waits between d/2 and d (jittered, so that many clients
+// retrying after one leader loss do not arrive together) or until ctx is
+// done (then it returns ctx's error).
 func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d > 1 {
+		d -= rand.N(d / 2)
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

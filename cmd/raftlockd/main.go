@@ -34,6 +34,7 @@ func main() {
 
 type options struct {
 	id, dataDir, raftAddr, raftAdvertise, httpAddr, peers string
+	debugAddr                                             string
 	dev                                                   bool
 	logLevel                                              string
 	logJSON                                               bool
@@ -51,14 +52,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on (default: off)")
 	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir)")
 	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines")
 	fs.DurationVar(&o.failoverGrace, "failover-grace", node.DefaultFailoverGrace, "extra lease time every session gets when a new leader takes over")
-	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", time.Second, "Raft heartbeat timeout")
-	fs.DurationVar(&o.election, "raft-election-timeout", time.Second, "Raft election timeout")
-	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", 500*time.Millisecond, "Raft leader lease timeout")
+	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", node.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
+	fs.DurationVar(&o.election, "raft-election-timeout", node.DefaultElectionTimeout, "Raft election timeout")
+	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout, "Raft leader lease timeout (not a read lease)")
 	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
 		for _, f := range strings.Split(v, ",") {
 			switch strings.TrimSpace(f) {
@@ -139,6 +141,14 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 		return 2
+	}
+	if o.debugAddr != "" {
+		dbg, _, err := startDebug(o.debugAddr, logger)
+		if err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+			return 2
+		}
+		defer dbg.Close()
 	}
 	var servers []*server
 	defer func() {
