@@ -76,6 +76,7 @@ func rowsOf(r Result) []row {
 		name := fmt.Sprintf("failover, %d rounds, %d clients", len(r.FailoverMs), r.Clients)
 		return []row{
 			{name + ": mean ms to next grant", metric(MetricFailoverMeanMs)},
+			{name + ": p50 ms to next grant", metric(MetricFailoverP50Ms)},
 			{name + ": max ms", metric(MetricFailoverMaxMs)},
 			{name + ": mean ms to a new leader named", metric(MetricNewLeaderMeanMs)},
 			{name + ": pairs/s", rate},

@@ -50,6 +50,7 @@ func runFailover(ctx context.Context, sys System, o *Options, prefix string) (Re
 	}
 	stopLoad()
 	r.SetMetric(MetricFailoverMeanMs, round1(mean(r.FailoverMs)))
+	r.SetMetric(MetricFailoverP50Ms, round1(median(r.FailoverMs)))
 	r.SetMetric(MetricFailoverMaxMs, round1(slices.Max(r.FailoverMs)))
 	if len(r.NewLeaderMs) > 0 {
 		r.SetMetric(MetricNewLeaderMeanMs, round1(mean(r.NewLeaderMs)))
@@ -63,6 +64,17 @@ func mean(v []float64) float64 {
 		sum += f
 	}
 	return sum / float64(len(v))
+}
+
+// median is the middle value of v (the mean of the two middle ones for an
+// even count); v is not modified.
+func median(v []float64) float64 {
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // failoverRound lets the load settle, kills the leader and returns the time

@@ -52,6 +52,7 @@ const (
 	MetricBytesPerLock    = "bytes_per_lock"    // leader RSS delta / held locks
 	MetricLeaderRSSMB     = "leader_rss_mb"
 	MetricFailoverMeanMs  = "failover_mean_ms"
+	MetricFailoverP50Ms   = "failover_p50_ms"
 	MetricFailoverMaxMs   = "failover_max_ms"
 	MetricNewLeaderMeanMs = "new_leader_mean_ms" // kill to a leader of a later term named
 )
@@ -60,7 +61,7 @@ const (
 var metricOrder = []string{
 	MetricSessions, MetricHeldLocks, MetricSpurious, MetricLapsed, MetricLateKeepAlives,
 	MetricKeepAlivesPerS, MetricKeepAliveP99ms, MetricBytesPerSession, MetricBytesPerLock, MetricLeaderRSSMB,
-	MetricFailoverMeanMs, MetricFailoverMaxMs, MetricNewLeaderMeanMs,
+	MetricFailoverMeanMs, MetricFailoverP50Ms, MetricFailoverMaxMs, MetricNewLeaderMeanMs,
 	MetricLeaderCPU, MetricServersCPU, MetricClientCPU, MetricMachineBusy,
 }
 
