@@ -50,6 +50,19 @@ func dropPartitions(t *testing.T, cfg *Config) {
 	cfg.Faults = kept
 }
 
+// runLogged runs the checker with cfg and logs its summary.
+func runLogged(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	rep, err := Run(context.Background(), cfg, testWriter{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.print(&sb)
+	t.Log("\n" + sb.String())
+	return rep
+}
+
 // TestMixedFaults runs a mixed schedule of every fault kind against a
 // correct three-node cluster: no check may fail.
 func TestMixedFaults(t *testing.T) {
@@ -61,13 +74,7 @@ func TestMixedFaults(t *testing.T) {
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	dropPartitions(t, &cfg)
-	rep, err := Run(context.Background(), cfg, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	rep.print(&sb)
-	t.Log("\n" + sb.String())
+	rep := runLogged(t, cfg)
 	if rep.exitCode() != 0 {
 		t.Errorf("checks failed (%d violations, linearizability %s); history and logs in %s", len(rep.Violations), rep.Lin.Result, cfg.Out)
 	}
@@ -96,13 +103,7 @@ func TestCatchesSkippedLockDelay(t *testing.T) {
 	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 7
 	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
 	cfg.StopOnViolation = true
-	rep, err := Run(context.Background(), cfg, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	rep.print(&sb)
-	t.Log("\n" + sb.String())
+	rep := runLogged(t, cfg)
 	if rep.count(checkFencing) == 0 {
 		t.Errorf("the checker passed a build that skips the lock-delay (%d client pauses)", rep.Faults[faultPauseClient])
 	}
@@ -127,13 +128,7 @@ func TestCatchesLocalReads(t *testing.T) {
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 11
 	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
 	cfg.StopOnViolation = true
-	rep, err := Run(context.Background(), cfg, testWriter{t})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	rep.print(&sb)
-	t.Log("\n" + sb.String())
+	rep := runLogged(t, cfg)
 	if len(rep.Violations) == 0 {
 		t.Errorf("the checker passed a build that answers reads locally (%d partitions)",
 			rep.Faults[faultPartitionLeader]+rep.Faults[faultPartitionSplit])
