@@ -265,14 +265,24 @@ func TestWatchLock(t *testing.T) {
 	if err != nil || len(st.Holders) != 0 || st.Index != free.Index {
 		t.Fatalf("timed-out watch: %+v, %v; want the free state at index %d", st, err, free.Index)
 	}
-	// A change wakes a blocked watch.
+	// A change wakes a blocked watch. A free lock reports the leader's
+	// applied index, so an unrelated entry (an election's, another
+	// session's) may wake the watch with the lock still free: watch again
+	// from the new index until the state changes, as session.Watch does.
 	woke := make(chan session.LockState, 1)
 	go func() {
-		st, err := client.WatchLock(ctx, "watched", free.Index, time.Minute)
-		if err != nil {
-			t.Error(err)
+		idx := free.Index
+		for {
+			st, err := client.WatchLock(ctx, "watched", idx, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			if err != nil || len(st.Holders) > 0 {
+				woke <- st
+				return
+			}
+			idx = st.Index
 		}
-		woke <- st
 	}()
 	l, err := s.TryLock(ctx, "watched", session.Value("v"))
 	if err != nil {
