@@ -26,13 +26,9 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 )
@@ -41,73 +37,25 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// config is the parsed command line.
-type config struct {
-	bench.Options
-	// leaderFirst puts the leader's address first in every client.
-	leaderFirst bool
-}
-
-func parse(args []string, stderr io.Writer) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("raftlock-bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.Register(fs, "127.0.0.1:7001")
-	route := fs.String("route", "leader", "leader: clients start at the leader's address; given: in --addr order (followers forward)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	switch *route {
-	case "leader":
-		c.leaderFirst = true
-	case "given":
-	default:
-		return c, fmt.Errorf("--route %q: want leader or given", *route)
-	}
-	if err := c.Validate(); err != nil {
-		return c, err
-	}
-	return c, nil
+// command is raftlock-bench's command line. --route leader puts the
+// leader's address first in every client.
+var command = bench.Command{
+	Name:        "raftlock-bench",
+	DefaultAddr: "127.0.0.1:7001",
+	LeaderRoute: "leader",
+	OtherRoute:  "given",
+	RouteUsage:  "leader: clients start at the leader's address; given: in --addr order (followers forward)",
+	Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
+		conns := max(c.Clients, c.Workers) + 16
+		return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader)
+	},
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return compare(args[1:], stdout, stderr)
 	}
-	c, err := parse(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintf(stderr, "raftlock-bench: %v\n", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := runBench(ctx, c, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "raftlock-bench: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func runBench(ctx context.Context, c config, stdout, stderr io.Writer) error {
-	conns := max(c.Clients, c.Workers) + 16
-	sys, err := newSystem(ctx, c.Addrs, c.TTL, conns, c.leaderFirst)
-	if err != nil {
-		return err
-	}
-	r, err := bench.Run(ctx, sys, &c.Options)
-	if err != nil {
-		if r.Ops > 0 {
-			fmt.Fprintln(stderr, r.Line())
-		}
-		return err
-	}
-	return r.Print(stdout, stderr, c.JSON)
+	return command.Main(args, stdout, stderr)
 }
 
 // compare prints the comparison table of two files of JSON result lines.

@@ -15,20 +15,20 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	c, err := parse([]string{"--addr", "a:1, b:2", "--scenario", "c", "--sessions", "10", "--held-locks", "50",
+	c, err := command.Parse([]string{"--addr", "a:1, b:2", "--scenario", "c", "--sessions", "10", "--held-locks", "50",
 		"--pids", "n1=10,n2=20", "--route", "given", "--ttl", "3s"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(c.Addrs, ",") != "a:1,b:2" || c.Scenario != bench.Sessions || c.SessionCount != 10 ||
-		c.HeldLocks != 10 || c.PIDs["n2"] != 20 || c.leaderFirst || c.TTL != 3*time.Second {
+		c.HeldLocks != 10 || c.PIDs["n2"] != 20 || c.Leader || c.TTL != 3*time.Second {
 		t.Fatalf("parsed %+v", c)
 	}
-	c, err = parse(nil, &bytes.Buffer{})
+	c, err = command.Parse(nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Scenario != bench.Uncontended || c.Clients != 1 || !c.leaderFirst || c.Addrs[0] != "127.0.0.1:7001" {
+	if c.Scenario != bench.Uncontended || c.Clients != 1 || !c.Leader || c.Addrs[0] != "127.0.0.1:7001" {
 		t.Fatalf("defaults %+v", c)
 	}
 	for _, bad := range [][]string{
@@ -42,7 +42,7 @@ func TestParse(t *testing.T) {
 		{"--route", "sideways"},
 		{"extra"},
 	} {
-		if _, err := parse(bad, &bytes.Buffer{}); err == nil {
+		if _, err := command.Parse(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
 	}

@@ -19,85 +19,31 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(command.Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// config is the parsed command line.
-type config struct {
-	bench.Options
-	leaderOnly bool
-}
-
-func parse(args []string, stderr io.Writer) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("etcdbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	c.Register(fs, "127.0.0.1:2379")
-	route := fs.String("route", "leader", "leader: clients of scenarios a-c use only the leader's endpoint; all: every endpoint (round robin)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	switch *route {
-	case "leader":
-		c.leaderOnly = true
-	case "all":
-	default:
-		return c, fmt.Errorf("--route %q: want leader or all", *route)
-	}
-	if err := c.Validate(); err != nil {
-		return c, err
-	}
-	if c.TTL%1e9 != 0 {
-		return c, fmt.Errorf("--ttl %v: etcd leases take whole seconds", c.TTL)
-	}
-	return c, nil
-}
-
-func run(args []string, stdout, stderr io.Writer) int {
-	c, err := parse(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+// command is etcdbench's command line. --route leader gives the clients
+// of scenarios (a)-(c) only the leader's endpoint.
+var command = bench.Command{
+	Name:        "etcdbench",
+	DefaultAddr: "127.0.0.1:2379",
+	LeaderRoute: "leader",
+	OtherRoute:  "all",
+	RouteUsage:  "leader: clients of scenarios a-c use only the leader's endpoint; all: every endpoint (round robin)",
+	Check: func(o *bench.Options) error {
+		if o.TTL%1e9 != 0 {
+			return fmt.Errorf("--ttl %v: etcd leases take whole seconds", o.TTL)
 		}
-		fmt.Fprintf(stderr, "etcdbench: %v\n", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := runBench(ctx, c, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "etcdbench: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-func runBench(ctx context.Context, c config, stdout, stderr io.Writer) error {
-	sys, err := newSystem(ctx, c.Addrs, c.TTL, c.leaderOnly && c.Scenario != bench.Failover)
-	if err != nil {
-		return err
-	}
-	defer sys.Close()
-	r, err := bench.Run(ctx, sys, &c.Options)
-	if err != nil {
-		if r.Ops > 0 {
-			fmt.Fprintln(stderr, r.Line())
-		}
-		return err
-	}
-	return r.Print(stdout, stderr, c.JSON)
+		return nil
+	},
+	Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
+		return newSystem(ctx, c.Addrs, c.TTL, c.Leader && c.Scenario != bench.Failover)
+	},
 }

@@ -88,7 +88,7 @@ func newClient(endpoints []string) (*clientv3.Client, error) {
 }
 
 // Close closes the admin client.
-func (s *system) Close() { _ = s.admin.Close() }
+func (s *system) Close() error { return s.admin.Close() }
 
 // Name implements bench.System.
 func (s *system) Name() string { return "etcd" }
