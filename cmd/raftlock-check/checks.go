@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -177,12 +179,7 @@ func checkGrantsKept(h History) ([]Violation, int) {
 func checkSessionsKept(h History) []Violation {
 	var vs []Violation
 	ss := sessionsOf(h)
-	ids := make([]string, 0, len(ss))
-	for id := range ss {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
 		if f.GoneAt == pending {
 			continue

@@ -140,12 +140,19 @@ func (c *cluster) signal(n *nodeProc, sig syscall.Signal) {
 	}
 }
 
-// kill kills node n with SIGKILL and reaps it.
-func (c *cluster) kill(n *nodeProc) {
+// take detaches n's running process (nil if none) and the channel closed
+// when it exits: the caller ends it.
+func (n *nodeProc) take() (*exec.Cmd, <-chan struct{}) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	cmd, exited := n.cmd, n.exited
 	n.cmd, n.paused = nil, false
-	n.mu.Unlock()
+	return cmd, exited
+}
+
+// kill kills node n with SIGKILL and reaps it.
+func (c *cluster) kill(n *nodeProc) {
+	cmd, exited := n.take()
 	if cmd == nil {
 		return
 	}
@@ -155,10 +162,7 @@ func (c *cluster) kill(n *nodeProc) {
 
 // stop stops node n: SIGCONT, SIGTERM, and SIGKILL after grace.
 func (c *cluster) stop(n *nodeProc, grace time.Duration) {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd, n.paused = nil, false
-	n.mu.Unlock()
+	cmd, exited := n.take()
 	if cmd == nil {
 		return
 	}

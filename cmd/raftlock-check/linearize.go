@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -47,12 +49,7 @@ func modelOps(h History) []porcupine.Operation {
 		}
 	}
 	ss := sessionsOf(h)
-	ids := make([]string, 0, len(ss))
-	for id := range ss {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
 		locks := make([]string, 0, len(f.Locks))
 		for l := range f.Locks {
