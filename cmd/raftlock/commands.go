@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -88,11 +89,21 @@ func (c *cli) sequencerCheck(ctx context.Context, args []string) error {
 			return fmt.Errorf("sequencer check: %w", err)
 		}
 		if c.json {
-			return c.printJSON(transport.NewCheckReply(chk))
+			err = c.printJSON(transport.NewCheckReply(chk))
+		} else {
+			err = c.printCheck(chk)
 		}
-		return c.printCheck(chk)
+		if err == nil && !chk.Valid {
+			err = fmt.Errorf("%w: %s", errStaleSequencer, pos[0])
+		}
+		return err
 	})
 }
+
+// errStaleSequencer makes "sequencer check" exit 1 when the sequencer is no
+// longer current, so that a script can write "raftlock sequencer check
+// "$SEQ" && write".
+var errStaleSequencer = errors.New("the sequencer is not current")
 
 func (c *cli) sessionOpen(ctx context.Context, args []string) error {
 	fs := c.flags("session open")

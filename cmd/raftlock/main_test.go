@@ -271,9 +271,9 @@ func TestLockLifecycle(t *testing.T) {
 	if code != 0 || out != "released jobs/compactor\n" {
 		t.Fatalf("release: %d %s", code, out)
 	}
-	code, out, _ = rl("sequencer", "check", "rl1:x:2:jobs/compactor")
-	if code != 0 || !strings.HasPrefix(out, "not valid") {
-		t.Fatalf("stale sequencer check: %d %s", code, out)
+	code, out, errOut = rl("sequencer", "check", "rl1:x:2:jobs/compactor")
+	if code != 1 || !strings.HasPrefix(out, "not valid") || !strings.HasPrefix(errOut, "raftlock: stale_sequencer: ") {
+		t.Fatalf("stale sequencer check: %d %q %q", code, out, errOut)
 	}
 	code, out, _ = rl("lock", "get", "jobs/compactor")
 	if code != 0 || !strings.Contains(out, "free") {

@@ -37,7 +37,8 @@ Commands:
   lock list [PREFIX]               locks whose names start with PREFIX
   lock watch NAME                  print the lock's state, then every change (blocking
                                    queries, no polling) until interrupted
-  sequencer check SEQUENCER        is the sequencer still current?
+  sequencer check SEQUENCER        is the sequencer still current? (exit 1,
+                                   stale_sequencer, if it is not)
   session open [--ttl 15s] [--lock-delay 10s] [--name N]
                                    open a session; prints its id
   session keepalive ID             extend a session's lease
@@ -156,6 +157,8 @@ func describe(err error) (string, string) {
 		return string(e.Code), msg
 	case errors.Is(err, session.ErrElectionNoLeader):
 		return "no_election_leader", err.Error()
+	case errors.Is(err, errStaleSequencer):
+		return "stale_sequencer", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout", err.Error()
 	case errors.Is(err, context.Canceled):
