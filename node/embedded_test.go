@@ -313,3 +313,72 @@ func TestWatchLock(t *testing.T) {
 		t.Fatalf("watched state after unlock across failover: %+v, want free", st)
 	}
 }
+
+// Cancelling the ctx of a blocked Lock dequeues the waiter on the cluster,
+// through the Go client over HTTP and through a follower's embedded
+// Backend alike: the queue empties, and the next release leaves the lock
+// free instead of granting it to the caller that gave up.
+func TestCancelledLockLeavesQueue(t *testing.T) {
+	c := newHTTPCluster(t)
+	leader, li := c.leader()
+	ctx := ctxT(t)
+	client, err := transport.NewClient(c.httpAddrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backends := map[string]session.Backend{"http": client, "embedded follower": c.nodes[(li+1)%3].Backend()}
+	for what, b := range backends {
+		name := "cancel/" + what
+		holder, err := session.Open(ctx, b, session.TTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close(context.Background())
+		waiter, err := session.Open(ctx, b, session.TTL(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer waiter.Close(context.Background())
+		l, err := holder.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := waiter.Lock(wctx, name)
+			errc <- err
+		}()
+		waiters := func(want int) func() error {
+			return func() error {
+				st, err := leader.Lock(ctx, name)
+				if err != nil || st.Waiters != want {
+					return fmt.Errorf("%s: waiters %d, %v; want %d", what, st.Waiters, err, want)
+				}
+				return nil
+			}
+		}
+		eventually(t, 5*time.Second, "queued", waiters(1))
+		cancel()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s: cancelled Lock = %v, want context.Canceled", what, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: Lock did not return after cancel", what)
+		}
+		eventually(t, 5*time.Second, "dequeued", waiters(0))
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := leader.Lock(ctx, name)
+		if err != nil || len(st.Holders) != 0 || st.Waiters != 0 {
+			t.Fatalf("%s: after release %+v, %v; want free (the cancelled waiter gets nothing)", what, st, err)
+		}
+		info, err := leader.SessionInfo(ctx, waiter.ID())
+		if err != nil || len(info.Locks) != 0 {
+			t.Fatalf("%s: waiter's session %+v, %v; want no locks", what, info, err)
+		}
+	}
+}

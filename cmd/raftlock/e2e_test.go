@@ -346,6 +346,39 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	}
 
 	dir := t.TempDir()
+	// Signals sent to exec reach CMD: SIGUSR1 is trapped and CMD goes on,
+	// SIGTERM is trapped and CMD exits 9; exec exits with CMD's status and
+	// releases the lock.
+	trapped, ready := filepath.Join(dir, "trapped"), filepath.Join(dir, "ready")
+	sig := startCLI(t, cli, addrs, "exec", "jobs/x", "--", "sh", "-c",
+		`trap 'echo USR1 >> "$1"' USR1; trap 'echo TERM >> "$1"; exit 9' TERM; echo up > "$2"; while :; do sleep 0.05; done`,
+		"sh", trapped, ready)
+	proccluster.Eventually(t, 20*time.Second, "trapping child running", func() error {
+		_, err := os.Stat(ready)
+		return err
+	})
+	if err := sig.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	proccluster.Eventually(t, 10*time.Second, "SIGUSR1 forwarded", func() error {
+		if data, _ := os.ReadFile(trapped); string(data) != "USR1\n" {
+			return fmt.Errorf("trapped %q", data)
+		}
+		return nil
+	})
+	if err := sig.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := sig.exitCode(t, 30*time.Second); code != 9 {
+		t.Fatalf("exec whose child exits 9 on SIGTERM exited %d", code)
+	}
+	if data, _ := os.ReadFile(trapped); string(data) != "USR1\nTERM\n" {
+		t.Fatalf("signals the child trapped: %q, want USR1 then TERM", data)
+	}
+	if st, err := c.Client().Lock(ctx, "jobs/x"); err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
+		t.Fatalf("lock after exec ended: %+v, %v; want free without lock-delay", st, err)
+	}
+
 	pidFile := filepath.Join(dir, "child.pid")
 	holder := startCLI(t, cli, addrs, "exec", "--ttl", "2s", "--lock-delay", "1s", "--kill-grace", "1s", "jobs/x", "--",
 		"sh", "-c", `echo $$ > "$1"; exec sleep 120`, "sh", pidFile)
