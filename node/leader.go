@@ -148,8 +148,8 @@ func (n *Node) endLeadership() {
 }
 
 // lead is the leader's loop: catch up with a Barrier, restart every session
-// deadline with the failover grace, arm lock-delay timers, then expire
-// sessions whose deadline passed.
+// deadline with the failover grace, serve, arm lock-delay timers, then
+// expire sessions whose deadline passed.
 func (n *Node) lead(done <-chan struct{}) {
 	defer n.wg.Done()
 	for {
@@ -169,17 +169,19 @@ func (n *Node) lead(done <-chan struct{}) {
 		ttls[s.ID] = time.Duration(s.TTL)
 	}
 	n.leases.Reset(ttls, n.cfg.FailoverGrace)
-	for _, l := range n.fsm.Locks("") {
-		if l.Delayed {
-			n.armDelay(l.Name, l.DelayUntil)
-		}
-	}
 	select {
 	case <-done:
 		return
 	default:
 	}
 	n.ready.Store(true)
+	// Armed once the node serves, so that a delay that ended during the
+	// election is ended at once rather than after a failed proposal.
+	for _, l := range n.fsm.Locks("") {
+		if l.Delayed {
+			n.armDelay(l.Name, l.DelayUntil)
+		}
+	}
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
 
@@ -246,7 +248,21 @@ func (n *Node) armDelay(lock string, until int64) {
 	if d > session.MaxLockDelay {
 		d = session.MaxLockDelay
 	}
-	k := delayKey{lock, until}
+	n.scheduleEndDelay(delayKey{lock, until}, d)
+}
+
+// endDelayRetry is how soon the leader proposes the end of a lock-delay
+// again after a proposal failed.
+const endDelayRetry = 100 * time.Millisecond
+
+// scheduleEndDelay proposes the end of the lock-delay k after d, unless a
+// timer for it is armed already or this node does not lead. A proposal
+// that fails while the node still leads (not serving yet right after a
+// promotion, when a delay that ended during the election fires at once; an
+// apply queue that stays full) is tried again after endDelayRetry: EndDelay
+// is idempotent, and a delay that is never ended would keep its lock
+// unavailable until the next leader change. endLeadership stops the timers.
+func (n *Node) scheduleEndDelay(k delayKey, d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.delays[k]; ok || !n.leading.Load() {
@@ -256,9 +272,10 @@ func (n *Node) armDelay(lock string, until int64) {
 		n.mu.Lock()
 		delete(n.delays, k)
 		n.mu.Unlock()
-		cmd := &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: lock, Until: until}}
+		cmd := &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until}}
 		if _, err := n.propose(context.Background(), cmd); err != nil {
-			n.log.Warn("end lock-delay", "lock", lock, "error", err)
+			n.log.Warn("end lock-delay failed; trying again", "lock", k.lock, "retry_in", endDelayRetry, "error", err)
+			n.scheduleEndDelay(k, endDelayRetry)
 		}
 	})
 }

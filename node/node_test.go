@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -270,4 +271,74 @@ func TestTimersMoveToNewLeader(t *testing.T) {
 	if err := stopKA(); err != nil {
 		t.Fatalf("kept-alive session expired: %v", err)
 	}
+}
+
+// A lock-delay that ends while the cluster has no leader is ended by the
+// next leader as soon as it serves: the lock does not stay unavailable.
+func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
+	mustAcquire(t, c, session.AcquireRequest{Name: "gap", Session: dying.ID, Holder: "h"})
+	var until time.Time
+	eventually(t, 10*time.Second, "lock-delay starts", func() error {
+		var st session.LockState
+		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "gap"); return })
+		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
+			return errors.New("not delayed yet")
+		}
+		until = st.DelayUntil
+		return nil
+	})
+	c.stopAll()
+	// The delay ends while no node runs.
+	time.Sleep(time.Until(until.Add(100 * time.Millisecond)))
+	for i := range c.dirs {
+		c.start(i)
+	}
+	eventually(t, 10*time.Second, "delay ended by the new leader", func() error {
+		var st session.LockState
+		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "gap"); return })
+		if err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
+			return fmt.Errorf("lock %+v, %v: still delayed", st, err)
+		}
+		return nil
+	})
+}
+
+// The leader's lock-delay timer tries again when its proposal fails while
+// the node still leads (here: not serving yet, as right after a promotion,
+// when a delay that ended during the election fires at once): the delay
+// ends as soon as the proposal can go through, instead of never.
+func TestDelayTimerRetriesFailedProposal(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	dying, err := n.OpenSession(ctx, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Acquire(ctx, session.AcquireRequest{Name: "retry", Session: dying.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	var until int64
+	eventually(t, 10*time.Second, "lock-delay starts", func() error {
+		l, ok := n.FSM().Lock("retry")
+		if !ok || !l.Delayed {
+			return errors.New("not delayed yet")
+		}
+		until = l.DelayUntil
+		return nil
+	})
+	n.ready.Store(false) // proposals fail with no_leader
+	time.Sleep(time.Until(time.Unix(0, until).Add(300 * time.Millisecond)))
+	if l, _ := n.FSM().Lock("retry"); !l.Delayed {
+		t.Fatal("the delay ended while the leader could not propose")
+	}
+	n.ready.Store(true)
+	eventually(t, 5*time.Second, "delay ended after the retry", func() error {
+		if l, _ := n.FSM().Lock("retry"); l.Delayed {
+			return errors.New("still delayed")
+		}
+		return nil
+	})
 }
