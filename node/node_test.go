@@ -310,7 +310,11 @@ func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
 // when a delay that ended during the election fires at once): the delay
 // ends as soon as the proposal can go through, instead of never.
 func TestDelayTimerRetriesFailedProposal(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	// Slow Raft timeouts: the leader must not change while it cannot
+	// propose, or the next leader would end the delay.
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
+	})
 	n, _ := c.leader()
 	ctx := ctxT(t)
 	dying, err := n.OpenSession(ctx, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
