@@ -232,14 +232,7 @@ func TestTimersMoveToNewLeader(t *testing.T) {
 	defer stopKA()
 	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: 3 * time.Second})
 	g := mustAcquire(t, c, session.AcquireRequest{Name: "delayed", Session: dying.ID, Holder: "h"})
-	eventually(t, 10*time.Second, "lock-delay starts", func() error {
-		var st session.LockState
-		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "delayed"); return })
-		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
-			return errors.New("not delayed yet")
-		}
-		return nil
-	})
+	awaitLockDelay(t, c, "delayed")
 	silent := mustOpen(t, c, session.OpenRequest{TTL: 2 * time.Second, LockDelay: time.Second})
 	_, li := c.leader()
 	c.stop(li)
@@ -279,16 +272,7 @@ func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
 	mustAcquire(t, c, session.AcquireRequest{Name: "gap", Session: dying.ID, Holder: "h"})
-	var until time.Time
-	eventually(t, 10*time.Second, "lock-delay starts", func() error {
-		var st session.LockState
-		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "gap"); return })
-		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
-			return errors.New("not delayed yet")
-		}
-		until = st.DelayUntil
-		return nil
-	})
+	until := awaitLockDelay(t, c, "gap")
 	c.stopAll()
 	// The delay ends while no node runs.
 	time.Sleep(time.Until(until.Add(100 * time.Millisecond)))
@@ -324,17 +308,9 @@ func TestDelayTimerRetriesFailedProposal(t *testing.T) {
 	if _, err := n.Acquire(ctx, session.AcquireRequest{Name: "retry", Session: dying.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
-	var until int64
-	eventually(t, 10*time.Second, "lock-delay starts", func() error {
-		l, ok := n.FSM().Lock("retry")
-		if !ok || !l.Delayed {
-			return errors.New("not delayed yet")
-		}
-		until = l.DelayUntil
-		return nil
-	})
+	until := awaitLockDelay(t, c, "retry")
 	n.ready.Store(false) // proposals fail with no_leader
-	time.Sleep(time.Until(time.Unix(0, until).Add(300 * time.Millisecond)))
+	time.Sleep(time.Until(until.Add(300 * time.Millisecond)))
 	if l, _ := n.FSM().Lock("retry"); !l.Delayed {
 		t.Fatal("the delay ended while the leader could not propose")
 	}
@@ -345,4 +321,21 @@ func TestDelayTimerRetriesFailedProposal(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// awaitLockDelay waits until the lock is free and in a lock-delay (its
+// holder's session expired) and returns when the delay ends.
+func awaitLockDelay(t *testing.T, c *testCluster, name string) time.Time {
+	t.Helper()
+	var until time.Time
+	eventually(t, 10*time.Second, "lock-delay of "+name+" starts", func() error {
+		var st session.LockState
+		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), name); return })
+		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
+			return errors.New("not delayed yet")
+		}
+		until = st.DelayUntil
+		return nil
+	})
+	return until
 }
