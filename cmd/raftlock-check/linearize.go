@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -51,12 +50,7 @@ func modelOps(h History) []porcupine.Operation {
 	ss := sessionsOf(h)
 	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
-		locks := make([]string, 0, len(f.Locks))
-		for l := range f.Locks {
-			locks = append(locks, l)
-		}
-		sort.Strings(locks)
-		for _, l := range locks {
+		for _, l := range slices.Sorted(maps.Keys(f.Locks)) {
 			in := lockInput{Lock: l, Session: id}
 			if f.ClosedOK {
 				for _, o := range h.Ops {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -177,21 +179,11 @@ func (r *Report) print(w io.Writer) {
 	if r.Elapsed > 0 {
 		p("run time: %v", r.Elapsed.Round(time.Second))
 	}
-	var kinds []string
-	for k := range r.OpCounts {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
 	p("operations: %d", r.Ops)
-	for _, k := range kinds {
+	for _, k := range slices.Sorted(maps.Keys(r.OpCounts)) {
 		var parts []string
 		total := 0
-		var res []string
-		for x := range r.OpCounts[k] {
-			res = append(res, x)
-		}
-		sort.Strings(res)
-		for _, x := range res {
+		for _, x := range slices.Sorted(maps.Keys(r.OpCounts[k])) {
 			parts = append(parts, fmt.Sprintf("%s %d", x, r.OpCounts[k][x]))
 			total += r.OpCounts[k][x]
 		}
