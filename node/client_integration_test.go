@@ -50,6 +50,18 @@ func newHTTPCluster(t *testing.T) *httpCluster {
 	return hc
 }
 
+// openSession opens a client session through b, failing the test on an
+// error, and closes it when the test ends.
+func openSession(t *testing.T, ctx context.Context, b session.Backend, opts ...session.Option) *session.Session {
+	t.Helper()
+	s, err := session.Open(ctx, b, opts...)
+	if err != nil {
+		t.Fatalf("open session: %v", err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
 // The client Session over HTTP: contention hands the lock over promptly,
 // every grant's token is larger, and the holder survives a leader failover.
 func TestClientSessionsOverHTTP(t *testing.T) {
@@ -61,16 +73,8 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s1, err := session.Open(ctx, client, session.TTL(2*time.Second), session.Name("one"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s1.Close(ctx)
-	s2, err := session.Open(ctx, client, session.TTL(2*time.Second), session.Name("two"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close(ctx)
+	s1 := openSession(t, ctx, client, session.TTL(2*time.Second), session.Name("one"))
+	s2 := openSession(t, ctx, client, session.TTL(2*time.Second), session.Name("two"))
 
 	l1, err := s1.Lock(ctx, "jobs/compactor")
 	if err != nil {

@@ -98,11 +98,7 @@ func TestContendedLockNeverOverlaps(t *testing.T) {
 		wg       sync.WaitGroup
 	)
 	for w, b := range backends {
-		s, err := session.Open(ctx, b, session.TTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close(context.Background())
+		s := openSession(t, ctx, b, session.TTL(5*time.Second))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -168,14 +164,8 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 				// A replica that survives: the one after the leader.
 				waiterBackend = c.nodes[(li+1)%3].Backend()
 			}
-			holder, err := session.Open(ctx, client, session.TTL(3*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
-			waiter, err := session.Open(ctx, waiterBackend, session.TTL(3*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
+			holder := openSession(t, ctx, client, session.TTL(3*time.Second))
+			waiter := openSession(t, ctx, waiterBackend, session.TTL(3*time.Second))
 			l1, err := holder.Lock(ctx, "jobs/failover")
 			if err != nil {
 				t.Fatal(err)
@@ -249,10 +239,7 @@ func TestWatchLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.Open(ctx, client, session.TTL(3*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openSession(t, ctx, client, session.TTL(3*time.Second))
 	free, err := client.Lock(ctx, "watched")
 	if err != nil {
 		t.Fatal(err)
@@ -329,16 +316,8 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 	backends := map[string]session.Backend{"http": client, "embedded follower": c.nodes[(li+1)%3].Backend()}
 	for what, b := range backends {
 		name := "cancel/" + what
-		holder, err := session.Open(ctx, b, session.TTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer holder.Close(context.Background())
-		waiter, err := session.Open(ctx, b, session.TTL(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer waiter.Close(context.Background())
+		holder := openSession(t, ctx, b, session.TTL(5*time.Second))
+		waiter := openSession(t, ctx, b, session.TTL(5*time.Second))
 		l, err := holder.Lock(ctx, name)
 		if err != nil {
 			t.Fatal(err)

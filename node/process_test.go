@@ -132,11 +132,7 @@ func TestPausedClientLosesLockAndIsFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := session.Open(ctx, client, session.TTL(5*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := openSession(t, ctx, client, session.TTL(5*time.Second))
 	// Blocks until the paused client's session expires and its lock-delay
 	// ends.
 	l2, err := s.Lock(ctx, pausedLock)
