@@ -50,6 +50,16 @@ func newHTTPCluster(t *testing.T) *httpCluster {
 	return hc
 }
 
+// client returns a Go client of the cluster's HTTP API.
+func (hc *httpCluster) client(t *testing.T) *transport.Client {
+	t.Helper()
+	cl, err := transport.NewClient(hc.httpAddrs)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return cl
+}
+
 // openSession opens a client session through b, failing the test on an
 // error, and closes it when the test ends.
 func openSession(t *testing.T, ctx context.Context, b session.Backend, opts ...session.Option) *session.Session {
@@ -67,10 +77,7 @@ func openSession(t *testing.T, ctx context.Context, b session.Backend, opts ...s
 func TestClientSessionsOverHTTP(t *testing.T) {
 	c := newHTTPCluster(t)
 	c.leader()
-	client, err := transport.NewClient(c.httpAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s1 := openSession(t, ctx, client, session.TTL(2*time.Second), session.Name("one"))

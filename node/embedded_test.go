@@ -12,7 +12,6 @@ import (
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // kill stops node i and its HTTP server, as if the process died.
@@ -83,10 +82,7 @@ func TestContendedLockNeverOverlaps(t *testing.T) {
 	c := newHTTPCluster(t)
 	_, li := c.leader()
 	ctx := ctxT(t)
-	client, err := transport.NewClient(c.httpAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.client(t)
 	backends := []*countingBackend{{Backend: client}, {Backend: c.nodes[(li+1)%3].Backend()}}
 	const rounds = 25
 	var (
@@ -155,10 +151,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			c := newHTTPCluster(t)
 			_, li := c.leader()
 			ctx := ctxT(t)
-			client, err := transport.NewClient(c.httpAddrs)
-			if err != nil {
-				t.Fatal(err)
-			}
+			client := c.client(t)
 			var waiterBackend session.Backend = client
 			if via == "embedded" {
 				// A replica that survives: the one after the leader.
@@ -235,10 +228,7 @@ func TestWatchLock(t *testing.T) {
 	c := newHTTPCluster(t)
 	c.leader()
 	ctx := ctxT(t)
-	client, err := transport.NewClient(c.httpAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.client(t)
 	s := openSession(t, ctx, client, session.TTL(3*time.Second))
 	free, err := client.Lock(ctx, "watched")
 	if err != nil {
@@ -309,10 +299,7 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 	c := newHTTPCluster(t)
 	leader, li := c.leader()
 	ctx := ctxT(t)
-	client, err := transport.NewClient(c.httpAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.client(t)
 	backends := map[string]session.Backend{"http": client, "embedded follower": c.nodes[(li+1)%3].Backend()}
 	for what, b := range backends {
 		name := "cancel/" + what

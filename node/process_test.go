@@ -128,10 +128,7 @@ func TestPausedClientLosesLockAndIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	paused := time.Now()
-	client, err := transport.NewClient(c.httpAddrs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := c.client(t)
 	s := openSession(t, ctx, client, session.TTL(5*time.Second))
 	// Blocks until the paused client's session expires and its lock-delay
 	// ends.
