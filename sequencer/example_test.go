@@ -41,3 +41,30 @@ func ExampleFence() {
 	// bad request: fence check: malformed sequencer: "rl1:x:0:jobs/leader": token must be a positive decimal integer
 	// highest: 57
 }
+
+// Readers holding a shared lock at the same time all pass the fence, in any
+// order; once a writer's exclusive grant is seen, the readers' older grants
+// are stale.
+func ExampleFence_shared() {
+	fence := sequencer.NewFence()
+	for _, seq := range []string{
+		"rl1:s:10:cfg", // two readers share the lock
+		"rl1:s:12:cfg",
+		"rl1:s:10:cfg", // the older reader still holds it
+		"rl1:x:15:cfg", // a writer takes the lock after both left
+		"rl1:s:12:cfg", // a reader that missed it
+	} {
+		if err := fence.CheckString(seq); err != nil {
+			fmt.Println("rejected:", err)
+			continue
+		}
+		fmt.Println("accepted", seq)
+	}
+
+	// Output:
+	// accepted rl1:s:10:cfg
+	// accepted rl1:s:12:cfg
+	// accepted rl1:s:10:cfg
+	// accepted rl1:x:15:cfg
+	// rejected: stale sequencer: lock "cfg": shared token 12 is lower than the highest exclusive token seen, 15
+}

@@ -6,9 +6,10 @@ import (
 	"sync"
 )
 
-// ErrStale is returned (wrapped) by a fence's Check when the offered token is
-// lower than the highest token the fence has already accepted for that lock:
-// the offering client's grant has been superseded.
+// ErrStale is returned (wrapped) by a fence's Check when the offered
+// sequencer's grant has been superseded: for an exclusive sequencer, the fence
+// has already admitted a higher token of that lock (of any mode); for a shared
+// one, it has already admitted a higher exclusive token of that lock.
 var ErrStale = errors.New("stale sequencer")
 
 // Checker validates a sequencer offered to a protected resource. Both *Fence
@@ -20,55 +21,93 @@ type Checker interface {
 	Check(s Sequencer) error
 }
 
-// Fence is what a protected resource uses to validate fencing tokens: it keeps
-// the highest token seen per lock name and rejects any lower one. A token
-// equal to the highest is accepted, since one holder sends the same sequencer
-// with every request it makes during its grant.
+// Fence is what a protected resource uses to validate fencing tokens. Tokens
+// of a lock strictly increase across its grants, so a newer grant has a higher
+// token, and the fence applies the lock's mode rule to them:
 //
-// The check is per lock name and ignores the mode: with a shared lock, a
-// reader whose grant is older than another reader's is rejected once the newer
-// one has been seen. For strict fencing, a resource calls Check and performs
-// the protected write under one critical section, so that no newer holder's
-// write can land between the check and the write.
+//   - a shared sequencer is current unless the fence has admitted a higher
+//     exclusive token of the lock: readers holding a shared lock at the same
+//     time are all admitted, in any order, until a writer takes over;
+//   - an exclusive sequencer is current unless the fence has admitted a
+//     higher token of the lock in either mode.
+//
+// For that the fence keeps two marks per lock name, the highest exclusive
+// token and the highest token of any mode that it has admitted, and Check
+// raises them as it admits sequencers. A token equal to a mark is admitted,
+// since one holder sends the same sequencer with every request it makes
+// during its grant. A reader whose grant has ended is admitted until a newer
+// exclusive grant is seen: readers do not exclude one another, so only a
+// writer's grant makes a reader stale.
+//
+// For strict fencing, a resource calls Check and performs the protected write
+// under one critical section, so that no newer holder's write can land
+// between the check and the write.
 //
 // A Fence keeps its marks in memory only; see FileFence for one that survives
 // restarts. The zero value is not usable; call NewFence. A Fence is safe for
 // concurrent use.
 type Fence struct {
-	mu      sync.RWMutex
-	highest map[string]Token
+	mu    sync.RWMutex
+	marks map[string]marks
+}
+
+// marks are a fence's two high-water marks of one lock. Check raises them
+// only through admit, and a state file is only loaded after a check that
+// exclusive <= any, so that always holds.
+type marks struct {
+	// any is the highest token of either mode admitted; 0 if none.
+	any Token
+	// exclusive is the highest exclusive token admitted; 0 if none.
+	exclusive Token
+}
+
+// admit applies the fencing rule to s, a valid sequencer of the lock whose
+// marks are m. It returns the marks after recording s (equal to m if s raises
+// neither), or an error wrapping ErrStale if s is superseded.
+func (m marks) admit(s Sequencer) (marks, error) {
+	if s.Mode == Shared {
+		if s.Token < m.exclusive {
+			return m, staleSharedError(s, m.exclusive)
+		}
+		m.any = max(m.any, s.Token)
+		return m, nil
+	}
+	if s.Token < m.any {
+		return m, staleError(s, m.any)
+	}
+	// s.Token >= m.any >= m.exclusive: it becomes both marks.
+	return marks{any: s.Token, exclusive: s.Token}, nil
 }
 
 // NewFence returns an empty Fence: it accepts the first valid sequencer of any
 // lock.
 func NewFence() *Fence {
-	return &Fence{highest: make(map[string]Token)}
+	return &Fence{marks: make(map[string]marks)}
 }
 
-// Check admits s if its token is at least the highest token recorded for
-// s.Name, and records it as the new highest. It returns an error wrapping
-// ErrStale if the token is lower, and one wrapping ErrMalformed if s is not a
+// Check admits s unless it is superseded (see Fence for the rule) and
+// records it, raising the marks of s.Name. It returns an error wrapping
+// ErrStale if s is superseded, and one wrapping ErrMalformed if s is not a
 // valid sequencer (empty or invalid name, unknown mode, zero token).
 func (f *Fence) Check(s Sequencer) error {
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("fence check: %w", err)
 	}
 	f.mu.RLock()
-	high := f.highest[s.Name]
+	cur := f.marks[s.Name]
 	f.mu.RUnlock()
-	if s.Token < high {
-		return staleError(s, high)
-	}
-	if s.Token == high {
-		return nil
+	next, err := cur.admit(s)
+	if err != nil || next == cur {
+		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	high = f.highest[s.Name] // may have moved since the read lock was dropped
-	if s.Token < high {
-		return staleError(s, high)
+	cur = f.marks[s.Name] // may have moved since the read lock was dropped
+	next, err = cur.admit(s)
+	if err != nil {
+		return err
 	}
-	f.highest[s.Name] = s.Token
+	f.marks[s.Name] = next
 	return nil
 }
 
@@ -82,15 +121,31 @@ func (f *Fence) CheckString(text string) error {
 	return f.Check(s)
 }
 
-// Highest returns the highest token accepted for the named lock, or 0 if the
-// fence has accepted none.
+// Highest returns the highest token, of either mode, accepted for the named
+// lock, or 0 if the fence has accepted none.
 func (f *Fence) Highest(name string) Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.highest[name]
+	return f.marks[name].any
 }
 
-// staleError reports that s's token is lower than high.
+// HighestExclusive returns the highest exclusive token accepted for the named
+// lock, or 0 if the fence has accepted none. Shared sequencers with a lower
+// token are stale.
+func (f *Fence) HighestExclusive(name string) Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.marks[name].exclusive
+}
+
+// staleError reports that s's token is lower than high, the highest token of
+// any mode seen: the rejection of an exclusive sequencer.
 func staleError(s Sequencer, high Token) error {
 	return fmt.Errorf("%w: lock %q: token %d is lower than the highest seen, %d", ErrStale, s.Name, s.Token, high)
+}
+
+// staleSharedError reports that shared sequencer s's token is lower than
+// high, the highest exclusive token seen.
+func staleSharedError(s Sequencer, high Token) error {
+	return fmt.Errorf("%w: lock %q: shared token %d is lower than the highest exclusive token seen, %d", ErrStale, s.Name, s.Token, high)
 }

@@ -14,6 +14,7 @@ type fence interface {
 	Checker
 	CheckString(text string) error
 	Highest(name string) Token
+	HighestExclusive(name string) Token
 }
 
 func seq(name string, tok Token) Sequencer {

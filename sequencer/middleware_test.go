@@ -126,3 +126,31 @@ func TestFromContextEmpty(t *testing.T) {
 		t.Fatalf("FromContext on a bare context = %v, true", s)
 	}
 }
+
+func TestMiddlewareAdmitsConcurrentReaders(t *testing.T) {
+	for _, impl := range fenceImpls {
+		t.Run(impl.name, func(t *testing.T) {
+			f, _ := impl.open(t)
+			h := Middleware(f, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+			for _, tc := range []struct {
+				seq    string
+				status int
+			}{
+				{"rl1:s:10:cfg", http.StatusOK},
+				{"rl1:s:12:cfg", http.StatusOK},
+				{"rl1:s:10:cfg", http.StatusOK}, // the older reader still holds the lock
+				{"rl1:x:11:cfg", http.StatusConflict},
+				{"rl1:x:15:cfg", http.StatusOK},
+				{"rl1:s:12:cfg", http.StatusConflict},
+			} {
+				req := httptest.NewRequest(http.MethodPut, "/resource", nil)
+				req.Header.Set(Header, tc.seq)
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != tc.status {
+					t.Fatalf("%s: status %d, want %d (body %s)", tc.seq, rec.Code, tc.status, rec.Body)
+				}
+			}
+		})
+	}
+}

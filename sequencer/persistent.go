@@ -21,42 +21,71 @@ var ErrCorrupt = errors.New("corrupt fence state file")
 // ErrClosed is returned (wrapped) by FileFence.Check after Close.
 var ErrClosed = errors.New("fence is closed")
 
-// fileFormat names the version of the state file's layout.
-const fileFormat = "raftlock-fence/1"
+// The state file is one JSON object. FileFence writes layout version 2:
+//
+//	{
+//	  "format": "raftlock-fence/2",
+//	  "highest": {"<lock>": <highest token of any mode>, ...},
+//	  "highest_exclusive": {"<lock>": <highest exclusive token>, ...}
+//	}
+//
+// Every lock has an entry in "highest". A lock has one in "highest_exclusive"
+// only once an exclusive token of it has been admitted, and that token is at
+// most the lock's "highest". "highest" means what it meant in version 1, so
+// the versions differ only by the added map.
+//
+// Version 1 ("raftlock-fence/1") has only "highest": that fence ignored the
+// mode. It is still read, each entry as both marks of its lock, which rejects
+// everything the version 1 fence rejected. The first write after opening such
+// a file writes version 2.
+const (
+	fileFormat   = "raftlock-fence/2"
+	fileFormatV1 = "raftlock-fence/1"
+)
 
-// fileState is the JSON layout of a FileFence's state file.
+// fileState is the JSON layout of a version 2 state file.
 type fileState struct {
+	Format           string           `json:"format"`
+	Highest          map[string]Token `json:"highest"`
+	HighestExclusive map[string]Token `json:"highest_exclusive"`
+}
+
+// fileStateV1 is the JSON layout of a version 1 state file.
+type fileStateV1 struct {
 	Format  string           `json:"format"`
 	Highest map[string]Token `json:"highest"`
 }
 
-// FileFence is a Fence whose high-water marks survive restarts: they are
-// stored in a file that is rewritten atomically (temporary file, fsync,
-// rename, fsync of the directory) whenever a new highest token is recorded,
-// before Check admits the sequencer. A token equal to the recorded highest is
-// admitted without any I/O.
+// FileFence is a Fence whose marks survive restarts: it admits the same
+// sequencers as a Fence (see Fence for the mode rule), and stores its two
+// marks per lock in a file that is rewritten atomically (temporary file,
+// fsync, rename, fsync of the directory) whenever a Check raises a mark,
+// before Check admits the sequencer. A Check that raises neither mark (in
+// particular one whose token equals both) does no I/O.
 //
-// One FileFence, in one process, must own a state file at a time. Recording a
-// new highest token costs a file write and two fsyncs, and Checks that record
-// one are serialized. A FileFence is safe for concurrent use.
+// One FileFence, in one process, must own a state file at a time. Raising a
+// mark costs a file write and two fsyncs, and Checks that raise one are
+// serialized. A FileFence is safe for concurrent use.
 type FileFence struct {
 	path string
 
-	mu      sync.RWMutex
-	highest map[string]Token
-	closed  bool
+	mu     sync.RWMutex
+	marks  map[string]marks
+	closed bool
 }
 
 // OpenFileFence opens the fence whose state is kept in the file at path,
-// creating the file (but not its directory) if it does not exist. It returns
-// an error wrapping ErrCorrupt if the file exists but does not hold a valid
+// creating the file (but not its directory) if it does not exist. It reads
+// the current layout and the version 1 layout of older releases, which it
+// leaves in place until the first Check that raises a mark. It returns an
+// error wrapping ErrCorrupt if the file exists but does not hold a valid
 // state, and the I/O error if the file cannot be read or created. Temporary
 // files left next to path by an interrupted write are removed.
 func OpenFileFence(path string) (*FileFence, error) {
 	if path == "" {
 		return nil, errors.New("open fence: empty path")
 	}
-	f := &FileFence{path: path, highest: make(map[string]Token)}
+	f := &FileFence{path: path, marks: make(map[string]marks)}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -66,99 +95,194 @@ func OpenFileFence(path string) (*FileFence, error) {
 	case err != nil:
 		return nil, fmt.Errorf("open fence %s: %w", path, err)
 	default:
-		h, err := decodeState(data)
+		m, err := decodeState(data)
 		if err != nil {
 			return nil, fmt.Errorf("open fence %s: %w", path, err)
 		}
-		f.highest = h
+		f.marks = m
 	}
 	removeTemps(path)
 	return f, nil
 }
 
-// decodeState parses and validates the state file's contents. Errors wrap
-// ErrCorrupt.
-func decodeState(data []byte) (map[string]Token, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var st fileState
-	if err := dec.Decode(&st); err != nil {
+// decodeState parses and validates the state file's contents, of either
+// layout version. Errors wrap ErrCorrupt.
+func decodeState(data []byte) (map[string]marks, error) {
+	var head struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
+	switch head.Format {
+	case fileFormat:
+		return decodeV2(data)
+	case fileFormatV1:
+		return decodeV1(data)
+	default:
+		return nil, fmt.Errorf("%w: format %q, want %q or %q", ErrCorrupt, head.Format, fileFormat, fileFormatV1)
+	}
+}
+
+// decodeV2 decodes a version 2 state file: "highest" gives each lock's
+// any-mode mark, "highest_exclusive" the exclusive marks of some of them.
+func decodeV2(data []byte) (map[string]marks, error) {
+	var st fileState
+	if err := decodeStrict(data, &st); err != nil {
+		return nil, err
+	}
+	if st.HighestExclusive == nil {
+		return nil, fmt.Errorf("%w: missing \"highest_exclusive\"", ErrCorrupt)
+	}
+	m, err := anyMarks(st.Highest)
+	if err != nil {
+		return nil, err
+	}
+	for name, tok := range st.HighestExclusive {
+		cur, ok := m[name]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: lock %q has an exclusive token but no \"highest\" entry", ErrCorrupt, name)
+		case tok == 0:
+			return nil, fmt.Errorf("%w: lock %q: zero exclusive token", ErrCorrupt, name)
+		case tok > cur.any:
+			return nil, fmt.Errorf("%w: lock %q: exclusive token %d above the highest token %d", ErrCorrupt, name, tok, cur.any)
+		}
+		cur.exclusive = tok
+		m[name] = cur
+	}
+	return m, nil
+}
+
+// decodeV1 decodes a version 1 state file, whose fence ignored the mode: each
+// entry becomes both marks of its lock, so that nothing the version 1 fence
+// rejected is admitted.
+func decodeV1(data []byte) (map[string]marks, error) {
+	var st fileStateV1
+	if err := decodeStrict(data, &st); err != nil {
+		return nil, err
+	}
+	m, err := anyMarks(st.Highest)
+	if err != nil {
+		return nil, err
+	}
+	for name, cur := range m {
+		cur.exclusive = cur.any
+		m[name] = cur
+	}
+	return m, nil
+}
+
+// decodeStrict decodes data, which must be exactly one JSON object with no
+// fields unknown to st, into st. Errors wrap ErrCorrupt.
+func decodeStrict(data []byte, st any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(st); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w: data after the JSON object", ErrCorrupt)
+		return fmt.Errorf("%w: data after the JSON object", ErrCorrupt)
 	}
-	if st.Format != fileFormat {
-		return nil, fmt.Errorf("%w: format %q, want %q", ErrCorrupt, st.Format, fileFormat)
-	}
-	if st.Highest == nil {
+	return nil
+}
+
+// anyMarks validates the "highest" map of a state file and returns marks
+// holding its tokens as the any-mode marks. Errors wrap ErrCorrupt.
+func anyMarks(highest map[string]Token) (map[string]marks, error) {
+	if highest == nil {
 		return nil, fmt.Errorf("%w: missing \"highest\"", ErrCorrupt)
 	}
-	for name, tok := range st.Highest {
+	m := make(map[string]marks, len(highest))
+	for name, tok := range highest {
 		if err := validateName(name); err != nil {
 			return nil, fmt.Errorf("%w: lock %q: %v", ErrCorrupt, name, err)
 		}
 		if tok == 0 {
 			return nil, fmt.Errorf("%w: lock %q: zero token", ErrCorrupt, name)
 		}
+		m[name] = marks{any: tok}
 	}
-	return st.Highest, nil
+	return m, nil
 }
 
-// persist writes f.highest to the state file atomically. The caller holds
-// f.mu (or owns f exclusively). Map keys are marshalled sorted, so the file's
-// contents are deterministic.
-func (f *FileFence) persist() error {
-	data, err := json.MarshalIndent(fileState{Format: fileFormat, Highest: f.highest}, "", "  ")
+// encodeState returns the version 2 state file holding m. Map keys are
+// marshalled sorted, so the contents are deterministic.
+func encodeState(m map[string]marks) ([]byte, error) {
+	st := fileState{Format: fileFormat, Highest: make(map[string]Token, len(m)), HighestExclusive: make(map[string]Token)}
+	for name, mk := range m {
+		st.Highest[name] = mk.any
+		if mk.exclusive != 0 {
+			st.HighestExclusive[name] = mk.exclusive
+		}
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
+		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	return writeFileAtomic(f.path, append(data, '\n'))
+	return append(data, '\n'), nil
 }
 
-// Check admits s if its token is at least the highest token recorded for
-// s.Name. A higher token is first made durable in the state file; if that
-// fails, Check returns the I/O error and does not admit s. It returns an error
-// wrapping ErrStale if the token is lower, one wrapping ErrMalformed if s is
-// not a valid sequencer, and one wrapping ErrClosed after Close.
+// persist writes f.marks to the state file atomically. The caller holds
+// f.mu (or owns f exclusively).
+func (f *FileFence) persist() error {
+	data, err := encodeState(f.marks)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(f.path, data)
+}
+
+// Check admits s unless it is superseded (see Fence for the rule). If s
+// raises a mark of s.Name, the new mark is first made durable in the state
+// file; if that fails, Check returns the I/O error and does not admit s. It
+// returns an error wrapping ErrStale if s is superseded, one wrapping
+// ErrMalformed if s is not a valid sequencer, and one wrapping ErrClosed after
+// Close.
 func (f *FileFence) Check(s Sequencer) error {
 	if err := s.validate(); err != nil {
 		return fmt.Errorf("fence check: %w", err)
 	}
 	f.mu.RLock()
-	closed, high := f.closed, f.highest[s.Name]
+	closed, cur := f.closed, f.marks[s.Name]
 	f.mu.RUnlock()
-	switch {
-	case closed:
+	if closed {
 		return fmt.Errorf("fence check %s: %w", f.path, ErrClosed)
-	case s.Token < high:
-		return staleError(s, high)
-	case s.Token == high:
-		return nil
+	}
+	next, err := cur.admit(s)
+	if err != nil || next == cur {
+		return err
 	}
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	// Re-read: another Check may have recorded a token, or Close run, since.
-	old, had := f.highest[s.Name]
-	switch {
-	case f.closed:
+	// Re-read: another Check may have raised a mark, or Close run, since.
+	if f.closed {
 		return fmt.Errorf("fence check %s: %w", f.path, ErrClosed)
-	case s.Token < old:
-		return staleError(s, old)
-	case s.Token == old:
+	}
+	cur, had := f.marks[s.Name]
+	next, err = cur.admit(s)
+	if err != nil || next == cur {
+		return err
+	}
+	return f.record(s, cur, next, had)
+}
+
+// record sets the marks of s.Name from cur to next and persists them,
+// restoring cur (or no entry, if !had) when that fails. The caller holds
+// f.mu.
+func (f *FileFence) record(s Sequencer, cur, next marks, had bool) error {
+	f.marks[s.Name] = next
+	err := f.persist()
+	if err == nil {
 		return nil
 	}
-	f.highest[s.Name] = s.Token
-	if err := f.persist(); err != nil {
-		if had {
-			f.highest[s.Name] = old
-		} else {
-			delete(f.highest, s.Name)
-		}
-		return fmt.Errorf("fence check: record token %d of lock %q in %s: %w", s.Token, s.Name, f.path, err)
+	if had {
+		f.marks[s.Name] = cur
+	} else {
+		delete(f.marks, s.Name)
 	}
-	return nil
+	return fmt.Errorf("fence check: record %v token %d of lock %q in %s: %w", s.Mode, s.Token, s.Name, f.path, err)
 }
 
 // CheckString parses text (the printable form of a sequencer) and checks it
@@ -171,12 +295,21 @@ func (f *FileFence) CheckString(text string) error {
 	return f.Check(s)
 }
 
-// Highest returns the highest token recorded for the named lock, or 0 if the
-// fence has recorded none.
+// Highest returns the highest token, of either mode, recorded for the named
+// lock, or 0 if the fence has recorded none.
 func (f *FileFence) Highest(name string) Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.highest[name]
+	return f.marks[name].any
+}
+
+// HighestExclusive returns the highest exclusive token recorded for the named
+// lock, or 0 if the fence has recorded none. Shared sequencers with a lower
+// token are stale.
+func (f *FileFence) HighestExclusive(name string) Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.marks[name].exclusive
 }
 
 // Close stops the fence: later Checks fail with ErrClosed. Every recorded

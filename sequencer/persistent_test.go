@@ -225,3 +225,51 @@ func TestFileFenceRemovesLeftoverTemps(t *testing.T) {
 		}
 	}
 }
+
+func TestFileFenceCorruptNewFormat(t *testing.T) {
+	tests := []struct {
+		name, content string
+	}{
+		{"truncated", `{"format":"raftlock-fence/2","highest":{"a":2},"highest_exclusive":{"a":`},
+		{"no highest_exclusive", `{"format":"raftlock-fence/2","highest":{"a":1}}`},
+		{"null highest_exclusive", `{"format":"raftlock-fence/2","highest":{"a":1},"highest_exclusive":null}`},
+		{"no highest", `{"format":"raftlock-fence/2","highest_exclusive":{}}`},
+		{"unknown field", `{"format":"raftlock-fence/2","highest":{},"highest_exclusive":{},"extra":1}`},
+		{"exclusive above highest", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":6}}`},
+		{"exclusive without highest", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"b":1}}`},
+		{"zero exclusive token", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":0}}`},
+		{"zero token", `{"format":"raftlock-fence/2","highest":{"a":0},"highest_exclusive":{}}`},
+		{"negative exclusive token", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":-1}}`},
+		{"string exclusive token", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":"5"}}`},
+		{"overflowing exclusive token", `{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":18446744073709551616}}`},
+		{"empty name", `{"format":"raftlock-fence/2","highest":{"":1},"highest_exclusive":{}}`},
+		{"control char in exclusive name", `{"format":"raftlock-fence/2","highest":{"a\u0001":1},"highest_exclusive":{"a\u0001":1}}`},
+		{"trailing data", `{"format":"raftlock-fence/2","highest":{},"highest_exclusive":{}} {}`},
+		{"highest_exclusive in an old file", `{"format":"raftlock-fence/1","highest":{"a":5},"highest_exclusive":{"a":5}}`},
+		{"future format", `{"format":"raftlock-fence/3","highest":{},"highest_exclusive":{}}`},
+		{"format not a string", `{"format":2,"highest":{},"highest_exclusive":{}}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "fence.json")
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f, err := OpenFileFence(path)
+			if err == nil {
+				f.Close()
+				t.Fatalf("OpenFileFence accepted %q", tc.content)
+			}
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			if !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %q does not name the file", err)
+			}
+			data, _ := os.ReadFile(path)
+			if string(data) != tc.content {
+				t.Fatalf("corrupt file was modified")
+			}
+		})
+	}
+}
