@@ -89,10 +89,18 @@ type Lock struct {
 	Mode    Mode     `json:"mode"`
 	Holders []Holder `json:"holders,omitempty"`
 	Waiters []Waiter `json:"waiters,omitempty"`
-	// Delayed is true while the lock-delay of an expired holder runs;
-	// DelayUntil is when the leader will end it.
+	// Delayed is true while the lock-delay of an expired holder runs.
+	// DelayUntil is the wall clock of the leader that proposed the expiry
+	// (Command.Now) plus the delay's length: it names the delay (EndDelay
+	// carries it) and is shown to clients, but no timer is based on it,
+	// since another node's clock may differ. DelayFor is that length in
+	// nanoseconds, set together with DelayUntil: the leader that starts the
+	// delay, and every new leader from its promotion on, times DelayFor on
+	// its own monotonic clock. A delayed lock with DelayFor 0 was recorded
+	// before the length was replicated: its length is unknown.
 	Delayed    bool  `json:"delayed,omitempty"`
 	DelayUntil int64 `json:"delay_until,omitempty"`
+	DelayFor   int64 `json:"delay_for,omitempty"`
 	// Index is the log index of the lock's last change.
 	Index uint64 `json:"index"`
 }
@@ -111,7 +119,7 @@ const (
 	EventSessionOpened
 	// EventSessionRemoved: Session was closed or expired.
 	EventSessionRemoved
-	// EventDelayStarted: Lock is delayed until DelayUntil.
+	// EventDelayStarted: Lock is delayed until DelayUntil, for DelayFor.
 	EventDelayStarted
 	// EventLockChanged: Lock changed at Index.
 	EventLockChanged
@@ -130,7 +138,10 @@ type Event struct {
 	Mode       Mode
 	TTL        int64
 	DelayUntil int64
-	Index      uint64
+	// DelayFor is the length of the delay (EventDelayStarted), in
+	// nanoseconds.
+	DelayFor int64
+	Index    uint64
 }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
@@ -269,9 +280,11 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		l.Waiters = keptW
 		if held && expire && s.LockDelay > 0 {
 			until := f.now + s.LockDelay
+			// The delay ending last (by the stamped clocks) wins; its
+			// length goes with it.
 			if !l.Delayed || until > l.DelayUntil {
-				l.Delayed, l.DelayUntil = true, until
-				f.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: until})
+				l.Delayed, l.DelayUntil, l.DelayFor = true, until, s.LockDelay
+				f.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: until, DelayFor: s.LockDelay})
 			}
 		}
 		f.changed(index, l)
@@ -458,7 +471,7 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 	if l == nil || !l.Delayed || l.DelayUntil != c.Until {
 		return StatusOK // already ended, or extended by a later expiry
 	}
-	l.Delayed, l.DelayUntil = false, 0
+	l.Delayed, l.DelayUntil, l.DelayFor = false, 0, 0
 	f.changed(index, l)
 	return StatusOK
 }

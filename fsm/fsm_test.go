@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -582,21 +583,23 @@ func TestLockDelayExtendedNotShortened(t *testing.T) {
 	}
 	h.must(StatusOK, expireCmd("long"))
 	until1 := h.now + int64(10*time.Second)
-	if l := h.lock(L); !l.Delayed || l.DelayUntil != until1 || len(l.Holders) != 2 {
+	if l := h.lock(L); !l.Delayed || l.DelayUntil != until1 || l.DelayFor != int64(10*time.Second) || len(l.Holders) != 2 {
 		t.Fatalf("lock %+v", l)
 	}
-	// A later expiry with a delay ending sooner does not shorten it.
+	// A later expiry with a delay ending sooner does not shorten it, nor
+	// change its recorded length.
 	h.now += int64(time.Second)
 	h.must(StatusOK, expireCmd("short"))
-	if l := h.lock(L); l.DelayUntil != until1 {
+	if l := h.lock(L); l.DelayUntil != until1 || l.DelayFor != int64(10*time.Second) {
 		t.Fatalf("delay shortened: %+v", l)
 	}
-	// One ending later extends it; the old EndDelay is then stale.
+	// One ending later extends it, with its own length; the old EndDelay is
+	// then stale.
 	h.now += int64(6 * time.Second)
 	h.must(StatusOK, expireCmd("later"))
 	until2 := h.now + int64(5*time.Second)
-	if l := h.lock(L); !l.Delayed || l.DelayUntil != until2 || len(l.Holders) != 0 {
-		t.Fatalf("lock %+v, want delay extended to %d", l, until2)
+	if l := h.lock(L); !l.Delayed || l.DelayUntil != until2 || l.DelayFor != int64(5*time.Second) || len(l.Holders) != 0 {
+		t.Fatalf("lock %+v, want delay extended to %d for 5s", l, until2)
 	}
 	h.must(StatusOK, endDelayCmd(L, until1))
 	if l := h.lock(L); !l.Delayed {
@@ -1035,7 +1038,10 @@ func TestRestoreBadSnapshotKeepsState(t *testing.T) {
 // TestGoldenSnapshot pins the snapshot format: a snapshot written by this
 // version must keep restoring to the same state (replicas restore snapshots
 // written by older builds). Regenerate with -update only for a deliberate
-// format change, together with a snapshotVersion bump.
+// format change, together with a snapshotVersion bump unless older builds
+// still read the new format (an added omitempty field, which they ignore);
+// keep the previous golden file as an old-format fixture that must still
+// restore (TestSnapshotWithoutDelayLengthRestores).
 func TestGoldenSnapshot(t *testing.T) {
 	h := richState(t)
 	got := snapshotBytes(t, h.f)
@@ -1059,4 +1065,111 @@ func TestGoldenSnapshot(t *testing.T) {
 		t.Fatalf("golden snapshot does not restore to itself:\n%s", g.Dump())
 	}
 	checkSessionIndex(t, g)
+}
+
+// The length of a lock-delay is replicated with the delay: an expiry of a
+// holder records its session's lock-delay on the lock (and in the event
+// that arms the leader's timer), a snapshot carries it, and the end of the
+// delay clears it. Leaders time delays by this length on their own clocks,
+// never by DelayUntil, which another node's clock stamped.
+func TestLockDelayLengthIsReplicatedAndSnapshotted(t *testing.T) {
+	const length = 7 * time.Second
+	h := newHarness(t)
+	h.open("a", length)
+	h.open("b", delay)
+	h.must(StatusGranted, acqCmd(L, "a", "h", Exclusive, false))
+	h.now += int64(time.Second)
+	h.must(StatusOK, expireCmd("a"))
+	until := h.now + int64(length)
+	l := h.lock(L)
+	if !l.Delayed || l.DelayUntil != until || l.DelayFor != int64(length) {
+		t.Fatalf("lock %+v, want delayed until %d for %v", l, until, length)
+	}
+	var started []Event
+	for _, e := range h.last {
+		if e.Kind == EventDelayStarted {
+			started = append(started, e)
+		}
+	}
+	if len(started) != 1 || started[0].Lock != L || started[0].DelayUntil != until || started[0].DelayFor != int64(length) {
+		t.Fatalf("delay events %+v, want one for %s until %d for %v", started, L, until, length)
+	}
+
+	g := New(nil)
+	restoreInto(t, g, snapshotBytes(t, h.f))
+	if rl, ok := g.Lock(L); !ok || !rl.Delayed || rl.DelayUntil != until || rl.DelayFor != int64(length) {
+		t.Fatalf("restored lock %+v, want delayed until %d for %v", rl, until, length)
+	}
+	if !bytes.Equal(g.Dump(), h.f.Dump()) {
+		t.Fatalf("restored state differs:\n%s\n%s", g.Dump(), h.f.Dump())
+	}
+
+	// The end of the delay clears its length with it, on the restored
+	// replica as on the original.
+	h2 := &harness{t: t, f: g, idx: h.idx, now: h.now}
+	for _, hh := range []*harness{h, h2} {
+		hh.must(StatusQueued, acqCmd(L, "b", "h", Exclusive, true))
+		hh.now = until
+		hh.must(StatusOK, endDelayCmd(L, until))
+		if l := hh.lock(L); l.Delayed || l.DelayUntil != 0 || l.DelayFor != 0 || len(l.Holders) != 1 {
+			t.Fatalf("lock %+v after EndDelay, want held by b without delay", l)
+		}
+	}
+	if !bytes.Equal(g.Dump(), h.f.Dump()) {
+		t.Fatalf("replicas diverge after EndDelay:\n%s\n%s", g.Dump(), h.f.Dump())
+	}
+}
+
+// A snapshot written before lock-delay lengths were replicated (the
+// previous golden snapshot, kept verbatim) still restores: its delayed
+// locks come back with length 0, meaning unknown (a new leader then waits
+// the longest lock-delay there is), the state serialises back to the same
+// bytes, it differs from today's snapshot of the same history only by the
+// missing lengths, and its delays still end by their DelayUntil.
+func TestSnapshotWithoutDelayLengthRestores(t *testing.T) {
+	old, err := os.ReadFile(filepath.Join(goldenDir, "snapshot-v1-without-delay-for.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old = bytes.TrimSuffix(old, []byte("\n"))
+	if bytes.Contains(old, []byte("delay_for")) {
+		t.Fatal("the old-format fixture records delay lengths")
+	}
+	var events []Event
+	g := New(func(e Event) { events = append(events, e) })
+	restoreInto(t, g, old)
+	if len(events) != 1 || events[0].Kind != EventRestored {
+		t.Fatalf("restore events %+v, want one EventRestored", events)
+	}
+	delayed := 0
+	for _, l := range g.Locks("") {
+		if !l.Delayed {
+			continue
+		}
+		delayed++
+		if l.DelayFor != 0 || l.DelayUntil == 0 {
+			t.Fatalf("old delayed lock %+v, want its DelayUntil and length 0 (unknown)", l)
+		}
+	}
+	if delayed == 0 {
+		t.Fatal("the old-format fixture has no delayed lock")
+	}
+	if !bytes.Equal(g.Dump(), old) {
+		t.Fatalf("old snapshot does not restore to itself:\n%s\n%s", g.Dump(), old)
+	}
+	checkSessionIndex(t, g)
+
+	// Today's snapshot of the same history adds the lengths, nothing else.
+	now := richState(t).f.Dump()
+	if stripped := bytes.ReplaceAll(now, []byte(fmt.Sprintf(`"delay_for":%d,`, int64(delay))), nil); !bytes.Equal(stripped, old) {
+		t.Fatalf("today's snapshot differs from the old one beyond the lengths:\n%s\n%s", now, old)
+	}
+
+	// Old delays still end by the DelayUntil that names them.
+	l, _ := g.Lock("d/1")
+	h := &harness{t: t, f: g, idx: g.AppliedIndex(), now: l.DelayUntil}
+	h.must(StatusOK, endDelayCmd("d/1", l.DelayUntil))
+	if _, ok := g.Lock("d/1"); ok {
+		t.Fatal("old delayed lock still stored after its EndDelay")
+	}
 }

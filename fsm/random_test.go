@@ -75,6 +75,7 @@ type randModel struct {
 	queue   map[string][]hkey // FIFO of waiters per lock, in enqueue order
 	maxTok  map[string]uint64 // highest token granted per lock
 	delayed map[string]int64  // expected DelayUntil of delayed locks
+	lengths map[string]int64  // expected DelayFor of delayed locks
 	opened  map[string]bool   // session ids ever opened
 }
 
@@ -91,7 +92,7 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 	a := New(func(e Event) { evA = append(evA, e) })
 	b := New(nil)
 	swapAt := steps/4 + rng.IntN(steps/2+1)
-	m := randModel{queue: map[string][]hkey{}, maxTok: map[string]uint64{}, delayed: map[string]int64{}, opened: map[string]bool{}}
+	m := randModel{queue: map[string][]hkey{}, maxTok: map[string]uint64{}, delayed: map[string]int64{}, lengths: map[string]int64{}, opened: map[string]bool{}}
 	var st randStats
 	var history []string
 	now := t0
@@ -152,7 +153,7 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 					if h.Session == preSess.ID {
 						until := now + preSess.LockDelay
 						if cur, ok := m.delayed[name]; !ok || until > cur {
-							m.delayed[name] = until
+							m.delayed[name], m.lengths[name] = until, preSess.LockDelay
 						}
 						st.Delays++
 						break
@@ -163,6 +164,7 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		if cmd.Type == CmdEndDelay {
 			if until, ok := m.delayed[cmd.EndDelay.Lock]; ok && until == cmd.EndDelay.Until {
 				delete(m.delayed, cmd.EndDelay.Lock)
+				delete(m.lengths, cmd.EndDelay.Lock)
 			} else {
 				st.StaleEndDelays++
 			}
@@ -576,8 +578,9 @@ func checkState(t *testing.T, fail func(string, ...any), a *FSM, m *randModel, i
 		}
 		// Lock-delay exactly as modelled from expiries of holders.
 		until, want := m.delayed[l.Name]
-		if l.Delayed != want || l.DelayUntil != until {
-			fail("lock %s: delayed=%v until %d, model says delayed=%v until %d", l.Name, l.Delayed, l.DelayUntil, want, until)
+		if length := m.lengths[l.Name]; l.Delayed != want || l.DelayUntil != until || l.DelayFor != length {
+			fail("lock %s: delayed=%v until %d for %d, model says delayed=%v until %d for %d",
+				l.Name, l.Delayed, l.DelayUntil, l.DelayFor, want, until, length)
 		}
 		// FIFO queue exactly as modelled.
 		var got []hkey

@@ -46,7 +46,7 @@ func (n *Node) onEvent(e fsm.Event) {
 		n.leases.Remove(e.Session)
 	case fsm.EventDelayStarted:
 		if n.leading.Load() {
-			n.armDelay(e.Lock, e.DelayUntil)
+			n.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
 		}
 	case fsm.EventLockChanged, fsm.EventRestored:
 		n.mu.Lock()
@@ -148,8 +148,8 @@ func (n *Node) endLeadership() {
 }
 
 // lead is the leader's loop: catch up with a Barrier, restart every session
-// deadline with the failover grace, serve, arm lock-delay timers, then
-// expire sessions whose deadline passed.
+// deadline with the failover grace, serve, restart every lock-delay for its
+// full length, then expire sessions whose deadline passed.
 func (n *Node) lead(done <-chan struct{}) {
 	defer n.wg.Done()
 	for {
@@ -175,12 +175,13 @@ func (n *Node) lead(done <-chan struct{}) {
 	default:
 	}
 	n.ready.Store(true)
-	// Armed once the node serves, so that a delay that ended during the
-	// election is ended at once rather than after a failed proposal.
-	for _, l := range n.fsm.Locks("") {
-		if l.Delayed {
-			n.armDelay(l.Name, l.DelayUntil)
-		}
+	// Like the leases, every lock-delay restarts for its full length on
+	// this node's monotonic clock: how much of it ran under the previous
+	// leader is unknown here (DelayUntil is another node's wall clock,
+	// which may be behind this one's). Armed once the node serves, so that
+	// a timer that fires at once (SkipLockDelay) does not fail to propose.
+	for _, r := range delaysToRestart(n.fsm.Locks("")) {
+		n.armDelay(r.key, r.d)
 	}
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
@@ -237,18 +238,47 @@ func (n *Node) expireDue() {
 	}
 }
 
-// armDelay schedules the end of a lock-delay. The deadline is a wall-clock
-// value from the log; the local timer runs on the monotonic clock and never
-// waits longer than MaxLockDelay, whatever the clocks say.
-func (n *Node) armDelay(lock string, until int64) {
-	d := time.Duration(until - n.cfg.Now().UnixNano())
-	if d < 0 || n.cfg.Faults.SkipLockDelay {
+// delayLength is how long a leader times a lock-delay whose replicated
+// length is delayFor (fsm.Lock.DelayFor, nanoseconds), from when it arms the
+// timer. A length of 0 is unknown (state written before lengths were
+// replicated): such a delay waits session.MaxLockDelay, the longest any
+// lock-delay can be, for a delay may run long but never short.
+func delayLength(delayFor int64) time.Duration {
+	if delayFor <= 0 {
+		return session.MaxLockDelay
+	}
+	return time.Duration(delayFor)
+}
+
+// restartedDelay is a lock-delay that a new leader times again.
+type restartedDelay struct {
+	key delayKey
+	d   time.Duration
+}
+
+// delaysToRestart lists the lock-delays running in locks (the state a new
+// leader takes over), each to be timed for its full length.
+func delaysToRestart(locks []fsm.Lock) []restartedDelay {
+	var out []restartedDelay
+	for _, l := range locks {
+		if l.Delayed {
+			out = append(out, restartedDelay{delayKey{l.Name, l.DelayUntil}, delayLength(l.DelayFor)})
+		}
+	}
+	return out
+}
+
+// armDelay schedules the end of the lock-delay k after d, on this node's
+// monotonic clock. k.until names the delay in the log (EndDelay carries
+// it); it is a wall-clock value stamped by whichever leader started the
+// delay and is never compared with this node's clock: d is the delay's
+// length, timed in full by the leader that starts it and again by every
+// new leader (a delay runs long after a failover, never short).
+func (n *Node) armDelay(k delayKey, d time.Duration) {
+	if n.cfg.Faults.SkipLockDelay {
 		d = 0
 	}
-	if d > session.MaxLockDelay {
-		d = session.MaxLockDelay
-	}
-	n.scheduleEndDelay(delayKey{lock, until}, d)
+	n.scheduleEndDelay(k, d)
 }
 
 // endDelayRetry is how soon the leader proposes the end of a lock-delay
@@ -258,10 +288,11 @@ const endDelayRetry = 100 * time.Millisecond
 // scheduleEndDelay proposes the end of the lock-delay k after d, unless a
 // timer for it is armed already or this node does not lead. A proposal
 // that fails while the node still leads (not serving yet right after a
-// promotion, when a delay that ended during the election fires at once; an
-// apply queue that stays full) is tried again after endDelayRetry: EndDelay
-// is idempotent, and a delay that is never ended would keep its lock
-// unavailable until the next leader change. endLeadership stops the timers.
+// promotion, when a timer armed by an entry applied before the Barrier
+// fires at once under SkipLockDelay; an apply queue that stays full) is
+// tried again after endDelayRetry: EndDelay is idempotent, and a delay that
+// is never ended would keep its lock unavailable until the next leader
+// change. endLeadership stops the timers.
 func (n *Node) scheduleEndDelay(k delayKey, d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
