@@ -60,10 +60,10 @@ func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (sessio
 	case session.NoLockDelay:
 		req.LockDelay = 0
 	}
-	if err := checkDuration("ttl", req.TTL, session.MinTTL, session.MaxTTL); err != nil {
+	if err := session.CheckTTL("ttl", req.TTL); err != nil {
 		return session.Info{}, err
 	}
-	if err := checkDuration("lock_delay", req.LockDelay, 0, session.MaxLockDelay); err != nil {
+	if err := session.CheckLockDelay("lock_delay", req.LockDelay); err != nil {
 		return session.Info{}, err
 	}
 	if err := session.CheckText("session name", req.Name, 0, session.MaxSessionNameBytes); err != nil {
@@ -163,7 +163,7 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	if err := checkMode(req.Mode); err != nil {
 		return session.Grant{}, err
 	}
-	if err := checkDuration("wait", req.Wait, 0, session.MaxWait); err != nil {
+	if err := session.CheckWait("wait", req.Wait); err != nil {
 		return session.Grant{}, err
 	}
 	if err := session.CheckValue(req.Value); err != nil {
@@ -305,7 +305,7 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 	if wait == 0 {
 		wait = session.DefaultWatchWait
 	}
-	if err := checkDuration("wait", wait, 0, session.MaxWatchWait); err != nil {
+	if err := session.CheckWatchWait("wait", wait); err != nil {
 		return session.LockState{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {

@@ -52,6 +52,12 @@ const (
 	DefaultLeaderLeaseTimeout = 250 * time.Millisecond
 )
 
+// NoFailoverGrace as Config.FailoverGrace asks for no extra grace: a new
+// leader restarts every deadline at now+ttl (a zero FailoverGrace takes
+// DefaultFailoverGrace). Like session.NoLockDelay it is negative, a value no
+// real grace can take.
+const NoFailoverGrace time.Duration = -1
+
 // logCacheSize is how many recent log entries the leader keeps in memory
 // for replication.
 const logCacheSize = 1024
@@ -79,15 +85,24 @@ type Config struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// FailoverGrace is added to every session's deadline when a new leader
-	// takes over, so that live clients have time to find it.
+	// takes over, so that live clients have time to find it: zero takes
+	// DefaultFailoverGrace, NoFailoverGrace asks for none (deadlines restart
+	// at now+ttl, still after every client's own lease end, which a client
+	// counts from the send time of its last acknowledged keepalive), and
+	// anything else must lie in [0, MaxFailoverGrace]; New refuses other
+	// negative values.
 	FailoverGrace time.Duration
-	// ExpiryInterval is the period of the leader's expiry ticker.
+	// ExpiryInterval is the period of the leader's expiry ticker (zero:
+	// DefaultExpiryInterval; else in [MinExpiryInterval, MaxExpiryInterval]).
 	ExpiryInterval time.Duration
-	// MaxExpiriesPerTick rate-limits expiry proposals.
+	// MaxExpiriesPerTick rate-limits expiry proposals (zero:
+	// DefaultMaxExpiriesPerTick; negative refused).
 	MaxExpiriesPerTick int
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
-	// (defaults DefaultHeartbeatTimeout, DefaultElectionTimeout,
-	// DefaultLeaderLeaseTimeout).
+	// (zero: DefaultHeartbeatTimeout, DefaultElectionTimeout,
+	// DefaultLeaderLeaseTimeout). Each must lie in [MinRaftTimeout,
+	// MaxRaftTimeout], with LeaderLeaseTimeout <= HeartbeatTimeout <=
+	// ElectionTimeout (CheckRaftTimeouts), as hashicorp/raft requires.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -129,14 +144,28 @@ func (c *Config) fill() error {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.FailoverGrace == 0 {
+	// From here on c.FailoverGrace is the grace the leader applies: zero
+	// means none (the leader passes it to LeaseTable.Reset as is).
+	switch c.FailoverGrace {
+	case 0:
 		c.FailoverGrace = DefaultFailoverGrace
+	case NoFailoverGrace:
+		c.FailoverGrace = 0
+	}
+	if err := CheckFailoverGrace("FailoverGrace", c.FailoverGrace); err != nil {
+		return fmt.Errorf("node: config: %w (NoFailoverGrace asks for none)", err)
 	}
 	if c.ExpiryInterval == 0 {
 		c.ExpiryInterval = DefaultExpiryInterval
 	}
+	if err := session.CheckDuration("ExpiryInterval", c.ExpiryInterval, MinExpiryInterval, MaxExpiryInterval); err != nil {
+		return fmt.Errorf("node: config: %w", err)
+	}
 	if c.MaxExpiriesPerTick == 0 {
 		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
+	}
+	if c.MaxExpiriesPerTick < 0 {
+		return fmt.Errorf("node: config: %w", invalid("MaxExpiriesPerTick %d must be positive", c.MaxExpiriesPerTick))
 	}
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -146,6 +175,11 @@ func (c *Config) fill() error {
 	}
 	if c.LeaderLeaseTimeout == 0 {
 		c.LeaderLeaseTimeout = DefaultLeaderLeaseTimeout
+	}
+	if err := CheckRaftTimeouts(Timeout{Name: "HeartbeatTimeout", Value: c.HeartbeatTimeout},
+		Timeout{Name: "ElectionTimeout", Value: c.ElectionTimeout},
+		Timeout{Name: "LeaderLeaseTimeout", Value: c.LeaderLeaseTimeout}); err != nil {
+		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192

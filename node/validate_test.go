@@ -2,6 +2,9 @@ package node
 
 import (
 	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -109,5 +112,91 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	g, err := n.Acquire(ctx, session.AcquireRequest{Name: "x", Session: other.ID, Holder: "h", Mode: sequencer.Shared})
 	if err != nil || g.Token == 0 {
 		t.Fatalf("acquire after bad input: %+v %v", g, err)
+	}
+}
+
+// node.New refuses a Config whose durations are out of range, naming the
+// field, the value and the range, before it touches the data directory: a
+// negative FailoverGrace other than NoFailoverGrace, and the Raft timeouts
+// hashicorp/raft would refuse at start.
+func TestNewRefusesOutOfRangeDurations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mut  func(*Config)
+		want string
+	}{
+		{"negative grace", func(c *Config) { c.FailoverGrace = -10 * time.Second },
+			"FailoverGrace -10s out of range [0s, 5m0s]"},
+		{"grace of -2ns", func(c *Config) { c.FailoverGrace = NoFailoverGrace - 1 }, "FailoverGrace -2ns out of range [0s, 5m0s]"},
+		{"huge grace", func(c *Config) { c.FailoverGrace = MaxFailoverGrace + time.Second }, "FailoverGrace 5m1s out of range [0s, 5m0s]"},
+		{"negative heartbeat", func(c *Config) { c.HeartbeatTimeout = -time.Second }, "HeartbeatTimeout -1s out of range [5ms, 1m0s]"},
+		{"tiny election", func(c *Config) { c.ElectionTimeout = time.Millisecond }, "ElectionTimeout 1ms out of range [5ms, 1m0s]"},
+		{"heartbeat above election", func(c *Config) { c.HeartbeatTimeout = 2 * time.Second },
+			"ElectionTimeout 500ms must be at least HeartbeatTimeout 2s"},
+		{"lease above heartbeat", func(c *Config) { c.LeaderLeaseTimeout = time.Second },
+			"LeaderLeaseTimeout 1s must not exceed HeartbeatTimeout 500ms"},
+		{"negative expiry interval", func(c *Config) { c.ExpiryInterval = -time.Millisecond },
+			"ExpiryInterval -1ms out of range [1ms, 1s]"},
+		{"negative expiries per tick", func(c *Config) { c.MaxExpiriesPerTick = -1 }, "MaxExpiriesPerTick -1 must be positive"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		cfg := Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0"}
+		tc.mut(&cfg)
+		n, err := New(cfg)
+		if err == nil {
+			n.Shutdown(ctxT(t))
+			t.Errorf("%s: New accepted the config", tc.name)
+			continue
+		}
+		if !errors.Is(err, session.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: New: %v, want invalid_argument %q", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: New touched the data dir (%v)", tc.name, err)
+		}
+	}
+}
+
+// A zero FailoverGrace takes the default, NoFailoverGrace becomes no grace
+// at all, and any other value in range is kept.
+func TestFillResolvesFailoverGrace(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		0:                DefaultFailoverGrace,
+		NoFailoverGrace:  0,
+		2 * time.Second:  2 * time.Second,
+		MaxFailoverGrace: MaxFailoverGrace,
+	} {
+		cfg := Config{ID: "n1", DataDir: "d", RaftBind: "127.0.0.1:0", FailoverGrace: in}
+		if err := cfg.fill(); err != nil || cfg.FailoverGrace != want {
+			t.Errorf("fill(FailoverGrace %v) = %v, %v; want %v", in, cfg.FailoverGrace, err, want)
+		}
+	}
+}
+
+// With NoFailoverGrace a new leader restarts every session's deadline at
+// now+ttl exactly, with no extra grace; with the zero value it adds
+// DefaultFailoverGrace. The clock is frozen so that deadlines are exact.
+func TestNoFailoverGraceRestartsDeadlinesAtNowPlusTTL(t *testing.T) {
+	frozen := time.Unix(1_700_000_000, 0)
+	const ttl = 30 * time.Second
+	for _, tc := range []struct {
+		grace time.Duration
+		want  time.Time
+	}{
+		{NoFailoverGrace, frozen.Add(ttl)},
+		{0, frozen.Add(ttl + DefaultFailoverGrace)},
+	} {
+		c := newTestCluster(t, 1, func(cfg *Config) {
+			cfg.FailoverGrace = tc.grace
+			cfg.Now = func() time.Time { return frozen }
+		})
+		s := mustOpen(t, c, session.OpenRequest{TTL: ttl})
+		c.stop(0)
+		c.start(0) // a new leadership: Reset from the replicated sessions
+		n, _ := c.leader()
+		if got, ok := n.leases.Deadline(s.ID); !ok || !got.Equal(tc.want) {
+			t.Errorf("FailoverGrace %v: deadline after failover %v (tracked %v), want %v", tc.grace, got, ok, tc.want)
+		}
+		c.stopAll()
 	}
 }

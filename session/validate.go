@@ -1,6 +1,8 @@
 package session
 
 import (
+	"math"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
@@ -57,4 +59,58 @@ func CheckLockRef(name, sess, holder string) error {
 		return err
 	}
 	return CheckText("holder", holder, 1, MaxHolderBytes)
+}
+
+// Unbounded as the max of CheckDuration means the duration has no upper
+// bound; the range is then printed as [min, ∞).
+const Unbounded time.Duration = math.MaxInt64
+
+// CheckDuration is the one duration validator of raftlock: every duration
+// flag, option and API field is checked by it, directly or through the named
+// helpers below. It accepts d in [min, max] and otherwise returns an
+// invalid_argument *Error that names what (a field such as "ttl" or a flag
+// such as "--failover-grace"), the value and the allowed range, in the same
+// form whichever bound d misses:
+//
+//	ttl 0s out of range [1s, 5m0s]
+//	--timeout -1s out of range [0s, ∞)
+func CheckDuration(what string, d, min, max time.Duration) error {
+	if d >= min && d <= max {
+		return nil
+	}
+	if max == Unbounded {
+		return Errorf(CodeInvalidArgument, "%s %v out of range [%v, ∞)", what, d, min)
+	}
+	return Errorf(CodeInvalidArgument, "%s %v out of range [%v, %v]", what, d, min, max)
+}
+
+// CheckNonNegative checks a duration that has no upper bound: [0, ∞).
+func CheckNonNegative(what string, d time.Duration) error {
+	return CheckDuration(what, d, 0, Unbounded)
+}
+
+// CheckTTL checks a session's lease: [MinTTL, MaxTTL]. Zero is refused; a
+// caller for whom zero means DefaultTTL substitutes it first.
+func CheckTTL(what string, d time.Duration) error {
+	return CheckDuration(what, d, MinTTL, MaxTTL)
+}
+
+// CheckLockDelay checks a session's lock-delay as it will be applied:
+// [0, MaxLockDelay], zero meaning none. A caller whose zero means
+// DefaultLockDelay, or who spells none NoLockDelay, resolves those first.
+func CheckLockDelay(what string, d time.Duration) error {
+	return CheckDuration(what, d, 0, MaxLockDelay)
+}
+
+// CheckWait checks how long one acquire waits in the lock's queue:
+// [0, MaxWait], zero meaning try once.
+func CheckWait(what string, d time.Duration) error {
+	return CheckDuration(what, d, 0, MaxWait)
+}
+
+// CheckWatchWait checks how long a watch (a blocking lock read) waits for a
+// change, after a zero has been replaced by DefaultWatchWait:
+// [0, MaxWatchWait].
+func CheckWatchWait(what string, d time.Duration) error {
+	return CheckDuration(what, d, 0, MaxWatchWait)
 }

@@ -109,10 +109,18 @@ func (c *cli) sessionOpen(ctx context.Context, args []string) error {
 	fs := c.flags("session open")
 	var req session.OpenRequest
 	fs.DurationVar(&req.TTL, "ttl", session.DefaultTTL, "the session's lease")
-	fs.DurationVar(&req.LockDelay, "lock-delay", session.DefaultLockDelay, "how long its locks stay unavailable after it expires")
+	fs.DurationVar(&req.LockDelay, "lock-delay", session.DefaultLockDelay, "how long its locks stay unavailable after it expires (0s: none)")
 	fs.StringVar(&req.Name, "name", "", "a descriptive name")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
+	}
+	// The flags have defaults, so a zero --ttl is a mistake, not "the
+	// server's default"; a zero --lock-delay means none.
+	if err := session.CheckTTL("--ttl", req.TTL); err != nil {
+		return badFlag("session open", err)
+	}
+	if err := session.CheckLockDelay("--lock-delay", req.LockDelay); err != nil {
+		return badFlag("session open", err)
 	}
 	if req.LockDelay == 0 {
 		req.LockDelay = session.NoLockDelay // --lock-delay 0s asks for none
@@ -204,8 +212,8 @@ func (c *cli) acquire(ctx context.Context, args []string) error {
 	if req.Session == "" {
 		return usagef("acquire: --session is required")
 	}
-	if req.Wait < 0 {
-		return usagef("acquire: --wait must not be negative")
+	if err := session.CheckWait("--wait", req.Wait); err != nil {
+		return badFlag("acquire", err)
 	}
 	req.Name = pos[0]
 	req.Mode = sequencer.Exclusive

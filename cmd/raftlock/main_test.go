@@ -336,3 +336,60 @@ func TestUnreachable(t *testing.T) {
 		t.Fatalf("bad --addr: %d", code)
 	}
 }
+
+// A duration flag out of its range is a usage error (exit 2) printed once,
+// naming the command, the flag, the value and the allowed range, before any
+// request is sent.
+func TestBadDurationFlagsAreUsageErrors(t *testing.T) {
+	rl := cluster(t)
+	const hint = "run 'raftlock help' for usage\n"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"session", "open", "--ttl", "0s"}, "raftlock: session open: --ttl 0s out of range [1s, 5m0s]\n"},
+		{[]string{"session", "open", "--ttl", "-15s"}, "raftlock: session open: --ttl -15s out of range [1s, 5m0s]\n"},
+		{[]string{"session", "open", "--ttl", "999ms"}, "raftlock: session open: --ttl 999ms out of range [1s, 5m0s]\n"},
+		{[]string{"session", "open", "--ttl", "5m1s"}, "raftlock: session open: --ttl 5m1s out of range [1s, 5m0s]\n"},
+		{[]string{"session", "open", "--lock-delay", "-1ns"}, "raftlock: session open: --lock-delay -1ns out of range [0s, 1m0s]\n"},
+		{[]string{"session", "open", "--lock-delay", "61s"}, "raftlock: session open: --lock-delay 1m1s out of range [0s, 1m0s]\n"},
+		{[]string{"acquire", "--session", "s", "--wait", "-1s", "x"}, "raftlock: acquire: --wait -1s out of range [0s, 10m0s]\n"},
+		{[]string{"acquire", "--session", "s", "--wait", "10m1s", "x"}, "raftlock: acquire: --wait 10m1s out of range [0s, 10m0s]\n"},
+		{[]string{"--timeout", "-1s", "status"}, "raftlock: --timeout -1s out of range [0s, ∞)\n"},
+		{[]string{"session", "open", "--ttl", "soon"}, "raftlock: session open: invalid value \"soon\" for flag -ttl: parse error\n"},
+	} {
+		code, out, errOut := rl(tc.args...)
+		if code != 2 || errOut != tc.want+hint {
+			t.Errorf("%q: exit %d, stderr %q; want 2, %q", tc.args, code, errOut, tc.want+hint)
+		}
+		if strings.Contains(out, "token:") || strings.HasPrefix(out, "s") {
+			t.Errorf("%q: the command ran: stdout %q", tc.args, out)
+		}
+	}
+}
+
+// The bounds of each duration flag are accepted, and the zeros that mean
+// something: --lock-delay 0s (none), --wait 0s (try once), --timeout 0s
+// (never give up).
+func TestDurationFlagBoundsAreAccepted(t *testing.T) {
+	rl := cluster(t)
+	for _, args := range [][]string{
+		{"session", "open", "--ttl", "1s"},
+		{"session", "open", "--ttl", "5m"},
+		{"session", "open", "--lock-delay", "0s"},
+		{"session", "open", "--lock-delay", "1m"},
+		{"--timeout", "0s", "session", "open"},
+	} {
+		if code, out, errOut := rl(args...); code != 0 || !strings.HasPrefix(out, "s") {
+			t.Errorf("%q: exit %d %q %q, want a session id", args, code, out, errOut)
+		}
+	}
+	_, out, _ := rl("session", "open")
+	sid := strings.TrimSpace(out)
+	for i, wait := range []string{"0s", "10m"} {
+		args := []string{"acquire", "--session", sid, "--wait", wait, fmt.Sprintf("bound/%d", i)}
+		if code, out, errOut := rl(args...); code != 0 || !strings.Contains(out, "token: ") {
+			t.Errorf("%q: exit %d %q %q, want a grant", args, code, out, errOut)
+		}
+	}
+}

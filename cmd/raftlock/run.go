@@ -27,8 +27,8 @@ const usageText = `usage: raftlock [global flags] COMMAND [ARGS]
 
 Global flags:
   --addr host:port[,host:port...]  nodes to talk to (env RAFTLOCK_ADDR; default 127.0.0.1:7001)
-  --timeout D                      give up after D (default 30s; 0: never); a waiting
-                                   acquire gets its --wait on top
+  --timeout D                      give up after D (default 30s; 0s: never; not
+                                   negative); a waiting acquire gets its --wait on top
   --json                           print the API's JSON instead of text
 
 Commands:
@@ -40,13 +40,15 @@ Commands:
   sequencer check SEQUENCER        is the sequencer still current? (exit 1,
                                    stale_sequencer, if it is not)
   session open [--ttl 15s] [--lock-delay 10s] [--name N]
-                                   open a session; prints its id
+                                   open a session; prints its id (--ttl 1s to 5m;
+                                   --lock-delay 0s to 1m, 0s: none)
   session keepalive ID             extend a session's lease
   session get ID                   describe a session
   session close ID                 close a session (releases its locks at once)
   acquire --session ID [--holder H] [--shared] [--wait 0s] [--value V] NAME
                                    take a lock; prints token, sequencer and holder
-                                   (a random holder id unless --holder)
+                                   (a random holder id unless --holder; --wait 0s
+                                   to 10m, 0s: try once)
   release --session ID --holder H NAME
                                    give a lock up
   exec [--shared] [--wait D] [--ttl 15s] [--lock-delay 10s] [--kill-grace 3s] [--value V]
@@ -81,13 +83,35 @@ type cli struct {
 	json           bool
 }
 
-// usageError is a command line that cannot be run.
-type usageError struct{ msg string }
+// usageError is a command line that cannot be run. err, if any, is the
+// validator's error behind it (errors.Is(err, session.ErrInvalidArgument)).
+type usageError struct {
+	msg string
+	err error
+}
 
 func (e *usageError) Error() string { return e.msg }
 
+func (e *usageError) Unwrap() error { return e.err }
+
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// badFlag is the usage error of a flag value refused by a session
+// validator (session.CheckTTL, CheckNonNegative, ...): printed once as
+// "raftlock: CMD: <message>", the message naming the flag, the value and
+// the allowed range, without the API code. cmd is "" for a global flag.
+func badFlag(cmd string, err error) error {
+	msg := err.Error()
+	var e *session.Error
+	if errors.As(err, &e) {
+		msg = e.Message
+	}
+	if cmd != "" {
+		msg = cmd + ": " + msg
+	}
+	return &usageError{msg: msg, err: err}
 }
 
 // run runs the CLI with args (without the program name) and returns the
@@ -102,7 +126,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		addr = defaultAddr
 	}
 	fs.StringVar(&addr, "addr", addr, "nodes: host:port[,host:port...]")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "overall timeout")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "overall timeout (0s: never)")
 	fs.BoolVar(&c.json, "json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -110,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		return exitUsage
+	}
+	if err := session.CheckNonNegative("--timeout", c.timeout); err != nil {
+		return c.finish(badFlag("", err))
 	}
 	for _, a := range strings.Split(addr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -121,7 +148,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usageText)
 		return exitUsage
 	}
-	err := c.dispatch(ctx, rest[0], rest[1:])
+	return c.finish(c.dispatch(ctx, rest[0], rest[1:]))
+}
+
+// finish prints err (if it says something) and returns the exit status
+// it calls for.
+func (c *cli) finish(err error) int {
+	stderr := c.stderr
 	var ue *usageError
 	var es *exitStatus
 	switch {
@@ -219,7 +252,9 @@ func (c *cli) sub(ctx context.Context, group string, args []string, cmds map[str
 // flags returns a FlagSet for a subcommand; it accepts --json too.
 func (c *cli) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(c.stderr)
+	// A parse error comes back from Parse and is printed once, by run, as a
+	// usage error; the flag package does not print it too.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() { fmt.Fprint(c.stdout, usageText) }
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	return fs
@@ -264,7 +299,7 @@ func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Clien
 	if err != nil {
 		return nil, nil, nil, usagef("--addr: %v", err)
 	}
-	if c.timeout <= 0 {
+	if c.timeout == 0 { // --timeout 0s: never give up
 		ctx, cancel := context.WithCancel(ctx)
 		return cl, ctx, cancel, nil
 	}

@@ -2,8 +2,16 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/node"
 )
 
 func TestParsePeers(t *testing.T) {
@@ -49,5 +57,102 @@ func TestRunRefusesPeersWithoutSelf(t *testing.T) {
 		"--http-addr", "127.0.0.1:0", "--peers", "n1=127.0.0.1:7101"}, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "do not include") {
 		t.Fatalf("run = %d, stderr %q", code, stderr.String())
+	}
+}
+
+// Every duration flag is checked before anything starts: a bad value exits
+// 2 with one line naming the flag, the value and the allowed range (or the
+// Raft relationship it breaks).
+func TestDurationFlagsOutOfRangeAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--failover-grace=-10s"}, "raftlockd: --failover-grace -10s out of range [0s, 5m0s]\n"},
+		{[]string{"--failover-grace", "-1ns"}, "raftlockd: --failover-grace -1ns out of range [0s, 5m0s]\n"},
+		{[]string{"--failover-grace", "5m0.001s"}, "raftlockd: --failover-grace 5m0.001s out of range [0s, 5m0s]\n"},
+		{[]string{"--raft-heartbeat-timeout", "0s"}, "raftlockd: --raft-heartbeat-timeout 0s out of range [5ms, 1m0s]\n"},
+		{[]string{"--raft-election-timeout", "-1s"}, "raftlockd: --raft-election-timeout -1s out of range [5ms, 1m0s]\n"},
+		{[]string{"--raft-leader-lease-timeout", "4ms"}, "raftlockd: --raft-leader-lease-timeout 4ms out of range [5ms, 1m0s]\n"},
+		{[]string{"--raft-heartbeat-timeout", "2m", "--raft-election-timeout", "2m"}, "raftlockd: --raft-heartbeat-timeout 2m0s out of range [5ms, 1m0s]\n"},
+		{[]string{"--raft-leader-lease-timeout", "600ms"},
+			"raftlockd: --raft-leader-lease-timeout 600ms must not exceed --raft-heartbeat-timeout 500ms\n"},
+		{[]string{"--raft-election-timeout", "400ms"},
+			"raftlockd: --raft-election-timeout 400ms must be at least --raft-heartbeat-timeout 500ms\n"},
+	} {
+		// --dev with no data dir would create one only after the flags
+		// passed; a non-dev command line must fail before touching disk.
+		for _, base := range [][]string{{"--dev"}, {"--id", "n1", "--data-dir", filepath.Join(t.TempDir(), "d"),
+			"--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}} {
+			args := append(append([]string(nil), base...), tc.args...)
+			var stderr bytes.Buffer
+			if code := run(args, &stderr); code != 2 {
+				t.Errorf("run(%q) = %d, want 2", args, code)
+			}
+			if stderr.String() != tc.want {
+				t.Errorf("run(%q): stderr %q, want exactly %q", args, stderr.String(), tc.want)
+			}
+			if len(base) > 1 {
+				if _, err := os.Stat(base[3]); !os.IsNotExist(err) {
+					t.Errorf("run(%q) touched the data dir (%v)", args, err)
+				}
+			}
+		}
+	}
+}
+
+// A duration the flag package cannot parse is reported once (by the flag
+// package, with the usage), not a second time by raftlockd.
+func TestUnparsableDurationFlagIsReportedOnce(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"--dev", "--failover-grace", "soon"}, &stderr); code != 2 {
+		t.Fatalf("run = %d, want 2", code)
+	}
+	if n := strings.Count(stderr.String(), "soon"); n != 1 {
+		t.Fatalf("the bad value is reported %d times, want once:\n%s", n, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), `invalid value "soon" for flag -failover-grace`) {
+		t.Fatalf("stderr does not name the flag:\n%s", stderr.String())
+	}
+}
+
+// The bounds themselves are accepted: failover grace 0s and 5m, Raft
+// timeouts 5ms and 1m, with the leader lease equal to the heartbeat and the
+// election equal to it.
+func TestDurationFlagBoundariesAreAccepted(t *testing.T) {
+	for _, args := range [][]string{
+		{"--failover-grace", "0s"},
+		{"--failover-grace", "5m"},
+		{"--raft-heartbeat-timeout", "5ms", "--raft-election-timeout", "5ms", "--raft-leader-lease-timeout", "5ms"},
+		{"--raft-heartbeat-timeout", "1m", "--raft-election-timeout", "1m", "--raft-leader-lease-timeout", "1m"},
+		{"--raft-heartbeat-timeout", "1s", "--raft-election-timeout", "1m", "--raft-leader-lease-timeout", "5ms"},
+	} {
+		if _, err := parse(append([]string{"--dev"}, args...), io.Discard); err != nil {
+			t.Errorf("parse(%q): %v", args, err)
+		}
+	}
+}
+
+// --failover-grace 0s means no extra grace: it reaches the node as
+// node.NoFailoverGrace, not as the zero that node.Config reads as the 5s
+// default. Other values pass through; the flag's default is the node's.
+func TestFailoverGraceZeroReachesNodeAsNone(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"--failover-grace", "0s"}, node.NoFailoverGrace},
+		{[]string{"--failover-grace=0"}, node.NoFailoverGrace},
+		{nil, node.DefaultFailoverGrace},
+		{[]string{"--failover-grace", "2s"}, 2 * time.Second},
+	} {
+		o, err := parse(append([]string{"--dev"}, tc.args...), io.Discard)
+		if err != nil {
+			t.Fatalf("parse(%q): %v", tc.args, err)
+		}
+		cfg := nodeConfig(serverSpec{id: "n1"}, o, "127.0.0.1:0", hclog.NewNullLogger())
+		if cfg.FailoverGrace != tc.want {
+			t.Errorf("%q: node.Config.FailoverGrace = %v, want %v", tc.args, cfg.FailoverGrace, tc.want)
+		}
 	}
 }

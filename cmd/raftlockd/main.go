@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -57,10 +58,15 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines")
-	fs.DurationVar(&o.failoverGrace, "failover-grace", node.DefaultFailoverGrace, "extra lease time every session gets when a new leader takes over")
-	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", node.DefaultHeartbeatTimeout, "Raft heartbeat timeout")
-	fs.DurationVar(&o.election, "raft-election-timeout", node.DefaultElectionTimeout, "Raft election timeout")
-	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout, "Raft leader lease timeout (not a read lease)")
+	fs.DurationVar(&o.failoverGrace, "failover-grace", node.DefaultFailoverGrace,
+		fmt.Sprintf("extra lease time every session gets when a new leader takes over (0s to %v; 0s: none)", node.MaxFailoverGrace))
+	raftRange := fmt.Sprintf("%v to %v", node.MinRaftTimeout, node.MaxRaftTimeout)
+	fs.DurationVar(&o.heartbeat, "raft-heartbeat-timeout", node.DefaultHeartbeatTimeout,
+		"Raft heartbeat timeout ("+raftRange+"; at most --raft-election-timeout)")
+	fs.DurationVar(&o.election, "raft-election-timeout", node.DefaultElectionTimeout,
+		"Raft election timeout ("+raftRange+"; at least --raft-heartbeat-timeout)")
+	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout,
+		"Raft leader lease timeout, not a read lease ("+raftRange+"; at most --raft-heartbeat-timeout)")
 	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
 		for _, f := range strings.Split(v, ",") {
 			switch strings.TrimSpace(f) {
@@ -75,13 +81,16 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return nil
 	})
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		return o, reportedError{err}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
+	}
+	if err := o.validateDurations(); err != nil {
+		return o, err
 	}
 	if o.dev {
 		return o, nil
@@ -90,6 +99,35 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, errors.New("--id, --data-dir, --raft-addr and --http-addr are required (or use --dev)")
 	}
 	return o, nil
+}
+
+// reportedError is an error the flag package has already printed, with the
+// usage; run does not print it again.
+type reportedError struct{ error }
+
+func (e reportedError) Unwrap() error { return e.error }
+
+// validateDurations checks every duration flag, before anything starts. Its
+// errors (invalid_argument *session.Error) name the flag, the value and the
+// allowed range. The ranges are node's (CheckFailoverGrace,
+// CheckRaftTimeouts), so a flag accepted here is never refused by node.New.
+func (o options) validateDurations() error {
+	if err := node.CheckFailoverGrace("--failover-grace", o.failoverGrace); err != nil {
+		return err
+	}
+	return node.CheckRaftTimeouts(
+		node.Timeout{Name: "--raft-heartbeat-timeout", Value: o.heartbeat},
+		node.Timeout{Name: "--raft-election-timeout", Value: o.election},
+		node.Timeout{Name: "--raft-leader-lease-timeout", Value: o.leaderLease})
+}
+
+// message is err as printed: an API error (a refused flag value) without
+// its code.
+func message(err error) string {
+	if e, ok := err.(*session.Error); ok {
+		return e.Message
+	}
+	return err.Error()
 }
 
 // parsePeers parses "n1=host:port,n2=host:port".
@@ -122,7 +160,9 @@ func run(args []string, stderr io.Writer) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+		if !errors.As(err, new(reportedError)) {
+			fmt.Fprintf(stderr, "raftlockd: %s\n", message(err))
+		}
 		return 2
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
@@ -217,12 +257,7 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	nlog := logger.Named(spec.id)
-	n, err := node.New(node.Config{
-		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
-		HTTPAddr: ln.Addr().String(), Peers: spec.peers, Logger: nlog, FailoverGrace: o.failoverGrace,
-		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
-		Faults: o.faults,
-	})
+	n, err := node.New(nodeConfig(spec, o, ln.Addr().String(), nlog))
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -247,6 +282,22 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 	}()
 	nlog.Info("serving", "http", ln.Addr().String(), "raft", n.RaftAddr(), "data_dir", spec.dataDir)
 	return s, nil
+}
+
+// nodeConfig is the node.Config of one server. --failover-grace 0s reaches
+// the node as node.NoFailoverGrace (no extra grace), not as a zero, which
+// node.Config reads as "the default".
+func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger) node.Config {
+	grace := o.failoverGrace
+	if grace == 0 {
+		grace = node.NoFailoverGrace
+	}
+	return node.Config{
+		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
+		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
+		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
+		Faults: o.faults,
+	}
 }
 
 func (s *server) shutdown(logger hclog.Logger) {
