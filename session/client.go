@@ -31,7 +31,31 @@ const (
 	minJeopardyRetry = 100 * time.Millisecond
 	// eventBuffer is the capacity of Session.Events.
 	eventBuffer = 16
+	// lostLatency is the part of LostMargin that covers the latency of the
+	// client's own timer and of the code that acts on Lost.
+	lostLatency = 100 * time.Millisecond
 )
+
+// LostMargin is how long before the earliest moment the cluster could grant
+// a lock of a session with lease ttl and the given lock-delay to someone
+// else the client's Lost() closes: 1% of ttl + lock-delay, for a client
+// clock running up to 1% slower than the leader's (quartz drifts by about
+// 0.01%), plus 100 ms for the latency of the client's own timer and of the
+// code that acts on Lost.
+func LostMargin(ttl, lockDelay time.Duration) time.Duration {
+	return (ttl+lockDelay)/100 + lostLatency
+}
+
+// LostAfter is how long after the send time of its last acknowledged
+// keepalive a session's locks are lost if no later keepalive is
+// acknowledged: ttl + lockDelay − LostMargin. The cluster cannot expire the
+// session before ttl has passed on its own clock from the moment it
+// received that keepalive, and a lock of an expired session stays
+// unavailable for lockDelay after that, so no one else can be granted the
+// lock before ttl + lockDelay.
+func LostAfter(ttl, lockDelay time.Duration) time.Duration {
+	return ttl + lockDelay - LostMargin(ttl, lockDelay)
+}
 
 // State is a session's state as its client sees it.
 type State int
@@ -143,6 +167,11 @@ type Session struct {
 	locks    map[*Lock]struct{}
 	closing  bool // Close was called
 	gone     bool // the server reported the session not found
+	// lapsed is set while the lease, counted from the last acknowledged
+	// keepalive, has run past LostAfter: every lock is lost, and a grant
+	// that arrives now is lost at once. An acknowledged keepalive clears
+	// it and the lost grants are released.
+	lapsed bool
 
 	probe loopProbe
 }
@@ -363,6 +392,10 @@ func retryInterval(ttl time.Duration) time.Duration {
 // goroutine so that a hung call never delays the loop's timers; a call still
 // pending when the next one is due is cancelled. The lease is counted from
 // the send time of the acknowledged keepalive.
+//
+// The timeline, from the send time of the last acknowledged keepalive:
+// jeopardy at ttl (at lostAt if that comes first), every lock lost at
+// lostAt = LostAfter(ttl, lockDelay), the session expired at ttl + grace.
 func (s *Session) run(opened time.Time) {
 	defer s.wg.Done()
 	defer close(s.loopDone)
@@ -373,6 +406,7 @@ func (s *Session) run(opened time.Time) {
 
 	var (
 		state         = Safe
+		lapsed        bool // every lock was lost at lostAt
 		lastSend      = opened
 		nextSend      = opened.Add(ttl / 3)
 		jeopardyEnd   time.Time
@@ -381,6 +415,14 @@ func (s *Session) run(opened time.Time) {
 		sent, handled uint64
 		lastErr       error
 	)
+	// lostAt and jeopardyAt follow leaseEnd and ttl.
+	lostAt := func() time.Time { return leaseEnd.Add(s.lockDelay - LostMargin(ttl, s.lockDelay)) }
+	jeopardyAt := func() time.Time {
+		if l := lostAt(); l.Before(leaseEnd) {
+			return l
+		}
+		return leaseEnd
+	}
 	timer := s.clock.NewTimer(nextSend.Sub(s.clock.Now()))
 	defer timer.Stop()
 	s.probe.mu.Lock()
@@ -394,7 +436,7 @@ func (s *Session) run(opened time.Time) {
 
 	for {
 		now := s.clock.Now()
-		if state == Safe && !now.Before(leaseEnd) {
+		if state == Safe && !now.Before(jeopardyAt()) {
 			if !s.setState(Jeopardy, now, lastErr) {
 				s.finishClosed()
 				return
@@ -404,6 +446,10 @@ func (s *Session) run(opened time.Time) {
 			if next := lastSend.Add(retryInterval(ttl)); next.Before(nextSend) {
 				nextSend = next
 			}
+		}
+		if state == Jeopardy && !lapsed && !now.Before(lostAt()) {
+			s.lapse()
+			lapsed = true
 		}
 		if state == Jeopardy && !now.Before(jeopardyEnd) {
 			cause := fmt.Errorf("session %s: no keepalive acknowledged within the %v grace period after the lease ended", s.id, s.grace)
@@ -428,8 +474,11 @@ func (s *Session) run(opened time.Time) {
 			}
 		}
 		wake := nextSend
-		if state == Safe && leaseEnd.Before(wake) {
-			wake = leaseEnd
+		if j := jeopardyAt(); state == Safe && j.Before(wake) {
+			wake = j
+		}
+		if l := lostAt(); state == Jeopardy && !lapsed && l.Before(wake) {
+			wake = l
 		}
 		if state == Jeopardy && jeopardyEnd.Before(wake) {
 			wake = jeopardyEnd
@@ -467,12 +516,16 @@ func (s *Session) run(opened time.Time) {
 				if current {
 					nextSend = r.sent.Add(ttl / 3)
 				}
-				if now := s.clock.Now(); state == Jeopardy && now.Before(leaseEnd) {
+				if now := s.clock.Now(); state == Jeopardy && now.Before(jeopardyAt()) {
 					if !s.setState(Safe, now, nil) {
 						s.finishClosed()
 						return
 					}
 					state = Safe
+					if lapsed {
+						lapsed = false
+						s.releaseLapsed(ttl)
+					}
 				}
 			case errors.Is(r.err, ErrSessionNotFound):
 				s.mu.Lock()
@@ -486,6 +539,55 @@ func (s *Session) run(opened time.Time) {
 			}
 		}
 	}
+}
+
+// lapse loses every lock of the session: its lease ran past LostAfter
+// without an acknowledged keepalive, so the cluster may soon grant them to
+// someone else. The grants stay registered until the session recovers
+// (releaseLapsed) or ends.
+func (s *Session) lapse() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lapsed = true
+	for l := range s.locks {
+		l.loseLocked()
+	}
+}
+
+// releaseLapsed runs when a keepalive is acknowledged after the lease
+// lapsed: the session survived, so the cluster still holds the grants whose
+// Lost() closed; they are released in the background, each as Unlock would.
+func (s *Session) releaseLapsed(ttl time.Duration) {
+	s.mu.Lock()
+	s.lapsed = false
+	var lost []*Lock
+	for l := range s.locks {
+		if l.isLost && !l.released {
+			lost = append(lost, l)
+		}
+	}
+	s.wg.Add(len(lost))
+	s.mu.Unlock()
+	for _, l := range lost {
+		go func() {
+			defer s.wg.Done()
+			ctx, cancel := context.WithTimeout(s.ctx, ttl)
+			defer cancel()
+			_ = l.Unlock(ctx)
+		}()
+	}
+}
+
+// LostDeadline returns the moment, on the session's Clock, when every lock
+// of the session is lost unless a keepalive is acknowledged before:
+// LostAfter(ttl, lockDelay) after the send time of the last acknowledged
+// keepalive. It moves forward with every acknowledged keepalive. A program
+// that needs time to stop using a lock (exec's child, a flush) starts
+// stopping that long before it, once the session is in jeopardy.
+func (s *Session) LostDeadline() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leaseEnd.Add(s.lockDelay - LostMargin(s.ttl, s.lockDelay))
 }
 
 // startKeepAlive sends one keepalive from its own goroutine; the answer
@@ -709,6 +811,11 @@ func (s *Session) register(req AcquireRequest, g Grant) (*Lock, error) {
 		return nil, Errorf(CodeSessionNotFound, "session %s is %s", s.id, s.state)
 	}
 	s.locks[l] = struct{}{}
+	if s.lapsed {
+		// Granted while the lease is past LostAfter: not to be trusted; it
+		// is released when the session recovers.
+		l.loseLocked()
+	}
 	return l, nil
 }
 
@@ -764,10 +871,16 @@ func (l *Lock) Term() uint64 { return l.grant.Term }
 // Session returns the session holding the lock.
 func (l *Lock) Session() *Session { return l.s }
 
-// Lost returns a channel closed when the lock can no longer be trusted: the
-// session expired (jeopardy outlasted the grace period, or the server lost
-// the session) or was closed, or Unlock was called. While the session is in
-// jeopardy the channel stays open but Session.Safe reports false.
+// Lost returns a channel closed when the lock can no longer be trusted,
+// always before the cluster could grant it to anyone else: when the
+// session's lease, counted from the send time of its last acknowledged
+// keepalive, has run for LostAfter(ttl, lockDelay) (lease end + lock-delay −
+// LostMargin; by lease end with no lock-delay), when the session expires or
+// is closed, or when Unlock is called. Between lease end and that moment the
+// session is in jeopardy (Session.Safe reports false) and the channel is
+// still open. A lock whose Lost closed stays lost: if the session recovers,
+// the client releases the grant. A grant that arrives while the session's
+// lease is past LostAfter comes back with Lost already closed.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
 
 // loseLocked closes Lost once; s.mu is held.

@@ -143,9 +143,16 @@ func (f *fakeBackend) OpenSession(ctx context.Context, req OpenRequest) (Info, e
 	if ttl == 0 {
 		ttl = DefaultTTL
 	}
+	delay := req.LockDelay // as the cluster grants it
+	switch delay {
+	case 0:
+		delay = DefaultLockDelay
+	case NoLockDelay:
+		delay = 0
+	}
 	id := fmt.Sprintf("s%d", len(f.sessions)+len(f.closes)+1)
 	f.sessions[id] = &fakeSession{ttl: ttl, deadline: f.clock.Now().Add(ttl)}
-	return Info{ID: id, Name: req.Name, TTL: ttl, LockDelay: req.LockDelay}, nil
+	return Info{ID: id, Name: req.Name, TTL: ttl, LockDelay: delay}, nil
 }
 
 func (f *fakeBackend) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
@@ -1207,5 +1214,146 @@ func TestStateString(t *testing.T) {
 		if st.String() != want {
 			t.Errorf("%d.String() = %q, want %q", int(st), st.String(), want)
 		}
+	}
+}
+
+// ---- when Lost closes: lease end + lock-delay − margin ----
+
+func TestLostAfterIsLeasePlusLockDelayMinusMargin(t *testing.T) {
+	for _, c := range []struct {
+		ttl, delay, margin time.Duration
+	}{
+		{3 * time.Second, 10 * time.Second, 230 * time.Millisecond},
+		{3 * time.Second, 0, 130 * time.Millisecond},
+		{15 * time.Second, 60 * time.Second, 850 * time.Millisecond},
+		{time.Second, 0, 110 * time.Millisecond},
+	} {
+		if got := LostMargin(c.ttl, c.delay); got != c.margin {
+			t.Errorf("LostMargin(%v, %v) = %v, want %v", c.ttl, c.delay, got, c.margin)
+		}
+		if got, want := LostAfter(c.ttl, c.delay), c.ttl+c.delay-c.margin; got != want {
+			t.Errorf("LostAfter(%v, %v) = %v, want %v", c.ttl, c.delay, got, want)
+		}
+	}
+}
+
+// lostTimeline opens a session with ttl 3s, the given lock-delay and a 30s
+// grace period, takes a lock, lets every keepalive hang from the start and
+// returns the lock once the clock stands just before want.
+func lostTimeline(t *testing.T, delay time.Duration, want time.Duration) (*rig, *Session, *Lock) {
+	t.Helper()
+	r := newRig(t)
+	s := r.open(TTL(3*time.Second), LockDelay(delay), GracePeriod(30*time.Second))
+	l, err := s.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fb.setKA(kaBehavior{hang: true})
+	r.runTo(s, at(want-time.Nanosecond))
+	if isClosed(l.Lost()) {
+		t.Fatalf("Lost closed before t0+%v", want)
+	}
+	if got := s.LostDeadline(); !got.Equal(at(want)) {
+		t.Fatalf("LostDeadline t0+%v, want t0+%v", got.Sub(t0), want)
+	}
+	return r, s, l
+}
+
+func TestLostClosesAtLeaseEndPlusLockDelayMinusMargin(t *testing.T) {
+	// ttl 3s, lock-delay 10s: the cluster may re-grant at 13s; Lost closes
+	// 230ms (1% + 100ms) before, long before the 30s grace period ends.
+	want := 13*time.Second - 230*time.Millisecond
+	r, s, l := lostTimeline(t, 10*time.Second, want)
+	if s.State() != Jeopardy {
+		t.Fatalf("state %v before Lost, want jeopardy", s.State())
+	}
+	r.runTo(s, at(want))
+	if !isClosed(l.Lost()) {
+		t.Fatalf("Lost still open at t0+%v", want)
+	}
+	if s.State() != Jeopardy {
+		t.Fatalf("state %v after Lost, want jeopardy (the session lives on until the grace period ends)", s.State())
+	}
+}
+
+func TestLostClosesByLeaseEndWithoutLockDelay(t *testing.T) {
+	// No lock-delay: the cluster may re-grant at lease end (3s); Lost and
+	// jeopardy come together, the margin (1% + 100ms) before it.
+	want := 3*time.Second - 130*time.Millisecond
+	r, s, l := lostTimeline(t, NoLockDelay, want)
+	if s.State() != Safe {
+		t.Fatalf("state %v before Lost, want safe", s.State())
+	}
+	r.runTo(s, at(want))
+	if !isClosed(l.Lost()) || s.State() != Jeopardy {
+		t.Fatalf("at t0+%v: lost=%v state=%v, want lost in jeopardy", want, isClosed(l.Lost()), s.State())
+	}
+}
+
+func TestLostCountsFromSendTimeOfLastAcknowledgedKeepAlive(t *testing.T) {
+	r := newRig(t)
+	s := r.open(TTL(3*time.Second), LockDelay(10*time.Second), GracePeriod(30*time.Second))
+	l, err := s.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.runTo(s, at(time.Second)) // the keepalive sent at 1s is acknowledged
+	r.fb.setKA(kaBehavior{hang: true})
+	want := time.Second + 13*time.Second - 230*time.Millisecond
+	r.runTo(s, at(want-time.Nanosecond))
+	if isClosed(l.Lost()) {
+		t.Fatal("Lost closed before the lease of the last acknowledged keepalive plus lock-delay")
+	}
+	r.runTo(s, at(want))
+	if !isClosed(l.Lost()) {
+		t.Fatalf("Lost open at t0+%v", want)
+	}
+}
+
+func TestLostLockStaysLostAndIsReleasedWhenSessionRecovers(t *testing.T) {
+	want := 13*time.Second - 230*time.Millisecond
+	r, s, l := lostTimeline(t, 10*time.Second, want)
+	r.runTo(s, at(want))
+	if !isClosed(l.Lost()) {
+		t.Fatal("Lost open")
+	}
+	// A grant that arrives while the lease is lapsed is lost at once.
+	late, err := s.TryLock(context.Background(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !isClosed(late.Lost()) {
+		t.Fatal("a grant received after the lease lapsed has Lost open")
+	}
+	r.fb.setKA(kaBehavior{}) // the partition heals; the session is alive
+	r.runTo(s, at(14*time.Second))
+	if s.State() != Safe {
+		t.Fatalf("state %v after an acknowledged keepalive, want safe", s.State())
+	}
+	if !isClosed(l.Lost()) {
+		t.Fatal("a lost lock came back")
+	}
+	eventually(t, "the lost grants to be released", func() bool {
+		return len(r.fb.holders("a")) == 0 && len(r.fb.holders("b")) == 0
+	})
+	r.fb.mu.Lock()
+	released := map[string]string{}
+	for _, rel := range r.fb.releases {
+		released[rel.Name] = rel.Holder
+	}
+	r.fb.mu.Unlock()
+	if released["a"] != l.Holder() || released["b"] != late.Holder() {
+		t.Fatalf("released %v, want a by %s and b by %s", released, l.Holder(), late.Holder())
+	}
+	// The session is usable again: a new grant is trusted.
+	again, err := s.TryLock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if isClosed(again.Lost()) {
+		t.Fatal("a grant after recovery has Lost closed")
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatalf("Unlock of a lost, released lock: %v", err)
 	}
 }
