@@ -380,7 +380,7 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	}
 
 	pidFile := filepath.Join(dir, "child.pid")
-	holder := startCLI(t, cli, addrs, "exec", "--ttl", "2s", "--lock-delay", "1s", "--kill-grace", "1s", "jobs/x", "--",
+	holder := startCLI(t, cli, addrs, "exec", "--ttl", "2s", "--lock-delay", "2s", "--kill-grace", "1s", "jobs/x", "--",
 		"sh", "-c", `echo $$ > "$1"; exec sleep 120`, "sh", pidFile)
 	var childPID int
 	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
@@ -417,5 +417,104 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	}
 	if err := syscall.Kill(childPID, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("the child %d still runs after the lock was lost (kill 0: %v)", childPID, err)
+	}
+}
+
+// TestExecChildDeadBeforeLockRegranted pins exec's promise: with its API
+// traffic black-holed (DROP, no RST: it keeps running), exec has its child
+// dead, SIGKILL sent and reaped, before the cluster grants the lock to
+// anyone else, even a child that ignores SIGTERM; settings that leave no
+// time for that are refused with the values that work.
+func TestExecChildDeadBeforeLockRegranted(t *testing.T) {
+	daemon, cli := binaries(t)
+	c := proccluster.Start(t, daemon, 3)
+	ctx := ctxFor(t, 2*time.Minute)
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Just below the boundary: --ttl 2s --kill-grace 1s needs a lock-delay
+	// of 1.5s + 1% of ttl + lock-delay + 100ms, i.e. 1.7s.
+	low := startCLI(t, cli, c.AddrList(), "exec", "--ttl", "2s", "--lock-delay", "1.6s", "--kill-grace", "1s", "jobs/edge", "--", "true")
+	if code := low.exitCode(t, 30*time.Second); code != 2 {
+		t.Fatalf("exec with a lock-delay too short for its kill-grace exited %d, want 2 (usage)", code)
+	}
+	if msg := low.stderr.String(); !strings.Contains(msg, "use --lock-delay 1.7s or more") {
+		t.Fatalf("refusal does not name the safe lock-delay: %q", msg)
+	}
+	if code := startCLI(t, cli, c.AddrList(), "exec", "--ttl", "3s", "--lock-delay", "0s", "jobs/edge", "--", "true").exitCode(t, 30*time.Second); code != 2 {
+		t.Fatalf("exec --lock-delay 0s (no time to stop the child) exited %d, want 2", code)
+	}
+
+	// At the boundary, with the child trapping SIGTERM.
+	var holes []*proccluster.Blackhole
+	var via []string
+	for _, a := range c.Addrs() {
+		h := proccluster.StartBlackhole(t, a)
+		holes = append(holes, h)
+		via = append(via, h.Addr())
+	}
+	dir := t.TempDir()
+	stamps, pidFile := filepath.Join(dir, "stamps"), filepath.Join(dir, "pid")
+	holder := startCLI(t, cli, strings.Join(via, ","), "exec", "--ttl", "2s", "--lock-delay", "1.7s", "--kill-grace", "1s", "jobs/edge", "--",
+		"sh", "-c", `echo $$ > "$2"; trap '' TERM; while :; do date +%s%N >> "$1"; sleep 0.02; done`, "sh", stamps, pidFile)
+	var childPID int
+	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
+		data, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		childPID, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err
+	})
+
+	s, err := session.Open(ctx, c.Client(), session.TTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	granted := make(chan int64, 1)
+	go func() {
+		if _, err := s.Lock(ctx, "jobs/edge"); err == nil {
+			granted <- time.Now().UnixNano()
+		}
+	}()
+	proccluster.Eventually(t, 10*time.Second, "the waiter to queue", func() error {
+		st, err := c.Client().Lock(ctx, "jobs/edge")
+		if err != nil || st.Waiters != 1 {
+			return fmt.Errorf("%+v, %v", st, err)
+		}
+		return nil
+	})
+	for _, h := range holes {
+		h.Cut()
+	}
+	var grantAt int64
+	select {
+	case grantAt = <-granted:
+	case <-ctx.Done():
+		t.Fatal("the waiter was never granted the lock")
+	}
+	if err := syscall.Kill(childPID, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("exec's child %d still runs when the lock is granted to another session (kill 0: %v)", childPID, err)
+	}
+	data, err := os.ReadFile(stamps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(data))
+	last, err := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last >= grantAt {
+		t.Fatalf("the child wrote %v after another session was granted the lock", time.Duration(last-grantAt))
+	}
+	t.Logf("child's last write %v before the re-grant", time.Duration(grantAt-last).Round(time.Millisecond))
+	for _, h := range holes {
+		h.Heal()
+	}
+	if code := holder.exitCode(t, 30*time.Second); code != exitLockLost {
+		t.Fatalf("exec whose lock was lost exited %d, want %d", code, exitLockLost)
 	}
 }

@@ -28,9 +28,10 @@ const (
 // DefaultKillGrace is how long exec waits after SIGTERM before SIGKILL.
 const DefaultKillGrace = 3 * time.Second
 
-// jeopardyMargin is kept between the moment exec has surely killed CMD and
-// the earliest moment the cluster can give the lock to someone else.
-const jeopardyMargin = 2 * time.Second
+// reapBudget is the time exec allows between SIGKILL and the moment the
+// lock is lost (session.LostDeadline) for the kernel to end CMD's process
+// group and for exec to reap it.
+const reapBudget = 500 * time.Millisecond
 
 // forwarded are the signals exec passes on to CMD.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
@@ -59,6 +60,24 @@ type execOptions struct {
 	lockDelay time.Duration
 	killGrace time.Duration
 	value     string
+}
+
+// maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
+const maxKillGrace = session.MaxLockDelay
+
+// validate checks the duration flags of exec and elect with the contract's
+// validators; cmd names the command in the error.
+func (o *execOptions) validate(cmd string) error {
+	for _, err := range []error{
+		session.CheckTTL("--ttl", o.ttl),
+		session.CheckLockDelay("--lock-delay", o.lockDelay),
+		session.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace),
+	} {
+		if err != nil {
+			return badFlag(cmd, err)
+		}
+	}
+	return nil
 }
 
 // waitFlag is --wait: absent means wait as long as it takes; 0s means try
@@ -103,8 +122,11 @@ func (c *cli) execCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.killGrace <= 0 {
-		return usagef("exec: --kill-grace must be positive")
+	if err := o.validate("exec"); err != nil {
+		return err
+	}
+	if err := checkStopWindow(o.ttl, o.lockDelay, o.killGrace); err != nil {
+		return err
 	}
 	if o.value == "" {
 		host, _ := os.Hostname()
@@ -213,16 +235,36 @@ func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o
 	return s, l, nil
 }
 
-// stopAfterJeopardy is how long exec lets CMD run while the session is in
-// jeopardy (its lease may have run out on the cluster) before stopping it,
-// so that SIGKILL lands jeopardyMargin before the earliest moment the lock
-// can be granted to another session: lease end + lock-delay.
-func stopAfterJeopardy(lockDelay, killGrace time.Duration) time.Duration {
-	d := lockDelay - killGrace - jeopardyMargin
-	if d < 0 {
-		return 0
+// stopLead is how long before the session's LostDeadline exec starts
+// stopping CMD: SIGTERM then, SIGKILL killGrace later, and reapBudget for
+// the kernel, so that CMD is dead before the lock can be granted to anyone
+// else.
+func stopLead(killGrace time.Duration) time.Duration { return killGrace + reapBudget }
+
+// checkStopWindow refuses settings under which exec could not stop CMD in
+// time without stopping it while the session is still safe: stopping
+// starts stopLead before the lock is lost, and that must not come before
+// the lease ends (jeopardy), i.e. lockDelay − LostMargin ≥ stopLead. The
+// error names the safe values of --lock-delay and --kill-grace.
+func checkStopWindow(ttl, lockDelay, killGrace time.Duration) error {
+	lead := stopLead(killGrace)
+	if lockDelay-session.LostMargin(ttl, lockDelay) >= lead {
+		return nil
 	}
-	return d
+	minDelay := (lead + 99*time.Millisecond).Truncate(100 * time.Millisecond)
+	for minDelay-session.LostMargin(ttl, minDelay) < lead {
+		minDelay += 100 * time.Millisecond
+	}
+	advice := fmt.Sprintf("use --lock-delay %v or more", minDelay)
+	if minDelay > session.MaxLockDelay {
+		advice = fmt.Sprintf("lower --kill-grace (no lock-delay up to the %v limit is long enough)", session.MaxLockDelay)
+	}
+	if maxGrace := (lockDelay - session.LostMargin(ttl, lockDelay) - reapBudget).Truncate(100 * time.Millisecond); maxGrace > 0 {
+		advice += fmt.Sprintf(", or --kill-grace %v or less", maxGrace)
+	}
+	return usagef("exec: --lock-delay %v is too short for --kill-grace %v: CMD must be dead before the cluster can give the lock to someone else "+
+		"(lease end + lock-delay), and stopping it takes kill-grace + %v from the moment the lease ends without a keepalive; %s",
+		lockDelay, killGrace, reapBudget, advice)
 }
 
 // runLocked runs CMD while l is held and returns its exit status.
@@ -256,8 +298,8 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 	var (
 		lost      = l.Lost()
 		events    = s.Events()
-		jeopardy  <-chan time.Time // fires when jeopardy lasted too long
-		jTimer    *time.Timer
+		stopAt    <-chan time.Time // fires stopLead before the lock is lost
+		stopTimer *time.Timer
 		killTimer <-chan time.Time
 		lostWhy   error
 	)
@@ -270,12 +312,16 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		signalGroup(syscall.SIGTERM)
 		killTimer = time.After(o.killGrace)
 	}
+	disarm := func() {
+		if stopTimer != nil {
+			stopTimer.Stop()
+			stopTimer, stopAt = nil, nil
+		}
+	}
 	for {
 		select {
 		case err := <-exited:
-			if jTimer != nil {
-				jTimer.Stop()
-			}
+			disarm()
 			status := childStatus(err)
 			if lostWhy != nil {
 				return &exitStatus{code: exitLockLost}
@@ -296,19 +342,18 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			}
 			switch ev.State {
 			case session.Jeopardy:
-				if jTimer == nil {
-					jTimer = time.NewTimer(stopAfterJeopardy(s.LockDelay(), o.killGrace))
-					jeopardy = jTimer.C
+				// Armed on the lease as it stands: a keepalive acknowledged
+				// later makes the session safe again and disarms it.
+				if stopTimer == nil {
+					stopTimer = time.NewTimer(time.Until(s.LostDeadline().Add(-stopLead(o.killGrace))))
+					stopAt = stopTimer.C
 				}
 			case session.Safe:
-				if jTimer != nil {
-					jTimer.Stop()
-					jTimer, jeopardy = nil, nil
-				}
+				disarm()
 			}
-		case <-jeopardy:
-			jeopardy = nil
-			stop(fmt.Errorf("session %s in jeopardy (no keepalive acknowledged) too close to its lock-delay", s.ID()))
+		case <-stopAt:
+			stopAt, stopTimer = nil, nil
+			stop(fmt.Errorf("session %s: no keepalive acknowledged, and the lock is lost in %v", s.ID(), stopLead(o.killGrace)))
 		case <-killTimer:
 			killTimer = nil
 			signalGroup(syscall.SIGKILL)

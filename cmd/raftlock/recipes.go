@@ -41,6 +41,9 @@ func (c *cli) elect(ctx context.Context, args []string) error {
 	if o.shared {
 		return usagef("elect: an election is exclusive; --shared makes no sense")
 	}
+	if err := o.validate("elect"); err != nil {
+		return err
+	}
 	name, value := pos[0], pos[1]
 	o.value = value
 	cl, err := transport.NewClient(c.addrs)

@@ -65,9 +65,12 @@ Commands:
 exec waits for the lock (as long as it takes, or up to --wait; --wait 0s tries once),
 then runs CMD in its own process group with RAFTLOCK_SEQUENCER, RAFTLOCK_TOKEN,
 RAFTLOCK_LOCK and RAFTLOCK_SESSION set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends. If the lock is lost
-(the session expired, or stayed in jeopardy until lock-delay - kill-grace - 2s before
-the cluster may hand the lock on), CMD gets SIGTERM, then SIGKILL after --kill-grace.
+SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends. CMD is dead before
+the cluster can give the lock to anyone else: if no keepalive is acknowledged, CMD
+gets SIGTERM kill-grace + 0.5s before the lock is lost (lease end + lock-delay -
+margin), SIGKILL kill-grace later. So exec needs --lock-delay of at least
+--kill-grace + 0.5s + margin (3.8s with the defaults: --ttl 15s, --kill-grace 3s); it refuses
+shorter ones and names the values that work.
 
 Exit status: 0 on success, 1 on an error (printed as "raftlock: <code>: <message>"),
 2 on a usage error. exec exits with CMD's status (128+N if signal N ended it), or
