@@ -13,8 +13,8 @@ import (
 
 // Violation is one broken guarantee.
 type Violation struct {
-	// Check names the guarantee: "linearizable", "fencing", "grant-kept"
-	// or "session-kept".
+	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
+	// "session-kept" or "lost-before-regrant".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -28,6 +28,7 @@ const (
 	checkFencing      = "fencing"
 	checkGrantKept    = "grant-kept"
 	checkSessionKept  = "session-kept"
+	checkLostRegrant  = "lost-before-regrant"
 )
 
 // grant is an acknowledged acquisition.
@@ -202,11 +203,105 @@ func checkSessionsKept(h History) []Violation {
 	return vs
 }
 
+// checkLostBeforeRegrant checks the client's promise about Lost() (check
+// 5): a lock's Lost() channel closes before the cluster could grant the
+// lock to anyone else. For every grant g1 a client worked under (a hold)
+// and the first acknowledgement A2 of a later grant of that lock to
+// another (session, holder) (a higher token), g1's Lost() must have been
+// reported closed by A2. It returns the violations and how many grants it
+// could judge (Lost() reported closed by A2, or a violation).
+//
+// It is sound: a correct cluster grants an exclusive lock to someone else
+// only after the holder released it, its session was closed, or its
+// session expired and then the lock-delay ran out; expiry comes at the
+// earliest TTL after the last acknowledged keepalive was sent. A correct
+// client closes Lost() before it sends a release (Unlock) or a close
+// (Session.Close), and otherwise by lease end + lock-delay − a margin,
+// counted from that same send, so before any grant to someone else. Left
+// out, because the promise does not cover them or the history cannot
+// judge them:
+//
+//   - a later grant acknowledged before the client had g1's handle (its
+//     hold): no Lost() existed yet;
+//   - g1 released by its client (any release of that holder sent) or its
+//     session closed by its client (a close sent) before A2: both close
+//     Lost() first, and the report may trail the call;
+//   - a client paused (SIGSTOP, pause-client) at any moment from the open
+//     of g1's session to A2: a stopped process runs no timer (the fencing
+//     check covers stale paused holders);
+//   - g1's Lost() never reported and the client's process ended by A2 (a
+//     process that is gone trusts nothing; while it runs, every Lost()
+//     that closes is reported, before the process exits).
+//
+// The workload takes exclusive locks only; a shared grant does not
+// exclude later shared grants and would have to be left out too.
+func checkLostBeforeRegrant(h History) ([]Violation, int) {
+	type key struct{ s, h, l string }
+	holds := map[key]HoldRec{}
+	for _, hd := range h.Holds {
+		k := key{hd.Session, hd.Holder, hd.Lock}
+		if _, ok := holds[k]; !ok {
+			holds[k] = hd
+		}
+	}
+	grants := grantsOf(h)
+	ss := sessionsOf(h)
+	var vs []Violation
+	judged := 0
+	for _, lock := range slices.Sorted(maps.Keys(grants)) {
+		gs := grants[lock]
+		for i, g1 := range gs {
+			hd, ok := holds[key{g1.Session, g1.Holder, lock}]
+			if !ok {
+				continue
+			}
+			var g2 *grant
+			for j := i + 1; j < len(gs); j++ {
+				g := &gs[j]
+				if g.Token > g1.Token && (g.Session != g1.Session || g.Holder != g1.Holder) &&
+					(g2 == nil || g.Acked < g2.Acked) {
+					g2 = g
+				}
+			}
+			if g2 == nil {
+				continue
+			}
+			a2 := g2.Acked
+			from := hd.Held
+			f := ss[g1.Session]
+			if f != nil {
+				from = min(from, f.Opened)
+			}
+			if a2 <= hd.Held {
+				continue
+			}
+			if hd.Lost <= a2 {
+				judged++
+				continue
+			}
+			if g1.ReleaseCall <= a2 || f != nil && f.CloseCall <= a2 || clientPaused(h, g1.Client, from, a2) ||
+				hd.Lost == pending && h.exitOf(g1.Client) <= a2 {
+				continue
+			}
+			judged++
+			open := "never closed while the client ran"
+			if hd.Lost != pending {
+				open = fmt.Sprintf("closed %v later", time.Duration(hd.Lost-a2).Round(time.Millisecond))
+			}
+			vs = append(vs, Violation{Check: checkLostRegrant, At: a2, Client: g1.Client,
+				What: fmt.Sprintf("client %d still trusted lock %s (token %d, Lost() open; %s) when client %d was granted it (token %d) at %.3fs: Lost() must close before the cluster can grant the lock to anyone else",
+					g1.Client, lock, g1.Token, open, g2.Client, g2.Token, float64(a2-h.Start)/1e9)})
+		}
+	}
+	return vs, judged
+}
+
 // quickChecks runs every check but linearizability.
 func quickChecks(h History) []Violation {
 	vs := checkFence(h)
 	gv, _ := checkGrantsKept(h)
-	return append(append(vs, gv...), checkSessionsKept(h)...)
+	lv, _ := checkLostBeforeRegrant(h)
+	return append(append(append(vs, gv...), checkSessionsKept(h)...), lv...)
 }
 
 func describeHolders(hs []holderInfo) string {

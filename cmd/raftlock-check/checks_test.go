@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,145 @@ func TestParseFlags(t *testing.T) {
 	}
 	if cfg, err := parseFlags([]string{"--faults", "none"}, &sb); err != nil || len(cfg.Faults) != 0 {
 		t.Errorf("--faults none: %v %v", cfg.Faults, err)
+	}
+	if cfg, err := parseFlags([]string{"--faults", faultPartitionClient}, &sb); err != nil || len(cfg.Faults) != 1 || !isPartition(cfg.Faults[0]) {
+		t.Errorf("--faults %s: %v %v; it must parse, and need iptables", faultPartitionClient, cfg.Faults, err)
+	}
+	if !slices.Contains(defaultConfig().Faults, faultPartitionClient) {
+		t.Errorf("the default faults %v leave out %s", defaultConfig().Faults, faultPartitionClient)
+	}
+}
+
+func TestLostMustCloseBeforeRegrant(t *testing.T) {
+	// A (client 0) holds token 5 from 21; its session is last kept alive
+	// at 100, so the cluster may expire it at 1100 and, after the
+	// lock-delay, grant the lock to B (client 1), who waits for it and is
+	// granted token 9 at 1500.
+	base := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opKA(0, sA, 100, 110, resOK),
+		opWaitAcq(1, sB, hB, lk, 200, 1500, resOK, 9),
+		opKA(1, sB, 1400, 1410, resOK),
+	}
+	pause := FaultRec{Kind: faultPauseClient, Target: "client0", Start: 500, End: 1600}
+	for _, tc := range []struct {
+		name         string
+		ops          []Op
+		holds        []HoldRec
+		exited       []int64
+		faults       []FaultRec
+		want, judged int
+	}{
+		{"Lost() closed before the re-grant", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1400), holdRec(1, sB, hB, lk, 9, 1501, pending)}, nil, nil, 0, 1},
+		{"Lost() still open at the re-grant", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1600)}, nil, nil, 1, 1},
+		{"Lost() never closed while the client ran", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, pending)}, nil, nil, 1, 1},
+		{"Lost() never closed, client running at the end of the history", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, pending)}, []int64{pending, pending}, nil, 1, 1},
+		{"client exited before the re-grant", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, pending)}, []int64{1000, pending}, nil, 0, 0},
+		{"released by its client before the re-grant", []Op{opRel(0, sA, hA, lk, 1200, pending, resUnknown)},
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1600)}, nil, nil, 0, 0},
+		{"released by its client, Lost() reported before the re-grant", []Op{opRel(0, sA, hA, lk, 1200, 1210, resOK)},
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1199)}, nil, nil, 0, 1},
+		{"released by its client after the re-grant", []Op{opRel(0, sA, hA, lk, 1550, 1560, resNotHolder)},
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1540)}, nil, nil, 1, 1},
+		{"session closed by its client before the re-grant", []Op{opClose(0, sA, 1200, pending, resUnknown)},
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1600)}, nil, nil, 0, 0},
+		{"client paused before the re-grant", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1700)}, nil, []FaultRec{pause}, 0, 0},
+		{"client paused, pause still going on", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, pending)}, nil,
+			[]FaultRec{{Kind: faultPauseClient, Target: "client0", Start: 500, End: pending}}, 0, 0},
+		{"another client paused", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1700)}, nil,
+			[]FaultRec{{Kind: faultPauseClient, Target: "client1", Start: 500, End: 1600}}, 1, 1},
+		{"client cut off from the cluster (not paused)", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1700)}, nil,
+			[]FaultRec{{Kind: faultPartitionClient, Target: "client0", Start: 110, End: 1700, Lock: lk, Token: 5}}, 1, 1},
+		{"handle had not reached the client at the re-grant", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 1550, 1550)}, nil, nil, 0, 0},
+		{"client never had a handle (no hold)", nil, nil, nil, nil, 0, 0},
+		{"the earliest acknowledged later grant counts", []Op{
+			opOpen(2, sC, 1, 2), opKA(2, sC, 1400, 1410, resOK),
+			opAcq(2, sC, hC, lk, 1300, 1450, resOK, 12)},
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1480)}, nil, nil, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(append(append([]Op(nil), base...), tc.ops...)...)
+			h.Holds, h.Exited, h.Faults = tc.holds, tc.exited, tc.faults
+			vs, judged := checkLostBeforeRegrant(h)
+			wantViolations(t, tc.name, vs, tc.want)
+			if judged != tc.judged {
+				t.Errorf("judged %d grants, want %d", judged, tc.judged)
+			}
+			for _, v := range vs {
+				if v.Check != checkLostRegrant || v.Client != 0 {
+					t.Errorf("violation %+v: want check %s about client 0", v, checkLostRegrant)
+				}
+			}
+		})
+	}
+}
+
+func TestLostBeforeRegrantNamesTheEarliestLaterGrant(t *testing.T) {
+	h := hist(
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2), opOpen(2, sC, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opWaitAcq(1, sB, hB, lk, 200, 1500, resOK, 9),
+		opAcq(2, sC, hC, lk, 1300, 1450, resOK, 12),
+	)
+	h.Holds = []HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1480)}
+	vs, _ := checkLostBeforeRegrant(h)
+	if len(vs) != 1 || vs[0].At != 1450 || !strings.Contains(vs[0].What, "client 2 was granted it (token 12)") {
+		t.Errorf("violations %+v: want one at 1450 naming client 2's token 12", vs)
+	}
+}
+
+func TestQuickChecksIncludeLostBeforeRegrant(t *testing.T) {
+	h := hist(
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opKA(0, sA, 100, 110, resOK),
+		opWaitAcq(1, sB, hB, lk, 200, 1500, resOK, 9),
+		opKA(1, sB, 1400, 1410, resOK),
+	)
+	h.Holds = []HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1600)}
+	vs := quickChecks(h)
+	if len(vs) != 1 || vs[0].Check != checkLostRegrant {
+		t.Errorf("quick checks found %+v, want one %s violation", vs, checkLostRegrant)
+	}
+}
+
+func TestCutRegrantsCountsGrantsDuringTheCut(t *testing.T) {
+	h := hist(
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opWaitAcq(1, sB, hB, lk, 200, 1500, resOK, 9),
+	)
+	h.Faults = []FaultRec{
+		{Kind: faultPartitionClient, Target: "client0", Start: 100, End: 1600, Lock: lk, Token: 5},
+		{Kind: faultPartitionClient, Target: "client1", Start: 2000, End: 3000, Lock: lk, Token: 9},
+		{Kind: faultPauseClient, Target: "client0", Start: 100, End: 1600, Lock: lk, Token: 5},
+	}
+	if cuts, regrants := cutRegrants(h); cuts != 2 || regrants != 1 {
+		t.Errorf("cutRegrants: %d cuts, %d re-granted; want 2, 1", cuts, regrants)
+	}
+}
+
+func TestClientAddressesAreNotNodeAddresses(t *testing.T) {
+	nodes := map[string]bool{}
+	for i := 0; i < 5; i++ {
+		nodes[nodeIP(i)] = true
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 64; i++ {
+		ip := clientIP(i)
+		if nodes[ip] || seen[ip] || net.ParseIP(ip) == nil || !net.ParseIP(ip).IsLoopback() {
+			t.Errorf("client %d's address %s: want a loopback address of its own", i, ip)
+		}
+		seen[ip] = true
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -24,8 +26,51 @@ type clientProc struct {
 	stdin io.WriteCloser
 	enc   *json.Encoder
 
+	// ids numbers the checker's requests (msgPin); replies holds the
+	// channels that wait for their answers.
+	ids     atomic.Uint64
+	rmu     sync.Mutex
+	replies map[uint64]chan message
+
 	mu     sync.Mutex
 	paused bool
+}
+
+// request sends m (given a fresh ID) and waits for the client's answer to
+// it, until ctx ends or the client exits.
+func (p *clientProc) request(ctx context.Context, m message) (message, error) {
+	m.ID = p.ids.Add(1)
+	ch := make(chan message, 1)
+	p.rmu.Lock()
+	p.replies[m.ID] = ch
+	p.rmu.Unlock()
+	defer func() {
+		p.rmu.Lock()
+		delete(p.replies, m.ID)
+		p.rmu.Unlock()
+	}()
+	p.send(m)
+	select {
+	case r := <-ch:
+		return r, nil
+	case <-ctx.Done():
+		return message{}, fmt.Errorf("client%d: no answer to %s: %w", p.idx, m.T, ctx.Err())
+	case <-p.done:
+		return message{}, fmt.Errorf("client%d exited before answering %s", p.idx, m.T)
+	}
+}
+
+// reply hands an answer of the client to the request waiting for it.
+func (p *clientProc) reply(m message) {
+	p.rmu.Lock()
+	ch := p.replies[m.ID]
+	p.rmu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
 }
 
 // send writes one message to the client; errors (a client that exited)
@@ -76,7 +121,7 @@ func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLo
 	}
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
-			TTL: cfg.TTL, LockDelay: cfg.LockDelay}
+			TTL: cfg.TTL, LockDelay: cfg.LockDelay, SourceIP: clientIP(i)}
 		raw, err := json.Marshal(cc)
 		if err != nil {
 			cs.kill()
@@ -115,9 +160,13 @@ func (cs *clientSet) start(i int, command, env []string, raw, dir string) (*clie
 		logf.Close()
 		return nil, fmt.Errorf("start client %d: %w", i, err)
 	}
-	p := &clientProc{idx: i, cmd: cmd, logf: logf, done: make(chan struct{}), stdin: stdin, enc: json.NewEncoder(stdin)}
+	p := &clientProc{idx: i, cmd: cmd, logf: logf, done: make(chan struct{}), stdin: stdin, enc: json.NewEncoder(stdin),
+		replies: map[uint64]chan message{}}
 	go func() {
 		cs.intake(p, stdout)
+		// Its output ended: it exited (or is about to), and every message
+		// it sent has been taken in.
+		cs.hist.clientExited(p.idx, monoNow())
 		_ = cmd.Wait()
 		logf.Close()
 		close(p.done)
@@ -148,9 +197,18 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 			w := cs.res.write(p.idx, m)
 			cs.hist.addWrite(w)
 			p.send(message{T: msgWriteReply, ID: m.ID, OK: w.Accepted, Err: w.Err})
-		case msgHold, msgUnhold:
+		case msgHold, msgUnhold, msgLost:
 			cs.track.observe(p.idx, m, Op{}, false)
+			switch m.T {
+			case msgHold:
+				cs.hist.addHold(p.idx, m)
+			case msgLost:
+				cs.hist.lost(p.idx, m)
+			}
 			fmt.Fprintf(p.logf, "%s %s %s token %d\n", stamp(m.At), m.T, m.Lock, m.Token)
+		case msgPinReply:
+			p.reply(m)
+			fmt.Fprintf(p.logf, "%s pinned %s token %d: %v\n", stamp(monoNow()), m.Lock, m.Token, m.OK)
 		case msgState:
 			fmt.Fprintf(p.logf, "%s session %s %s\n", stamp(m.At), m.Result, m.Err)
 		case msgLog:

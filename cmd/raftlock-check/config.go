@@ -17,16 +17,17 @@ const (
 	faultPauseClient     = "pause-client"
 	faultPartitionLeader = "partition-leader"
 	faultPartitionSplit  = "partition-split"
+	faultPartitionClient = "partition-client"
 	faultRestartAll      = "restart-all"
 )
 
 // allFaults lists every fault kind, in the order reports show them.
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultPauseClient,
-	faultPartitionLeader, faultPartitionSplit, faultRestartAll}
+	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {
-	return kind == faultPartitionLeader || kind == faultPartitionSplit
+	return kind == faultPartitionLeader || kind == faultPartitionSplit || kind == faultPartitionClient
 }
 
 // Config is one run of the checker.

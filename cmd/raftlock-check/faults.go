@@ -17,6 +17,15 @@ const clientPauseExtra = 2 * time.Second
 // clientPauseMax is the longest pause of a client.
 func clientPauseMax(ttl time.Duration) time.Duration { return ttl + clientPauseExtra }
 
+// A client cut off from the cluster stays cut for TTL + lock-delay +
+// clientCutExtraMin..clientCutExtraMax (unless healed early, see
+// partitionClient): past the moment the cluster can grant its lock to a
+// waiting client, with time for that grant to be acknowledged.
+const clientCutExtraMin, clientCutExtraMax = 2 * time.Second, 4 * time.Second
+
+// pinTimeout bounds the wait for a client's answer to msgPin.
+const pinTimeout = 2 * time.Second
+
 // errSkipped marks a fault that could not be injected now.
 var errSkipped = errors.New("skipped")
 
@@ -83,6 +92,7 @@ func (in *injector) loop(ctx context.Context) {
 		}
 		rec, err := in.inject(ctx, kind)
 		if err != nil {
+			in.hist.dropFault()
 			in.skipped[kind]++
 			in.logf("%s skipped: %v", kind, err)
 			if !retried[kind] {
@@ -120,6 +130,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.partitionLeader(ctx)
 	case faultPartitionSplit:
 		return in.partitionSplit(ctx)
+	case faultPartitionClient:
+		return in.partitionClient(ctx)
 	case faultRestartAll:
 		return in.restartAll(ctx)
 	}
@@ -208,7 +220,10 @@ func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
 	p := in.cs.procs[c]
 	newer := in.track.grantAbove(hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultPauseClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
-		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token)}
+		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token), Lock: hold.Lock, Token: hold.Token}
+	// Recorded at once: a check run meanwhile (--stop-on-violation) must
+	// know that this client's timers are stopped.
+	in.hist.beginFault(rec)
 	p.signal(syscall.SIGSTOP)
 	t := time.NewTimer(clientPauseMax(in.cfg.TTL))
 	select {
@@ -220,6 +235,79 @@ func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
 	t.Stop()
 	p.signal(syscall.SIGCONT)
 	rec.End = monoNow()
+	return rec, nil
+}
+
+// partitionClient cuts a client that holds a lock (preferably one that
+// others wait for) off from the cluster with iptables, both ways, while
+// it keeps running: its keepalives go unanswered, its session expires at
+// the cluster, and after the lock-delay the lock goes to a waiting client.
+// The client is first pinned (msgPin) so that it does not let go of the
+// lock of its own accord: it waits in jeopardy and relies on Lost() to
+// learn that the lock is gone, which the lost-before-regrant check judges.
+// The cut lasts TTL + lock-delay + clientCutExtraMin..clientCutExtraMax,
+// or ends as soon as both another client was granted the lock and the cut
+// client reported its Lost() closed: nothing more can happen then that the
+// check would judge. Then it heals and unpins the client.
+func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
+	c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+	if !ok {
+		return FaultRec{}, fmt.Errorf("%w: no client holds a lock", errSkipped)
+	}
+	p := in.cs.procs[c]
+	pctx, cancel := context.WithTimeout(ctx, pinTimeout)
+	r, err := p.request(pctx, message{T: msgPin, Lock: hold.Lock, Token: hold.Token})
+	cancel()
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: pin %s token %d: %v", errSkipped, hold.Lock, hold.Token, err)
+	}
+	defer p.send(message{T: msgUnpin})
+	if !r.OK {
+		return FaultRec{}, fmt.Errorf("%w: client%d let go of %s token %d before it was pinned", errSkipped, c, hold.Lock, hold.Token)
+	}
+	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
+	rec := FaultRec{Kind: faultPartitionClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
+		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token), Lock: hold.Lock, Token: hold.Token}
+	err = in.fw.cutClient(ctx, clientIP(c), in.cl.nodes)
+	if err == nil {
+		t := time.NewTimer(in.cfg.TTL + in.cfg.LockDelay + in.between(clientCutExtraMin, clientCutExtraMax))
+		regranted, lostAt := int64(0), int64(0)
+	wait:
+		for regranted == 0 || lostAt == 0 {
+			select {
+			case <-newer:
+				regranted, newer = monoNow(), nil
+			case <-lostCh:
+				lostAt, lostCh = monoNow(), nil
+			case <-t.C:
+				break wait
+			case <-ctx.Done():
+				break wait
+			}
+		}
+		t.Stop()
+		after := func(at int64) string { return time.Duration(at - rec.Start).Round(100 * time.Millisecond).String() }
+		if regranted != 0 {
+			rec.Note += ", re-granted after " + after(regranted)
+		} else {
+			rec.Note += ", not re-granted"
+		}
+		if lostAt != 0 {
+			rec.Note += ", Lost() after " + after(lostAt)
+		} else {
+			rec.Note += ", Lost() still open at the heal"
+		}
+	}
+	hctx, hcancel := waitCtx(30 * time.Second)
+	defer hcancel()
+	if herr := in.fw.heal(hctx); herr != nil {
+		err = errors.Join(err, herr)
+	}
+	rec.End = monoNow()
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: %v", errSkipped, err)
+	}
 	return rec, nil
 }
 

@@ -45,6 +45,10 @@ func write(c int, s, h, lock string, token uint64, at int64, accepted bool) Writ
 	return WriteRec{Client: c, Session: s, Holder: h, Lock: lock, Token: token, At: at, Accepted: accepted}
 }
 
+func holdRec(c int, s, h, lock string, token uint64, held, lost int64) HoldRec {
+	return HoldRec{Client: c, Session: s, Holder: h, Lock: lock, Token: token, Held: held, Lost: lost}
+}
+
 // hist builds a history of two clients (sorting ops by call time, as the
 // checker's snapshot does).
 func hist(ops ...Op) History {

@@ -66,16 +66,47 @@ type FaultRec struct {
 	// isolated, or left in a minority).
 	LeaderLoss bool   `json:"leader_loss,omitempty"`
 	Note       string `json:"note,omitempty"`
+	// Lock and Token: the grant the target client held (pause-client,
+	// partition-client).
+	Lock  string `json:"lock,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+}
+
+// HoldRec is one grant a client worked under, as it reported it: from
+// Held (its msgHold, stamped when it had the lock's handle) until its
+// Lost() channel closed (Lost, stamped by the client's msgLost; pending
+// if the client never reported it).
+type HoldRec struct {
+	Client  int    `json:"client"`
+	Lock    string `json:"lock"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+	Token   uint64 `json:"token"`
+	Held    int64  `json:"held"`
+	Lost    int64  `json:"lost"`
 }
 
 // History is everything a run recorded.
 type History struct {
-	Start   int64      `json:"start"`
-	End     int64      `json:"end"`
-	Clients int        `json:"clients"`
-	Ops     []Op       `json:"-"`
-	Writes  []WriteRec `json:"-"`
-	Faults  []FaultRec `json:"-"`
+	Start   int64 `json:"start"`
+	End     int64 `json:"end"`
+	Clients int   `json:"clients"`
+	// Exited holds, per client, when the checker saw its output end (its
+	// process exited); pending, or no entry, while it ran.
+	Exited []int64    `json:"exited,omitempty"`
+	Ops    []Op       `json:"-"`
+	Writes []WriteRec `json:"-"`
+	Faults []FaultRec `json:"-"`
+	Holds  []HoldRec  `json:"-"`
+}
+
+// exitOf returns when client's process ended (pending: it still ran when
+// the history ended, or it is not known).
+func (h History) exitOf(client int) int64 {
+	if client < 0 || client >= len(h.Exited) {
+		return pending
+	}
+	return h.Exited[client]
 }
 
 // historyLog collects a run's history as messages arrive. It is safe for
@@ -86,10 +117,23 @@ type historyLog struct {
 	open   map[[2]uint64]int // (client, op id) -> index in ops
 	writes []WriteRec
 	faults []FaultRec
+	// active is the fault being injected now, if it was recorded at its
+	// start (End pending until addFault records it whole).
+	active *FaultRec
+	holds  []HoldRec
+	// held indexes holds by client and holder id.
+	held  map[holdKey]int
+	exits map[int]int64
+}
+
+// holdKey names one hold of a client.
+type holdKey struct {
+	client int
+	holder string
 }
 
 func newHistoryLog() *historyLog {
-	return &historyLog{open: make(map[[2]uint64]int)}
+	return &historyLog{open: make(map[[2]uint64]int), held: map[holdKey]int{}, exits: map[int]int64{}}
 }
 
 // record adds a call or completes an operation. It returns the completed
@@ -128,9 +172,53 @@ func (h *historyLog) addWrite(w WriteRec) {
 	h.mu.Unlock()
 }
 
+// addFault records an injected fault; it replaces the fault begun with
+// beginFault, if any.
 func (h *historyLog) addFault(f FaultRec) {
 	h.mu.Lock()
 	h.faults = append(h.faults, f)
+	h.active = nil
+	h.mu.Unlock()
+}
+
+// beginFault records a fault at its start, with End pending until
+// addFault (or dropFault) replaces it: snapshots taken meanwhile see it.
+func (h *historyLog) beginFault(f FaultRec) {
+	f.End = pending
+	h.mu.Lock()
+	h.active = &f
+	h.mu.Unlock()
+}
+
+// dropFault forgets the fault begun with beginFault (it was not injected).
+func (h *historyLog) dropFault() {
+	h.mu.Lock()
+	h.active = nil
+	h.mu.Unlock()
+}
+
+// addHold records a client's msgHold.
+func (h *historyLog) addHold(client int, m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held[holdKey{client, m.Holder}] = len(h.holds)
+	h.holds = append(h.holds, HoldRec{Client: client, Lock: m.Lock, Session: m.Session, Holder: m.Holder,
+		Token: m.Token, Held: m.At, Lost: pending})
+}
+
+// lost records a client's msgLost: the Lost() of its hold closed.
+func (h *historyLog) lost(client int, m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if i, ok := h.held[holdKey{client, m.Holder}]; ok && h.holds[i].Lost == pending {
+		h.holds[i].Lost = m.At
+	}
+}
+
+// clientExited records the end of a client's process.
+func (h *historyLog) clientExited(client int, at int64) {
+	h.mu.Lock()
+	h.exits[client] = at
 	h.mu.Unlock()
 }
 
@@ -141,9 +229,23 @@ func (h *historyLog) snapshot(start, end int64, clients int) History {
 	hist := History{Start: start, End: end, Clients: clients,
 		Ops:    append([]Op(nil), h.ops...),
 		Writes: append([]WriteRec(nil), h.writes...),
-		Faults: append([]FaultRec(nil), h.faults...)}
+		Faults: append([]FaultRec(nil), h.faults...),
+		Holds:  append([]HoldRec(nil), h.holds...)}
+	if h.active != nil {
+		hist.Faults = append(hist.Faults, *h.active)
+	}
+	if len(h.exits) > 0 {
+		hist.Exited = make([]int64, clients)
+		for c := range hist.Exited {
+			hist.Exited[c] = pending
+			if t, ok := h.exits[c]; ok {
+				hist.Exited[c] = t
+			}
+		}
+	}
 	sort.SliceStable(hist.Ops, func(i, j int) bool { return hist.Ops[i].Call < hist.Ops[j].Call })
 	sort.SliceStable(hist.Writes, func(i, j int) bool { return hist.Writes[i].At < hist.Writes[j].At })
+	sort.SliceStable(hist.Holds, func(i, j int) bool { return hist.Holds[i].Held < hist.Holds[j].Held })
 	return hist
 }
 
@@ -153,12 +255,14 @@ type historyLine struct {
 	Op    *Op       `json:"op,omitempty"`
 	Write *WriteRec `json:"write,omitempty"`
 	Fault *FaultRec `json:"fault,omitempty"`
+	Hold  *HoldRec  `json:"hold,omitempty"`
 	Meta  *History  `json:"meta,omitempty"`
 }
 
 // writeHistory writes h to path as JSON lines: a "meta" line, then every
-// operation, write and fault. Times are CLOCK_MONOTONIC nanoseconds; a
-// Return of 9223372036854775807 means the operation never returned.
+// operation, write, fault and hold. Times are CLOCK_MONOTONIC
+// nanoseconds; 9223372036854775807 means never (an operation that never
+// returned, a Lost() never reported closed, a client still running).
 func writeHistory(path string, h History) error {
 	f, err := os.Create(path)
 	if err != nil {
@@ -175,6 +279,9 @@ func writeHistory(path string, h History) error {
 	}
 	for i := range h.Faults {
 		lines = append(lines, historyLine{Type: "fault", Fault: &h.Faults[i]})
+	}
+	for i := range h.Holds {
+		lines = append(lines, historyLine{Type: "hold", Hold: &h.Holds[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {
@@ -209,13 +316,15 @@ func readHistory(path string) (History, error) {
 		}
 		switch {
 		case l.Meta != nil:
-			h.Start, h.End, h.Clients = l.Meta.Start, l.Meta.End, l.Meta.Clients
+			h.Start, h.End, h.Clients, h.Exited = l.Meta.Start, l.Meta.End, l.Meta.Clients, l.Meta.Exited
 		case l.Op != nil:
 			h.Ops = append(h.Ops, *l.Op)
 		case l.Write != nil:
 			h.Writes = append(h.Writes, *l.Write)
 		case l.Fault != nil:
 			h.Faults = append(h.Faults, *l.Fault)
+		case l.Hold != nil:
+			h.Holds = append(h.Holds, *l.Hold)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -12,7 +12,10 @@ func TestHistoryRoundTrip(t *testing.T) {
 		opRead(1, lk, 30, 40, hold(sA, hA, 5)))
 	h.Start, h.End = 1, 99
 	h.Writes = []WriteRec{write(0, sA, hA, lk, 5, 50, true)}
-	h.Faults = []FaultRec{{Kind: faultKillLeader, Target: "n1", Start: 5, End: 8, LeaderLoss: true}}
+	h.Faults = []FaultRec{{Kind: faultKillLeader, Target: "n1", Start: 5, End: 8, LeaderLoss: true},
+		{Kind: faultPartitionClient, Target: "client0", Start: 9, End: 12, Lock: lk, Token: 5}}
+	h.Holds = []HoldRec{holdRec(0, sA, hA, lk, 5, 21, 60), holdRec(1, sB, hB, lk, 9, 70, pending)}
+	h.Exited = []int64{90, pending, pending}
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := writeHistory(path, h); err != nil {
 		t.Fatal(err)
@@ -65,5 +68,60 @@ func TestTrackerPrefersContendedHolder(t *testing.T) {
 	tr.observe(0, message{T: msgUnhold}, Op{}, false)
 	if _, _, ok := tr.pickHolder(rng, func(int) bool { return true }); ok {
 		t.Error("picked a holder when none holds")
+	}
+}
+
+func TestHistoryLogRecordsHoldsLostAndExits(t *testing.T) {
+	l := newHistoryLog()
+	l.addHold(0, message{T: msgHold, At: 10, Lock: lk, Session: sA, Holder: hA, Token: 5})
+	l.addHold(1, message{T: msgHold, At: 20, Lock: lk, Session: sB, Holder: hB, Token: 9})
+	l.lost(0, message{T: msgLost, At: 30, Lock: lk, Session: sA, Holder: hA, Token: 5})
+	l.lost(0, message{T: msgLost, At: 40, Lock: lk, Session: sA, Holder: hA, Token: 5})
+	l.lost(1, message{T: msgLost, At: 50, Lock: lk, Session: sA, Holder: hA, Token: 5}) // not client 1's hold
+	l.clientExited(0, 60)
+	h := l.snapshot(0, 70, 2)
+	want := []HoldRec{holdRec(0, sA, hA, lk, 5, 10, 30), holdRec(1, sB, hB, lk, 9, 20, pending)}
+	if !reflect.DeepEqual(h.Holds, want) {
+		t.Errorf("holds %+v, want %+v", h.Holds, want)
+	}
+	if h.exitOf(0) != 60 || h.exitOf(1) != pending || h.exitOf(5) != pending {
+		t.Errorf("exits %v: want client 0 at 60, client 1 still running", h.Exited)
+	}
+}
+
+func TestSnapshotShowsTheFaultInProgress(t *testing.T) {
+	l := newHistoryLog()
+	f := FaultRec{Kind: faultPauseClient, Target: "client0", Start: 10}
+	l.beginFault(f)
+	if h := l.snapshot(0, 20, 1); len(h.Faults) != 1 || h.Faults[0].End != pending {
+		t.Fatalf("faults during the pause %+v: want it, with no end yet", h.Faults)
+	}
+	f.End = 30
+	l.addFault(f)
+	if h := l.snapshot(0, 40, 1); len(h.Faults) != 1 || h.Faults[0].End != 30 {
+		t.Errorf("faults after the pause %+v: want it once, ended at 30", h.Faults)
+	}
+	l.beginFault(FaultRec{Kind: faultPauseClient, Target: "client0", Start: 50})
+	l.dropFault()
+	if h := l.snapshot(0, 60, 1); len(h.Faults) != 1 {
+		t.Errorf("faults after a dropped one %+v: want only the first", h.Faults)
+	}
+}
+
+func TestTrackerSignalsLostOfTheCutGrant(t *testing.T) {
+	tr := newTracker()
+	ch := tr.lostOf(1, "b", 4)
+	tr.observe(2, message{T: msgLost, Lock: "b", Token: 4}, Op{}, false) // another client
+	tr.observe(1, message{T: msgLost, Lock: "b", Token: 3}, Op{}, false) // another grant
+	select {
+	case <-ch:
+		t.Fatal("signalled for another client's or another grant's Lost()")
+	default:
+	}
+	tr.observe(1, message{T: msgLost, Lock: "b", Token: 4}, Op{}, false)
+	select {
+	case <-ch:
+	default:
+		t.Error("Lost() of client 1's token 4 not signalled")
 	}
 }

@@ -17,10 +17,12 @@ import (
 // their own rules and a run can remove the chains of dead ones.
 const chainPrefix = "RLCHK-"
 
-// firewall cuts Raft traffic between nodes with iptables rules in a
-// dedicated chain, jumped to from OUTPUT (loopback packets all pass it).
-// A rule matches a pair of node addresses and the Raft port of one of
-// them, so runs on other ports are not affected.
+// firewall cuts Raft traffic between nodes, or a client process off from
+// the cluster, with iptables rules in a dedicated chain, jumped to from
+// OUTPUT (loopback packets all pass it). A rule between nodes matches a
+// pair of node addresses and the Raft port of one of them, so runs on
+// other ports are not affected; a client's rules match the client's own
+// source address and the nodes' HTTP ports.
 type firewall struct {
 	bin   string
 	chain string
@@ -110,6 +112,24 @@ func (f *firewall) partition(ctx context.Context, a, b []*nodeProc) error {
 					return err
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// cutClient drops every packet between the client address ip and the
+// HTTP servers of nodes, both ways: its requests and the answers to them
+// vanish, as on a broken network, with no reset to tell it. The rules
+// name the nodes' ports, so a concurrent run whose client has the same
+// address is not affected.
+func (f *firewall) cutClient(ctx context.Context, ip string, nodes []*nodeProc) error {
+	for _, n := range nodes {
+		port := strconv.Itoa(n.httpPort)
+		if err := f.run(ctx, "-A", f.chain, "-s", ip, "-d", n.ip, "-p", "tcp", "--dport", port, "-j", "DROP"); err != nil {
+			return err
+		}
+		if err := f.run(ctx, "-A", f.chain, "-s", n.ip, "-d", ip, "-p", "tcp", "--sport", port, "-j", "DROP"); err != nil {
+			return err
 		}
 	}
 	return nil

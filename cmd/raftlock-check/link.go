@@ -22,16 +22,17 @@ type link struct {
 	mu      sync.Mutex
 	replies map[uint64]chan message
 
-	// verify receives msgVerify; done is closed on msgStop or when the
-	// checker goes away.
+	// verify receives msgVerify; pins receives msgPin and msgUnpin, in
+	// order; done is closed on msgStop or when the checker goes away.
 	verify chan struct{}
+	pins   chan message
 	done   chan struct{}
 	once   sync.Once
 }
 
 func newLink(w io.Writer) *link {
 	return &link{enc: json.NewEncoder(w), replies: make(map[uint64]chan message),
-		verify: make(chan struct{}, 1), done: make(chan struct{})}
+		verify: make(chan struct{}, 1), pins: make(chan message, 16), done: make(chan struct{})}
 }
 
 func (l *link) nextID() uint64 { return l.ids.Add(1) }
@@ -93,6 +94,12 @@ func (l *link) readLoop(r io.Reader) error {
 			select {
 			case l.verify <- struct{}{}:
 			default:
+			}
+		case msgPin, msgUnpin:
+			select {
+			case l.pins <- m:
+			default:
+				// Not taken in time: the checker gives up on the pin.
 			}
 		case msgStop:
 			return nil

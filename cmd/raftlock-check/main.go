@@ -5,13 +5,16 @@
 // to a fenced resource kept by the checker, injects faults on a schedule
 // (kill -9 and restart of the leader, of a follower and of the whole
 // cluster; SIGSTOP of the leader and of a lock holder; network partitions
-// with iptables), and then checks the recorded history:
+// with iptables, between nodes and between a lock holder and the cluster),
+// and then checks the recorded history:
 //
 //  1. it is linearizable for the lock model (porcupine);
 //  2. the fenced resource accepted writes in token order and never a
 //     stale holder's write inside the next holder's tenure;
 //  3. no acknowledged grant of a live session was lost;
-//  4. no live session was expired (leader changes included).
+//  4. no live session was expired (leader changes included);
+//  5. a holder's Lost() closed before the lock was granted to another
+//     client.
 //
 // It prints a summary and exits 1 if any check failed, writing the
 // history and porcupine's visualisation to --out. "raftlock-check analyze

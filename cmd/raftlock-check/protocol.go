@@ -19,6 +19,12 @@ const (
 	// lock (Lock, Token, Session, Holder). They steer the fault schedule.
 	msgHold   = "hold"
 	msgUnhold = "unhold"
+	// msgLost: the Lost() channel of a lock the client held (since its
+	// msgHold) closed (At, Lock, Token, Session, Holder).
+	msgLost = "lost"
+	// msgPinReply answers msgPin: OK if the client holds that grant and
+	// will keep it until msgUnpin or until its Lost() closes.
+	msgPinReply = "pin_reply"
 	// msgState: the client's session changed state (Session, Result holds
 	// the state name, Err its cause).
 	msgState = "state"
@@ -35,6 +41,14 @@ const (
 	// msgStop asks the client to release what it holds, close its session
 	// and exit.
 	msgStop = "stop"
+	// msgPin (ID, Lock, Token) asks a client that holds that grant not to
+	// let go of it of its own accord: it keeps working under it (writing
+	// while its session is safe, waiting while it is in jeopardy) until its
+	// Lost() closes, a write is rejected, or msgUnpin. The client answers
+	// msgPinReply.
+	msgPin = "pin"
+	// msgUnpin ends a pin: the client's hold ends as it would have.
+	msgUnpin = "unpin"
 )
 
 // Operation kinds.

@@ -32,13 +32,20 @@ type Report struct {
 
 	SessionsOpened int
 	// SessionsExpired counts sessions the cluster reported gone;
-	// ExpiredUnpaused those of them whose client was never paused while
-	// the session was alive.
+	// ExpiredUnpaused those of them whose client was never paused nor cut
+	// off while the session was alive.
 	SessionsExpired int
 	ExpiredUnpaused int
 
+	// ClientCuts counts the partition-client faults, CutRegrants those
+	// during which another client was granted the cut client's lock.
+	ClientCuts  int
+	CutRegrants int
+
 	Lin        linearizability
 	GrantReads int
+	// LostJudged counts the grants the lost-before-regrant check judged.
+	LostJudged int
 	Violations []Violation
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
@@ -76,6 +83,7 @@ func analyze(h History, timeout time.Duration) *Report {
 	for _, f := range h.Faults {
 		r.Faults[f.Kind]++
 	}
+	r.ClientCuts, r.CutRegrants = cutRegrants(h)
 	r.Unavailable = unavailabilities(h)
 	ss := sessionsOf(h)
 	r.SessionsOpened = len(ss)
@@ -84,7 +92,7 @@ func analyze(h History, timeout time.Duration) *Report {
 			continue
 		}
 		r.SessionsExpired++
-		if !clientPaused(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) {
+		if !clientPaused(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) && !clientCut(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) {
 			r.ExpiredUnpaused++
 		}
 	}
@@ -95,6 +103,7 @@ func analyze(h History, timeout time.Duration) *Report {
 	}
 	r.Violations = append(r.Violations, quickChecks(h)...)
 	_, r.GrantReads = checkGrantsKept(h)
+	_, r.LostJudged = checkLostBeforeRegrant(h)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
 	return r
 }
@@ -108,6 +117,38 @@ func clientPaused(h History, client int, from, to int64) bool {
 		}
 	}
 	return false
+}
+
+// clientCut reports whether client was cut off from the cluster
+// (partition-client) at some time in [from, to].
+func clientCut(h History, client int, from, to int64) bool {
+	target := fmt.Sprintf("client%d", client)
+	for _, f := range h.Faults {
+		if f.Kind == faultPartitionClient && f.Target == target && f.Start <= to && f.End >= from {
+			return true
+		}
+	}
+	return false
+}
+
+// cutRegrants counts the partition-client faults, and those during which
+// the cut client's lock was granted to someone else (an acknowledged grant
+// with a higher token).
+func cutRegrants(h History) (cuts, regrants int) {
+	grants := grantsOf(h)
+	for _, f := range h.Faults {
+		if f.Kind != faultPartitionClient {
+			continue
+		}
+		cuts++
+		for _, g := range grants[f.Lock] {
+			if g.Token > f.Token && g.Acked >= f.Start && g.Acked <= f.End {
+				regrants++
+				break
+			}
+		}
+	}
+	return cuts, regrants
 }
 
 // definite reports whether an operation's answer came from a serving
@@ -203,6 +244,9 @@ func (r *Report) print(w io.Writer) {
 		}
 	}
 	p("faults: %d: %s", total, strings.Join(fs, ", "))
+	if r.ClientCuts > 0 {
+		p("client cuts: %d, the cut client's lock granted to another during %d", r.ClientCuts, r.CutRegrants)
+	}
 	var all []time.Duration
 	byKind := map[string][]time.Duration{}
 	for _, u := range r.Unavailable {
@@ -217,13 +261,14 @@ func (r *Report) print(w io.Writer) {
 			p("  %-17s %3d: p50 %v, max %v", k, len(ds), a.Round(time.Millisecond), b.Round(time.Millisecond))
 		}
 	}
-	p("sessions: %d opened, %d expired by the cluster (%d without a pause of their client)",
+	p("sessions: %d opened, %d expired by the cluster (%d without a pause or cut of their client)",
 		r.SessionsOpened, r.SessionsExpired, r.ExpiredUnpaused)
 	p("checks:")
 	p("  1 linearizable (porcupine): %s  (%d operations, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
 	p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
+	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 20 {

@@ -188,6 +188,16 @@ func watchChecks(ctx context.Context, stop context.CancelFunc, hist *historyLog,
 			}
 		}
 		h.Writes = writes
+		holds := h.Holds[:0]
+		for _, hd := range h.Holds {
+			if hd.Held < cut {
+				if hd.Lost >= cut {
+					hd.Lost = pending
+				}
+				holds = append(holds, hd)
+			}
+		}
+		h.Holds = holds
 		if len(quickChecks(h)) > 0 {
 			stop()
 			return

@@ -8,12 +8,23 @@ import (
 
 // tracker follows, as messages arrive, who holds and who waits for which
 // lock, so that the schedule can pause a holder that others wait behind,
-// and wake it the moment someone else is granted its lock.
+// and wake it the moment someone else is granted its lock (or, for a cut
+// client, heal once it also reported its Lost()).
 type tracker struct {
-	mu      sync.Mutex
-	holding map[int]message           // client -> its msgHold
-	waiting map[int]map[uint64]string // client -> waiting acquire id -> lock
-	subs    []grantSub
+	mu       sync.Mutex
+	holding  map[int]message           // client -> its msgHold
+	waiting  map[int]map[uint64]string // client -> waiting acquire id -> lock
+	subs     []grantSub
+	lostSubs []lostSub
+}
+
+// lostSub is a wish to hear that client reported the Lost() of its grant
+// of lock with token.
+type lostSub struct {
+	client int
+	lock   string
+	token  uint64
+	ch     chan struct{}
 }
 
 // grantSub is a wish to hear of a grant of lock with a token above min.
@@ -36,6 +47,16 @@ func (t *tracker) observe(client int, m message, done Op, isRet bool) {
 		t.holding[client] = m
 	case m.T == msgUnhold:
 		delete(t.holding, client)
+	case m.T == msgLost:
+		kept := t.lostSubs[:0]
+		for _, s := range t.lostSubs {
+			if s.client == client && s.lock == m.Lock && s.token == m.Token {
+				close(s.ch)
+				continue
+			}
+			kept = append(kept, s)
+		}
+		t.lostSubs = kept
 	case m.T == msgCall && m.Kind == kindAcquire && m.Wait:
 		if t.waiting[client] == nil {
 			t.waiting[client] = map[uint64]string{}
@@ -65,6 +86,16 @@ func (t *tracker) grantAbove(lock string, min uint64) <-chan struct{} {
 	defer t.mu.Unlock()
 	ch := make(chan struct{})
 	t.subs = append(t.subs, grantSub{lock: lock, min: min, ch: ch})
+	return ch
+}
+
+// lostOf returns a channel closed once client reports that the Lost() of
+// its grant of lock with token closed.
+func (t *tracker) lostOf(client int, lock string, token uint64) <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch := make(chan struct{})
+	t.lostSubs = append(t.lostSubs, lostSub{client: client, lock: lock, token: token, ch: ch})
 	return ch
 }
 

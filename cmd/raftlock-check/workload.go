@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -21,6 +23,10 @@ type clientConfig struct {
 	// TTL and LockDelay of the client's sessions.
 	TTL       time.Duration `json:"ttl"`
 	LockDelay time.Duration `json:"lock_delay"`
+	// SourceIP is the loopback address the client's connections to the
+	// cluster come from (empty: the kernel's choice), so that a partition
+	// can cut this one client off.
+	SourceIP string `json:"source_ip,omitempty"`
 }
 
 // Shape of a client's work.
@@ -44,6 +50,12 @@ const (
 	readTimeout   = 3 * time.Second
 	unlockTimeout = 20 * time.Second
 	closeTimeout  = 10 * time.Second
+	// A pinned holder in jeopardy looks whether its session is safe again
+	// every jeopardyPoll.
+	jeopardyPoll = 50 * time.Millisecond
+	// lostReportWait bounds the wait, after Unlock, for the report that
+	// Lost() closed (Unlock closes it first, so it is already on its way).
+	lostReportWait = time.Second
 )
 
 // workload is one client process's work: sessions, locks, writes.
@@ -56,28 +68,56 @@ type workload struct {
 	rmu sync.Mutex
 	rng *rand.Rand
 
+	// hmu guards what the client holds now and whether the checker pinned
+	// it (see msgPin).
 	hmu     sync.Mutex
 	holding *session.Lock
 	holdS   *session.Session
+	pinned  bool
 }
 
 func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	addrs := append([]string(nil), cfg.Addrs...)
 	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	c, err := transport.NewClient(addrs)
+	var opts []transport.ClientOption
+	if cfg.SourceIP != "" {
+		hc, err := sourceHTTPClient(cfg.SourceIP)
+		if err != nil {
+			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+		}
+		opts = append(opts, transport.WithHTTPClient(hc))
+	}
+	c, err := transport.NewClient(addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng}
 	for _, a := range cfg.Addrs {
-		rc, err := transport.NewClient([]string{a}, transport.WithRequestTimeout(readTimeout))
+		rc, err := transport.NewClient([]string{a}, append(opts, transport.WithRequestTimeout(readTimeout))...)
 		if err != nil {
 			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 		}
 		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: a})
 	}
 	return w, nil
+}
+
+// sourceHTTPClient returns an HTTP client whose connections come from the
+// loopback address ip. Like the transport's default client it has no
+// overall Timeout (the transport bounds every request itself).
+func sourceHTTPClient(ip string) (*http.Client, error) {
+	addr := net.ParseIP(ip)
+	if addr == nil {
+		return nil, fmt.Errorf("source address %q: not an IP address", ip)
+	}
+	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: addr}}
+	return &http.Client{Transport: &http.Transport{
+		DialContext:           d.DialContext,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}}, nil
 }
 
 func (w *workload) float() float64 {
@@ -116,6 +156,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // and opens the next; at the end it closes the session it has.
 func (w *workload) run(ctx context.Context) {
 	go w.verifyLoop(ctx)
+	go w.pinLoop(ctx)
 	for ctx.Err() == nil {
 		s, err := session.Open(ctx, w.backend, session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
 			session.Name(fmt.Sprintf("check-client-%d", w.cfg.Index)), session.OnEvent(w.onEvent))
@@ -186,17 +227,20 @@ func lost(l *session.Lock) bool {
 // hold works under l: it checks that the lock can be trusted, waits a
 // moment, writes to the resource, and again, then releases l. The write
 // after the wait does not check again, like a real program that checked,
-// was paused, and carried on: a pause there makes a stale holder.
+// was paused, and carried on: a pause there makes a stale holder. Once
+// the session is not safe it gives the lock up, unless the checker pinned
+// it (msgPin): it then waits, without writing, until the session is safe
+// again or Lost() closes, like a program that trusts Lost() to tell it
+// when the lock is gone. Whenever Lost() closes, it tells the checker.
 func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock) {
 	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: uint64(l.Token()), Session: s.ID(), Holder: l.Holder()}
 	w.link.send(hold)
+	reported := w.reportLost(l, hold)
 	w.hmu.Lock()
-	w.holding, w.holdS = l, s
+	w.holding, w.holdS, w.pinned = l, s, false
 	w.hmu.Unlock()
 	defer func() {
-		w.hmu.Lock()
-		w.holding, w.holdS = nil, nil
-		w.hmu.Unlock()
+		w.letGo(true)
 		hold.T, hold.At = msgUnhold, monoNow()
 		w.link.send(hold)
 		uctx, cancel := context.WithTimeout(context.WithValue(context.Background(), unlockIntent{}, true), unlockTimeout)
@@ -204,10 +248,22 @@ func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock
 		if err := l.Unlock(uctx); err != nil {
 			w.logf("unlock %s: %v", l.Name(), err)
 		}
+		// Unlock closes Lost() first: wait for its report, so that it is
+		// sent before the process can exit.
+		t := time.NewTimer(lostReportWait)
+		defer t.Stop()
+		select {
+		case <-reported:
+		case <-t.C:
+			w.logf("Lost() of %s token %d still open %v after Unlock", l.Name(), l.Token(), lostReportWait)
+		}
 	}()
 	end := time.Now().Add(w.between(holdMin, holdMax))
 	for first := true; ; first = false {
-		if ctx.Err() != nil || !s.Safe() || lost(l) {
+		if ctx.Err() != nil || lost(l) {
+			return
+		}
+		if !s.Safe() && !w.awaitSafe(ctx, s, l) {
 			return
 		}
 		if !first && w.float() < ownReadShare {
@@ -220,9 +276,91 @@ func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock
 		if !sleep(ctx, d) {
 			return
 		}
-		if !w.write(ctx, s, l) || time.Now().After(end) {
+		if !w.write(ctx, s, l) || time.Now().After(end) && w.letGo(false) {
 			return
 		}
+	}
+}
+
+// reportLost sends msgLost (hold's fields, stamped when it happens) once
+// l's Lost() closes; the returned channel is closed after it was sent.
+func (w *workload) reportLost(l *session.Lock, hold message) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		<-l.Lost()
+		m := hold
+		m.T, m.At = msgLost, monoNow()
+		w.link.send(m)
+	}()
+	return done
+}
+
+// letGo marks the end of the current hold, after which a pin is refused.
+// Unless force is set, a pinned hold does not end: it reports false.
+func (w *workload) letGo(force bool) bool {
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	if w.pinned && !force {
+		return false
+	}
+	w.holding, w.holdS, w.pinned = nil, nil, false
+	return true
+}
+
+func (w *workload) isPinned() bool {
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	return w.pinned
+}
+
+// awaitSafe is what a holder does when its session is not safe: unpinned,
+// it gives up at once (false); pinned, it waits until the session is safe
+// again (true) or Lost() closes, ctx ends or the pin ends (false).
+func (w *workload) awaitSafe(ctx context.Context, s *session.Session, l *session.Lock) bool {
+	t := time.NewTicker(jeopardyPoll)
+	defer t.Stop()
+	for {
+		if s.Safe() {
+			return true
+		}
+		if !w.isPinned() {
+			return false
+		}
+		select {
+		case <-l.Lost():
+			return false
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// pinLoop answers msgPin and msgUnpin.
+func (w *workload) pinLoop(ctx context.Context) {
+	for {
+		var m message
+		select {
+		case <-ctx.Done():
+			return
+		case m = <-w.link.pins:
+		}
+		w.hmu.Lock()
+		switch m.T {
+		case msgPin:
+			l := w.holding
+			ok := l != nil && l.Name() == m.Lock && uint64(l.Token()) == m.Token && !lost(l)
+			if ok {
+				w.pinned = true
+			}
+			w.hmu.Unlock()
+			w.link.send(message{T: msgPinReply, ID: m.ID, OK: ok, Lock: m.Lock, Token: m.Token})
+			continue
+		case msgUnpin:
+			w.pinned = false
+		}
+		w.hmu.Unlock()
 	}
 }
 
