@@ -104,6 +104,11 @@ type Acquire struct {
 	Holder  string `json:"holder"`
 	Mode    Mode   `json:"mode"`
 	Wait    bool   `json:"wait,omitempty"`
+	// WaitFor is how long the waiter keeps its place (nanoseconds; with
+	// Wait). Every leader times it on its own clock from the moment it
+	// learns of it; 0 on an entry written before waits were replicated
+	// means session.MaxWait.
+	WaitFor int64  `json:"wait_for,omitempty"`
 	Value   string `json:"value,omitempty"`
 }
 
@@ -113,6 +118,10 @@ type LockRef struct {
 	Lock    string `json:"lock"`
 	Session string `json:"session"`
 	Holder  string `json:"holder"`
+	// WaitSet, in a CancelWait, makes it the end of the wait that was set
+	// at that log index (its wait ran out): it dequeues only a waiter whose
+	// wait is still that one. Zero: an explicit cancellation.
+	WaitSet uint64 `json:"wait_set,omitempty"`
 }
 
 // EndDelay ends a lock's lock-delay if it is still the delay that ends at

@@ -31,12 +31,15 @@ const (
 	// StatusInvalid: the command's content is out of range (the leader
 	// validates before proposing, so this only guards the state).
 	StatusInvalid
+	// StatusModeMismatch: the holder already holds or waits for the lock
+	// in the other mode (Result.Mode says which).
+	StatusModeMismatch
 )
 
 // String names the status.
 func (s Status) String() string {
 	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
-		"not_holder", "not_waiting", "session_exists", "invalid"}
+		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -74,13 +77,37 @@ type Holder struct {
 	Value   string `json:"value,omitempty"`
 }
 
-// Waiter is one queued acquire.
+// Waiter is one queued acquire. Its place belongs to (Session, Holder)
+// until it is granted, its wait runs out, its session ends or it is
+// released or cancelled; a retried acquire keeps it.
 type Waiter struct {
 	Session string `json:"session"`
 	Holder  string `json:"holder"`
 	Mode    Mode   `json:"mode"`
 	Value   string `json:"value,omitempty"`
+	// WaitFor is how long the waiter keeps its place, in nanoseconds (0:
+	// recorded before waits were replicated; the leader uses
+	// session.MaxWait), and WaitSet the log index of the acquire that set
+	// it: a retried wait sets both again. The leader times WaitFor on its
+	// own monotonic clock from the moment it learns of the wait (a new
+	// leader from its promotion): a wait may run long after a failover,
+	// never forever. WaitSet names the wait in the CancelWait that ends it.
+	WaitFor int64  `json:"wait_for,omitempty"`
+	WaitSet uint64 `json:"wait_set,omitempty"`
 }
+
+// WaitEnd says why a wait ended without a grant.
+type WaitEnd uint8
+
+// Why waits end.
+const (
+	// WaitSessionGone: the waiter's session was closed or expired.
+	WaitSessionGone WaitEnd = iota + 1
+	// WaitTimedOut: the wait ran out.
+	WaitTimedOut
+	// WaitCancelled: the holder released or cancelled its own wait.
+	WaitCancelled
+)
 
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
 // stored at all.
@@ -125,6 +152,10 @@ const (
 	EventLockChanged
 	// EventRestored: the whole state was replaced from a snapshot.
 	EventRestored
+	// EventWaitSet: (Session, Holder) waits on Lock for WaitFor
+	// nanoseconds, a wait set at log index Index (a new waiter or a
+	// retried wait).
+	EventWaitSet
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -142,6 +173,10 @@ type Event struct {
 	// nanoseconds.
 	DelayFor int64
 	Index    uint64
+	// WaitFor is the length of a wait (EventWaitSet), in nanoseconds.
+	WaitFor int64
+	// Reason says why a wait ended (EventWaitEnded).
+	Reason WaitEnd
 }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
@@ -272,7 +307,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		keptW := l.Waiters[:0]
 		for _, w := range l.Waiters {
 			if w.Session == id {
-				f.emit(Event{Kind: EventWaitEnded, Lock: name, Session: id, Holder: w.Holder})
+				f.emit(Event{Kind: EventWaitEnded, Lock: name, Session: id, Holder: w.Holder, Reason: WaitSessionGone})
 				continue
 			}
 			keptW = append(keptW, w)
@@ -312,16 +347,33 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	if l != nil {
 		for _, h := range l.Holders {
 			if h.Session == c.Session && h.Holder == c.Holder {
-				// A retried acquire: the same grant, never a second one.
+				// A retried acquire: the same grant, never a second one,
+				// and never one of a mode it did not ask for.
 				r.Status, r.Token, r.Mode = StatusGranted, h.Token, l.Mode
+				if l.Mode != c.Mode {
+					r.Status, r.Token = StatusModeMismatch, 0
+				}
 				return r
 			}
 		}
-		for _, w := range l.Waiters {
-			if w.Session == c.Session && w.Holder == c.Holder {
-				r.Status = StatusQueued
-				return r
+		for i := range l.Waiters {
+			w := &l.Waiters[i]
+			if w.Session != c.Session || w.Holder != c.Holder {
+				continue
 			}
+			// A retry by a queued holder keeps its place: a try finds the
+			// lock busy, a wait sets the wait again from now.
+			switch {
+			case w.Mode != c.Mode:
+				r.Status, r.Mode = StatusModeMismatch, w.Mode
+			case !c.Wait:
+				r.Status = StatusLockBusy
+			default:
+				w.WaitFor, w.WaitSet = c.WaitFor, index
+				f.emit(Event{Kind: EventWaitSet, Lock: l.Name, Session: w.Session, Holder: w.Holder, WaitFor: w.WaitFor, Index: index})
+				r.Status = StatusQueued
+			}
+			return r
 		}
 	} else {
 		l = &Lock{Name: c.Lock}
@@ -340,7 +392,9 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	}
 	f.locks[c.Lock] = l
 	s.Locks[c.Lock] = struct{}{}
-	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value})
+	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value,
+		WaitFor: c.WaitFor, WaitSet: index})
+	f.emit(Event{Kind: EventWaitSet, Lock: c.Lock, Session: c.Session, Holder: c.Holder, WaitFor: c.WaitFor, Index: index})
 	f.changed(index, l)
 	r.Status = StatusQueued
 	return r
@@ -362,7 +416,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 		w := l.Waiters[0]
 		if _, ok := f.sessions[w.Session]; !ok {
 			l.Waiters = l.Waiters[1:]
-			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder})
+			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder, Reason: WaitSessionGone})
 			continue
 		}
 		if !compatible(l, w.Mode) {
@@ -422,7 +476,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 			return StatusOK
 		}
 	}
-	if f.dequeue(l, c) {
+	if f.dequeue(l, c, WaitCancelled) {
 		f.changed(index, l)
 		return StatusOK
 	}
@@ -432,21 +486,27 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	return StatusOK
 }
 
-// dequeue removes (Session, Holder) from l's queue.
-func (f *FSM) dequeue(l *Lock, c *LockRef) bool {
+// dequeue removes (Session, Holder) from l's queue, for the given reason.
+// With c.WaitSet set it removes the waiter only if its wait is still the
+// one set at that index.
+func (f *FSM) dequeue(l *Lock, c *LockRef, why WaitEnd) bool {
 	for i, w := range l.Waiters {
 		if w.Session == c.Session && w.Holder == c.Holder {
+			if c.WaitSet != 0 && w.WaitSet != c.WaitSet {
+				return false
+			}
 			l.Waiters = append(l.Waiters[:i:i], l.Waiters[i+1:]...)
 			f.forget(l, c.Session)
-			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder})
+			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder, Reason: why})
 			return true
 		}
 	}
 	return false
 }
 
-// cancelWait ends a wait. If the waiter was granted meanwhile, the result
-// says so with its token (the caller then holds the lock).
+// cancelWait ends a wait: the wait set at c.WaitSet ran out, or (WaitSet
+// zero) it is cancelled explicitly. If the waiter was granted meanwhile,
+// the result says so with its token (the caller then holds the lock).
 func (f *FSM) cancelWait(index uint64, c *LockRef) Result {
 	r := Result{Index: index, Status: StatusNotWaiting}
 	l := f.locks[c.Lock]
@@ -459,7 +519,11 @@ func (f *FSM) cancelWait(index uint64, c *LockRef) Result {
 			return r
 		}
 	}
-	if f.dequeue(l, c) {
+	why := WaitCancelled
+	if c.WaitSet != 0 {
+		why = WaitTimedOut
+	}
+	if f.dequeue(l, c, why) {
 		f.changed(index, l)
 		r.Status = StatusOK
 	}

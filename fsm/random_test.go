@@ -219,13 +219,16 @@ func findHolder(l Lock, k hkey) (Holder, bool) {
 	return Holder{}, false
 }
 
-func isWaiter(l Lock, k hkey) bool {
-	for _, w := range l.Waiters {
+func isWaiter(l Lock, k hkey) bool { return waiterAt(l, k) >= 0 }
+
+// waiterAt returns k's place in l's queue, or -1.
+func waiterAt(l Lock, k hkey) int {
+	for i, w := range l.Waiters {
 		if w.Session == k.s && w.Holder == k.h {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // genCommand draws the next command, mostly about things that exist in a.
@@ -252,15 +255,23 @@ func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 	type ref struct {
 		lock string
 		k    hkey
+		set  uint64 // a waiter's WaitSet
 	}
 	var holds, waits []ref
 	for _, l := range locks {
 		for _, h := range l.Holders {
-			holds = append(holds, ref{l.Name, hkey{h.Session, h.Holder}})
+			holds = append(holds, ref{lock: l.Name, k: hkey{h.Session, h.Holder}})
 		}
 		for _, w := range l.Waiters {
-			waits = append(waits, ref{l.Name, hkey{w.Session, w.Holder}})
+			waits = append(waits, ref{l.Name, hkey{w.Session, w.Holder}, w.WaitSet})
 		}
+	}
+	// waitFor draws the length of a wait, mostly set.
+	waitFor := func(c Command) Command {
+		if c.Acquire.Wait && rng.IntN(5) > 0 {
+			c.Acquire.WaitFor = int64(1+rng.IntN(600)) * int64(time.Second)
+		}
+		return c
 	}
 
 	switch p := rng.IntN(100); {
@@ -285,7 +296,16 @@ func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 		switch {
 		case len(waits) > 0 && rng.IntN(10) < 6:
 			r := waits[rng.IntN(len(waits))]
-			return cancelCmd(r.lock, r.k.s, r.k.h), "(waiter)"
+			c := cancelCmd(r.lock, r.k.s, r.k.h)
+			switch rng.IntN(3) {
+			case 0:
+				c.CancelWait.WaitSet = r.set // its wait ran out
+				return c, "(waiter, timeout)"
+			case 1:
+				c.CancelWait.WaitSet = r.set - 1 // a wait since set again
+				return c, "(waiter, stale timeout)"
+			}
+			return c, "(waiter)"
 		case len(holds) > 0 && rng.IntN(10) < 5:
 			r := holds[rng.IntN(len(holds))]
 			return cancelCmd(r.lock, r.k.s, r.k.h), "(holder)"
@@ -318,9 +338,9 @@ func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 		}
 		if len(waits) > 0 && rng.IntN(10) == 0 {
 			r := waits[rng.IntN(len(waits))]
-			return acqCmd(r.lock, r.k.s, r.k.h, mode(), rng.IntN(2) == 0), "(retry waiter)"
+			return waitFor(acqCmd(r.lock, r.k.s, r.k.h, mode(), rng.IntN(2) == 0)), "(retry waiter)"
 		}
-		c := acqCmd(pick(randLocks), session(), pick(randHolders), mode(), rng.IntN(10) < 6)
+		c := waitFor(acqCmd(pick(randLocks), session(), pick(randHolders), mode(), rng.IntN(10) < 6))
 		if rng.IntN(200) == 0 {
 			c.Acquire.Mode = 0 // invalid
 		}
@@ -352,18 +372,35 @@ func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r
 			return
 		}
 		if h, ok := findHolder(pre[c.Lock], k); ok {
-			// A retried acquire of a holder: the same grant, never a second.
+			// A retried acquire of a holder: the same grant, never a second,
+			// and never a grant of a mode it did not ask for.
 			st.RetriedGrants++
-			if r.Status != StatusGranted || r.Token != h.Token || r.Mode != pre[c.Lock].Mode || granted != 0 ||
-				!reflect.DeepEqual(pre[c.Lock], post[c.Lock]) {
-				fail("retried acquire of holder %+v (token %d): %+v, lock %+v -> %+v", k, h.Token, r, pre[c.Lock], post[c.Lock])
+			want := Result{Status: StatusGranted, Token: h.Token, Mode: pre[c.Lock].Mode, Index: idx}
+			if c.Mode != pre[c.Lock].Mode {
+				want = Result{Status: StatusModeMismatch, Mode: pre[c.Lock].Mode, Index: idx}
+			}
+			if r != want || granted != 0 || !reflect.DeepEqual(pre[c.Lock], post[c.Lock]) {
+				fail("retried acquire of holder %+v (token %d): %+v, want %+v, lock %+v -> %+v", k, h.Token, r, want, pre[c.Lock], post[c.Lock])
 			}
 			return
 		}
-		if isWaiter(pre[c.Lock], k) {
+		if i := waiterAt(pre[c.Lock], k); i >= 0 {
+			// A retry by a queued holder keeps its place: a wait sets the
+			// wait again from this entry, a try finds the lock busy.
 			st.RetriedWaits++
-			if r.Status != StatusQueued || granted != 0 || !reflect.DeepEqual(pre[c.Lock], post[c.Lock]) {
-				fail("retried acquire of waiter %+v: %+v, lock %+v -> %+v", k, r, pre[c.Lock], post[c.Lock])
+			w := pre[c.Lock].Waiters[i]
+			wantLock := pre[c.Lock]
+			want := Result{Status: StatusLockBusy, Index: idx}
+			switch {
+			case c.Mode != w.Mode:
+				want = Result{Status: StatusModeMismatch, Mode: w.Mode, Index: idx}
+			case c.Wait:
+				want = Result{Status: StatusQueued, Index: idx}
+				wantLock.Waiters = append([]Waiter(nil), wantLock.Waiters...)
+				wantLock.Waiters[i].WaitFor, wantLock.Waiters[i].WaitSet = c.WaitFor, idx
+			}
+			if r != want || granted != 0 || !reflect.DeepEqual(wantLock, post[c.Lock]) {
+				fail("retried acquire of waiter %+v: %+v, want %+v, lock %+v -> %+v", k, r, want, pre[c.Lock], post[c.Lock])
 			}
 			return
 		}
@@ -438,10 +475,23 @@ func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r
 			if r.Status != StatusGranted || r.Token != h.Token || r.Mode != pre[c.Lock].Mode || !reflect.DeepEqual(pre, post) {
 				fail("cancel of holder %+v: %+v", h, r)
 			}
+		case isWaiter(pre[c.Lock], k) && c.WaitSet != 0 && pre[c.Lock].Waiters[waiterAt(pre[c.Lock], k)].WaitSet != c.WaitSet:
+			// The end of a wait that was set again since: nothing happens.
+			if r.Status != StatusNotWaiting || !reflect.DeepEqual(pre, post) {
+				fail("stale timeout of waiter %+v: %+v", k, r)
+			}
 		case isWaiter(pre[c.Lock], k):
 			st.Cancelled++
-			if r.Status != StatusOK || isWaiter(post[c.Lock], k) {
-				fail("cancel of waiter %+v: %+v, lock %+v", k, r, post[c.Lock])
+			want := WaitCancelled
+			if c.WaitSet != 0 {
+				want = WaitTimedOut
+			}
+			ended := false
+			for _, e := range events {
+				ended = ended || (e.Kind == EventWaitEnded && e.Session == k.s && e.Holder == k.h && e.Reason == want)
+			}
+			if r.Status != StatusOK || isWaiter(post[c.Lock], k) || !ended {
+				fail("cancel of waiter %+v: %+v, lock %+v, events %+v", k, r, post[c.Lock], events)
 			}
 		default:
 			if r.Status != StatusNotWaiting || !reflect.DeepEqual(pre, post) {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -178,7 +179,7 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	done := n.leadershipDone()
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 		Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: fsm.Mode(req.Mode),
-		Wait: req.Wait > 0, Value: req.Value}})
+		Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
 	if err != nil {
 		return session.Grant{}, err
 	}
@@ -186,63 +187,47 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	case fsm.StatusGranted:
 		return n.grant(req.Name, res.Token, res.Mode), nil
 	case fsm.StatusQueued:
+	case fsm.StatusModeMismatch:
+		return session.Grant{}, session.Errorf(session.CodeInvalidArgument,
+			"acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s", req.Name, req.Holder,
+			toSeqMode(res.Mode), req.Mode)
 	default:
 		return session.Grant{}, mapStatus(res, "acquire "+req.Name)
 	}
 
-	timer := time.NewTimer(req.Wait)
-	defer timer.Stop()
+	// The place in the queue belongs to the replicated state now: this
+	// request only waits for its outcome. The leader's wait timer ends the
+	// wait (waitBackstop bounds a request whose timer could not end it);
+	// a request that stops waiting leaves the place as it is.
+	backstop := time.NewTimer(req.Wait + waitBackstop)
+	defer backstop.Stop()
 	select {
 	case r := <-ch:
 		if r.token > 0 {
 			return n.grant(req.Name, r.token, r.mode), nil
 		}
-		return session.Grant{}, session.Errorf(session.CodeSessionNotFound,
-			"acquire %s: the wait ended: session closed or expired", req.Name)
-	case <-done:
-		return session.Grant{}, n.noLeader()
-	case <-timer.C:
-		g, err := n.cancelWait(key, ch)
-		if err == nil {
-			return g, nil
-		}
-		if session.CodeOf(err) == session.CodeNotFound {
+		switch r.why {
+		case fsm.WaitTimedOut:
 			return session.Grant{}, session.Errorf(session.CodeWaitTimeout, "acquire %s: not granted within %v; no longer queued", req.Name, req.Wait)
+		case fsm.WaitCancelled:
+			return session.Grant{}, session.Errorf(session.CodeWaitCancelled, "acquire %s: the wait was cancelled by its holder (released while queued)", req.Name)
+		default:
+			return session.Grant{}, session.Errorf(session.CodeSessionNotFound, "acquire %s: the wait ended: session closed or expired", req.Name)
 		}
-		return session.Grant{}, err
+	case <-done:
+		return session.Grant{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+			"acquire %s: this node stopped leading while the request waited; the place in the queue is kept: retry the same request (same holder) to learn its outcome", req.Name)}
+	case <-backstop.C:
+		return session.Grant{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+			"acquire %s: the wait's end was not seen within %v; retry the same request (same holder) to learn its outcome", req.Name, req.Wait+waitBackstop)}
 	case <-ctx.Done():
-		cctx, cancel := context.WithTimeout(context.Background(), DefaultApplyTimeout)
-		defer cancel()
-		if _, err := n.cancelWait(key, ch); err == nil {
-			// Granted just before the cancellation: give it back.
-			_ = n.Release(cctx, session.ReleaseRequest{Name: req.Name, Session: req.Session, Holder: req.Holder})
-		}
 		return session.Grant{}, ctx.Err()
 	}
 }
 
-// cancelWait dequeues a waiter. It returns the grant if the waiter was
-// granted first, and an error with CodeNotFound once it is dequeued.
-func (n *Node) cancelWait(k waitKey, ch chan waitResult) (session.Grant, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultApplyTimeout)
-	defer cancel()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCancelWait, CancelWait: &fsm.LockRef{
-		Lock: k.lock, Session: k.session, Holder: k.holder}})
-	if err != nil {
-		return session.Grant{}, err
-	}
-	if res.Status == fsm.StatusGranted {
-		return n.grant(k.lock, res.Token, res.Mode), nil
-	}
-	select {
-	case r := <-ch:
-		if r.token > 0 {
-			return n.grant(k.lock, r.token, r.mode), nil
-		}
-	default:
-	}
-	return session.Grant{}, &session.Error{Code: session.CodeNotFound, Message: "dequeued"}
-}
+// waitBackstop is how long past its wait a waiting request gives up on
+// seeing the wait's end (answering unknown_outcome).
+const waitBackstop = 30 * time.Second
 
 // Release gives a lock up. Releasing a lock held by someone else is
 // refused (not_holder); releasing a free lock is a no-op.
@@ -261,6 +246,9 @@ func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
 func lockState(l fsm.Lock) session.LockState {
 	st := session.LockState{Name: l.Name, Mode: toSeqMode(l.Mode), Holders: []session.Holder{},
 		Waiters: len(l.Waiters), Index: l.Index}
+	for _, w := range l.Waiters {
+		st.Queue = append(st.Queue, session.QueuedHolder{Holder: w.Holder, Mode: toSeqMode(w.Mode)})
+	}
 	if len(l.Holders) == 0 {
 		st.Mode = 0
 	}

@@ -25,12 +25,43 @@ type waitKey struct{ lock, session, holder string }
 type waitResult struct {
 	token uint64
 	mode  fsm.Mode
+	why   fsm.WaitEnd // without a grant: why the wait ended
 }
 
+// leaderTimer is a timer of the leader whose end is a proposal: the end of
+// a lock-delay, or of a wait that ran out. Keys are comparable values.
+type leaderTimer interface {
+	// command is the proposal made when the timer fires (idempotent).
+	command() *fsm.Command
+	// what names the timer in logs.
+	what() string
+}
+
+// delayKey names a lock-delay: the lock and the DelayUntil that EndDelay
+// carries.
 type delayKey struct {
 	lock  string
 	until int64
 }
+
+func (k delayKey) command() *fsm.Command {
+	return &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until}}
+}
+
+func (k delayKey) what() string { return "end lock-delay of " + k.lock }
+
+// waitTimerKey names one wait: the waiter and the index that set it.
+type waitTimerKey struct {
+	waitKey
+	set uint64
+}
+
+func (k waitTimerKey) command() *fsm.Command {
+	return &fsm.Command{Type: fsm.CmdCancelWait, CancelWait: &fsm.LockRef{Lock: k.lock, Session: k.session,
+		Holder: k.holder, WaitSet: k.set}}
+}
+
+func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
 
 // onEvent runs inside Apply with the FSM locked: it must not block or read
 // the FSM.
@@ -39,7 +70,11 @@ func (n *Node) onEvent(e fsm.Event) {
 	case fsm.EventGranted:
 		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
 	case fsm.EventWaitEnded:
-		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{})
+		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{why: e.Reason})
+	case fsm.EventWaitSet:
+		if n.leading.Load() {
+			n.scheduleTimer(waitTimerKey{waitKey{e.Lock, e.Session, e.Holder}, e.Index}, waitLength(e.WaitFor))
+		}
 	case fsm.EventSessionOpened:
 		n.leases.Add(e.Session, time.Duration(e.TTL))
 	case fsm.EventSessionRemoved:
@@ -140,9 +175,9 @@ func (n *Node) endLeadership() {
 	n.leading.Store(false)
 	n.ready.Store(false)
 	close(n.leaderCh)
-	for k, t := range n.delays {
+	for k, t := range n.timers {
 		t.Stop()
-		delete(n.delays, k)
+		delete(n.timers, k)
 	}
 	n.log.Info("lost leadership")
 }
@@ -180,8 +215,16 @@ func (n *Node) lead(done <-chan struct{}) {
 	// leader is unknown here (DelayUntil is another node's wall clock,
 	// which may be behind this one's). Armed once the node serves, so that
 	// a timer that fires at once (SkipLockDelay) does not fail to propose.
-	for _, r := range delaysToRestart(n.fsm.Locks("")) {
+	// Waits likewise restart for their full length (a wait may run long
+	// after a failover, never forever).
+	locks := n.fsm.Locks("")
+	for _, r := range delaysToRestart(locks) {
 		n.armDelay(r.key, r.d)
+	}
+	for _, l := range locks {
+		for _, w := range l.Waiters {
+			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
+		}
 	}
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
@@ -278,35 +321,44 @@ func (n *Node) armDelay(k delayKey, d time.Duration) {
 	if n.cfg.Faults.SkipLockDelay {
 		d = 0
 	}
-	n.scheduleEndDelay(k, d)
+	n.scheduleTimer(k, d)
 }
 
-// endDelayRetry is how soon the leader proposes the end of a lock-delay
-// again after a proposal failed.
-const endDelayRetry = 100 * time.Millisecond
+// waitLength is how long a leader times a wait whose replicated length is
+// waitFor (nanoseconds) from when it arms the timer; 0 (a wait recorded
+// before lengths were replicated) waits session.MaxWait.
+func waitLength(waitFor int64) time.Duration {
+	if waitFor <= 0 {
+		return session.MaxWait
+	}
+	return time.Duration(waitFor)
+}
 
-// scheduleEndDelay proposes the end of the lock-delay k after d, unless a
-// timer for it is armed already or this node does not lead. A proposal
-// that fails while the node still leads (not serving yet right after a
-// promotion, when a timer armed by an entry applied before the Barrier
-// fires at once under SkipLockDelay; an apply queue that stays full) is
-// tried again after endDelayRetry: EndDelay is idempotent, and a delay that
-// is never ended would keep its lock unavailable until the next leader
-// change. endLeadership stops the timers.
-func (n *Node) scheduleEndDelay(k delayKey, d time.Duration) {
+// timerRetry is how soon the leader proposes a timer's end again after a
+// proposal failed.
+const timerRetry = 100 * time.Millisecond
+
+// scheduleTimer proposes k's command after d, unless a timer for k is
+// armed already or this node does not lead. A proposal that fails while
+// the node still leads (not serving yet right after a promotion, when a
+// timer armed by an entry applied before the Barrier fires at once under
+// SkipLockDelay; an apply queue that stays full) is tried again after
+// timerRetry: the commands are idempotent, and a delay or a wait that is
+// never ended would last until the next leader change. endLeadership stops
+// the timers.
+func (n *Node) scheduleTimer(k leaderTimer, d time.Duration) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if _, ok := n.delays[k]; ok || !n.leading.Load() {
+	if _, ok := n.timers[k]; ok || !n.leading.Load() {
 		return
 	}
-	n.delays[k] = time.AfterFunc(d, func() {
+	n.timers[k] = time.AfterFunc(d, func() {
 		n.mu.Lock()
-		delete(n.delays, k)
+		delete(n.timers, k)
 		n.mu.Unlock()
-		cmd := &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until}}
-		if _, err := n.propose(context.Background(), cmd); err != nil {
-			n.log.Warn("end lock-delay failed; trying again", "lock", k.lock, "retry_in", endDelayRetry, "error", err)
-			n.scheduleEndDelay(k, endDelayRetry)
+		if _, err := n.propose(context.Background(), k.command()); err != nil {
+			n.log.Warn(k.what()+" failed; trying again", "retry_in", timerRetry, "error", err)
+			n.scheduleTimer(k, timerRetry)
 		}
 	})
 }

@@ -204,7 +204,7 @@ type Node struct {
 
 	mu       sync.Mutex
 	waits    map[waitKey][]chan waitResult
-	delays   map[delayKey]*time.Timer
+	timers   map[leaderTimer]*time.Timer
 	leaderCh chan struct{} // closed when the current leadership ends
 	changed  chan struct{} // closed and replaced on every lock change
 
@@ -231,7 +231,7 @@ func New(cfg Config) (*Node, error) {
 		log:      cfg.Logger.Named("node"),
 		leases:   session.NewLeaseTable(cfg.Now),
 		waits:    make(map[waitKey][]chan waitResult),
-		delays:   make(map[delayKey]*time.Timer),
+		timers:   make(map[leaderTimer]*time.Timer),
 		leaderCh: make(chan struct{}),
 		changed:  make(chan struct{}),
 		stop:     make(chan struct{}),

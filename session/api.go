@@ -46,11 +46,14 @@ type Code string
 
 // The error codes of the API. They never change meaning.
 const (
-	CodeInvalidArgument  Code = "invalid_argument"
-	CodeSessionNotFound  Code = "session_not_found"
-	CodeLockBusy         Code = "lock_busy"
-	CodeNotHolder        Code = "not_holder"
-	CodeWaitTimeout      Code = "wait_timeout"
+	CodeInvalidArgument Code = "invalid_argument"
+	CodeSessionNotFound Code = "session_not_found"
+	CodeLockBusy        Code = "lock_busy"
+	CodeNotHolder       Code = "not_holder"
+	CodeWaitTimeout     Code = "wait_timeout"
+	// CodeWaitCancelled answers a waiting acquire whose wait its own holder
+	// ended (a release by the queued holder).
+	CodeWaitCancelled    Code = "wait_cancelled"
 	CodeNoLeader         Code = "no_leader"
 	CodeUnknownOutcome   Code = "unknown_outcome"
 	CodeTooLarge         Code = "too_large"
@@ -88,6 +91,7 @@ var (
 	ErrLockBusy        = &Error{Code: CodeLockBusy, Message: "lock is busy"}
 	ErrNotHolder       = &Error{Code: CodeNotHolder, Message: "not a holder of the lock"}
 	ErrWaitTimeout     = &Error{Code: CodeWaitTimeout, Message: "wait timed out"}
+	ErrWaitCancelled   = &Error{Code: CodeWaitCancelled, Message: "wait cancelled by its holder"}
 	ErrNoLeader        = &Error{Code: CodeNoLeader, Message: "no leader"}
 	ErrUnknownOutcome  = &Error{Code: CodeUnknownOutcome, Message: "outcome unknown: leadership lost mid-write; retry the same request"}
 	ErrTooLarge        = &Error{Code: CodeTooLarge, Message: "too large"}
@@ -161,12 +165,21 @@ type Holder struct {
 	Value   string
 }
 
+// QueuedHolder is one waiter in a lock's queue.
+type QueuedHolder struct {
+	Holder string
+	Mode   sequencer.Mode
+}
+
 // LockState is the state of one lock as the leader sees it.
 type LockState struct {
 	Name    string
 	Mode    sequencer.Mode
 	Holders []Holder
 	Waiters int
+	// Queue lists the waiters in FIFO order (holder ids and modes; never
+	// session ids).
+	Queue []QueuedHolder
 	// DelayUntil is when the lock's lock-delay ends (zero: none).
 	DelayUntil time.Time
 	// Index is the Raft index of the last change to the lock. For a free

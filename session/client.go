@@ -21,9 +21,11 @@ import (
 const DefaultGracePeriod = 15 * time.Second
 
 const (
-	// lockWaitSlice bounds the Wait of one blocking Acquire; a longer wait is
-	// a series of such acquires with the same holder id.
-	lockWaitSlice = 30 * time.Second
+	// lockPollSlice bounds one blocking Acquire request. A longer wait is a
+	// series of requests with the same holder id: each finds the waiter's
+	// place in the queue and sets its wait again from now (MaxWait at
+	// most), so the place is kept for as long as the caller waits.
+	lockPollSlice = MaxWait / 2
 	// Backoff between retries of transient failures.
 	minRetryBackoff = 50 * time.Millisecond
 	maxRetryBackoff = 250 * time.Millisecond
@@ -744,8 +746,9 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 		return nil, context.DeadlineExceeded
 	}
 	for {
+		rctx, rcancel := actx, context.CancelFunc(func() {})
 		if wait {
-			req.Wait = lockWaitSlice
+			req.Wait = MaxWait
 			if dl, ok := ctx.Deadline(); ok {
 				rem := time.Until(dl)
 				if rem <= 0 {
@@ -755,14 +758,23 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 					req.Wait = rem
 				}
 			}
+			rctx, rcancel = context.WithTimeout(actx, lockPollSlice)
 		}
-		g, err := s.b.Acquire(actx, req)
+		g, err := s.b.Acquire(rctx, req)
+		sliceEnded := rctx.Err() != nil && actx.Err() == nil
+		rcancel()
 		if err == nil {
 			return s.register(req, g)
 		}
 		if actx.Err() != nil {
+			// A wait may have queued us: give the place (or a grant) back.
 			uncertain = true
 			return giveUp()
+		}
+		if sliceEnded {
+			// The place is kept; asking again renews its wait.
+			uncertain = true
+			continue
 		}
 		var apiErr *Error
 		isAPI := errors.As(err, &apiErr)

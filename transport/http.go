@@ -187,7 +187,7 @@ func StatusOf(code session.Code) int {
 		return http.StatusBadRequest
 	case session.CodeSessionNotFound, session.CodeNotFound:
 		return http.StatusNotFound
-	case session.CodeLockBusy, session.CodeNotHolder:
+	case session.CodeLockBusy, session.CodeNotHolder, session.CodeWaitCancelled:
 		return http.StatusConflict
 	case session.CodeWaitTimeout:
 		return http.StatusRequestTimeout

@@ -235,7 +235,7 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("acquire: %d %s", r.status, r.body)
 	}
 	r = rawDo(t, ts.URL, "GET", "/v1/lock?name=x", nil)
-	want := `{"name":"x","mode":"exclusive","holders":[{"session":"` + id + `","holder":"h","token":` + itoa(uint64(tok)) + `,"value":"v"}],"waiters":0,"index":` + itoa(uint64(tok)) + "}\n"
+	want := `{"name":"x","mode":"exclusive","holders":[{"session":"` + id + `","holder":"h","token":` + itoa(uint64(tok)) + `,"value":"v"}],"waiters":0,"queue":[],"index":` + itoa(uint64(tok)) + "}\n"
 	if r.status != 200 || string(r.body) != want {
 		t.Fatalf("lock:\n got %s\nwant %s", r.body, want)
 	}

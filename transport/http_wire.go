@@ -112,8 +112,15 @@ type LockReply struct {
 	Mode       string        `json:"mode"`
 	Holders    []HolderReply `json:"holders"`
 	Waiters    int           `json:"waiters"`
+	Queue      []QueuedReply `json:"queue"`
 	DelayUntil string        `json:"delay_until,omitempty"`
 	Index      uint64        `json:"index,omitempty"`
+}
+
+// QueuedReply is one waiter of a lock, in queue order.
+type QueuedReply struct {
+	Holder string `json:"holder"`
+	Mode   string `json:"mode"`
 }
 
 // LocksReply answers GET /v1/locks.
@@ -207,9 +214,12 @@ func (r GrantReply) Grant(term uint64) (session.Grant, error) {
 // NewLockReply encodes a lock's state.
 func NewLockReply(l session.LockState) LockReply {
 	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
-		Waiters: l.Waiters, Index: l.Index}
+		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
 		out.Holders = append(out.Holders, HolderReply{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token), Value: h.Value})
+	}
+	for _, q := range l.Queue {
+		out.Queue = append(out.Queue, QueuedReply{Holder: q.Holder, Mode: q.Mode.String()})
 	}
 	if !l.DelayUntil.IsZero() {
 		out.DelayUntil = l.DelayUntil.UTC().Format(time.RFC3339Nano)
@@ -229,6 +239,13 @@ func (r LockReply) State() (session.LockState, error) {
 	}
 	for _, h := range r.Holders {
 		out.Holders = append(out.Holders, session.Holder{Session: h.Session, Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+	}
+	for _, q := range r.Queue {
+		m, err := sequencer.ParseMode(q.Mode)
+		if err != nil {
+			return session.LockState{}, fmt.Errorf("lock %s: queue: %w", r.Name, err)
+		}
+		out.Queue = append(out.Queue, session.QueuedHolder{Holder: q.Holder, Mode: m})
 	}
 	if r.DelayUntil != "" {
 		t, err := time.Parse(time.RFC3339Nano, r.DelayUntil)
