@@ -100,9 +100,7 @@ func TestFileFenceSurvivesReopen(t *testing.T) {
 }
 
 func TestFileFenceCorrupt(t *testing.T) {
-	tests := []struct {
-		name, content string
-	}{
+	tests := []corruptCase{
 		{"empty", ""},
 		{"garbage", "not json at all"},
 		{"truncated", `{"format":"raftlock-fence/1","highest":{"a":`},
@@ -120,30 +118,7 @@ func TestFileFenceCorrupt(t *testing.T) {
 		{"trailing data", `{"format":"raftlock-fence/1","highest":{}} {}`},
 		{"array", `[]`},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "fence.json")
-			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			f, err := OpenFileFence(path)
-			if err == nil {
-				f.Close()
-				t.Fatalf("OpenFileFence accepted %q", tc.content)
-			}
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v does not wrap ErrCorrupt", err)
-			}
-			if !strings.Contains(err.Error(), path) {
-				t.Fatalf("error %q does not name the file", err)
-			}
-			// The corrupt file is left alone for an operator to inspect.
-			data, _ := os.ReadFile(path)
-			if string(data) != tc.content {
-				t.Fatalf("corrupt file was modified")
-			}
-		})
-	}
+	assertCorruptRefused(t, tests)
 }
 
 func TestFileFenceOpenErrors(t *testing.T) {
@@ -227,9 +202,7 @@ func TestFileFenceRemovesLeftoverTemps(t *testing.T) {
 }
 
 func TestFileFenceCorruptNewFormat(t *testing.T) {
-	tests := []struct {
-		name, content string
-	}{
+	tests := []corruptCase{
 		{"truncated", `{"format":"raftlock-fence/2","highest":{"a":2},"highest_exclusive":{"a":`},
 		{"no highest_exclusive", `{"format":"raftlock-fence/2","highest":{"a":1}}`},
 		{"null highest_exclusive", `{"format":"raftlock-fence/2","highest":{"a":1},"highest_exclusive":null}`},
@@ -249,7 +222,18 @@ func TestFileFenceCorruptNewFormat(t *testing.T) {
 		{"future format", `{"format":"raftlock-fence/3","highest":{},"highest_exclusive":{}}`},
 		{"format not a string", `{"format":2,"highest":{},"highest_exclusive":{}}`},
 	}
-	for _, tc := range tests {
+	assertCorruptRefused(t, tests)
+}
+
+// corruptCase is a state file that OpenFileFence must refuse.
+type corruptCase struct{ name, content string }
+
+// assertCorruptRefused checks that OpenFileFence refuses every case with an
+// error wrapping ErrCorrupt that names the file, and leaves the file as it
+// was for an operator to inspect.
+func assertCorruptRefused(t *testing.T, cases []corruptCase) {
+	t.Helper()
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "fence.json")
 			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {

@@ -140,6 +140,22 @@ func (p *cliProc) exitCode(t *testing.T, timeout time.Duration) int {
 	return 0
 }
 
+// awaitPID waits until the child running under exec has written its pid
+// to path, and returns it.
+func awaitPID(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+		return err
+	})
+	return pid
+}
+
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -382,15 +398,7 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	pidFile := filepath.Join(dir, "child.pid")
 	holder := startCLI(t, cli, addrs, "exec", "--ttl", "2s", "--lock-delay", "2s", "--kill-grace", "1s", "jobs/x", "--",
 		"sh", "-c", `echo $$ > "$1"; exec sleep 120`, "sh", pidFile)
-	var childPID int
-	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
-		data, err := os.ReadFile(pidFile)
-		if err != nil {
-			return err
-		}
-		childPID, err = strconv.Atoi(strings.TrimSpace(string(data)))
-		return err
-	})
+	childPID := awaitPID(t, pidFile)
 	busy := startCLI(t, cli, addrs, "exec", "--wait", "0s", "jobs/x", "--", "true")
 	if code := busy.exitCode(t, 30*time.Second); code != exitNoLock {
 		t.Fatalf("exec --wait 0s on a held lock exited %d, want %d", code, exitNoLock)
@@ -447,26 +455,12 @@ func TestExecChildDeadBeforeLockRegranted(t *testing.T) {
 	}
 
 	// At the boundary, with the child trapping SIGTERM.
-	var holes []*proccluster.Blackhole
-	var via []string
-	for _, a := range c.Addrs() {
-		h := proccluster.StartBlackhole(t, a)
-		holes = append(holes, h)
-		via = append(via, h.Addr())
-	}
+	holes := proccluster.BlackholeAll(t, c.Addrs())
 	dir := t.TempDir()
 	stamps, pidFile := filepath.Join(dir, "stamps"), filepath.Join(dir, "pid")
-	holder := startCLI(t, cli, strings.Join(via, ","), "exec", "--ttl", "2s", "--lock-delay", "1.7s", "--kill-grace", "1s", "jobs/edge", "--",
+	holder := startCLI(t, cli, strings.Join(holes.Addrs(), ","), "exec", "--ttl", "2s", "--lock-delay", "1.7s", "--kill-grace", "1s", "jobs/edge", "--",
 		"sh", "-c", `echo $$ > "$2"; trap '' TERM; while :; do date +%s%N >> "$1"; sleep 0.02; done`, "sh", stamps, pidFile)
-	var childPID int
-	proccluster.Eventually(t, 20*time.Second, "child running", func() error {
-		data, err := os.ReadFile(pidFile)
-		if err != nil {
-			return err
-		}
-		childPID, err = strconv.Atoi(strings.TrimSpace(string(data)))
-		return err
-	})
+	childPID := awaitPID(t, pidFile)
 
 	s, err := session.Open(ctx, c.Client(), session.TTL(10*time.Second))
 	if err != nil {
@@ -486,9 +480,7 @@ func TestExecChildDeadBeforeLockRegranted(t *testing.T) {
 		}
 		return nil
 	})
-	for _, h := range holes {
-		h.Cut()
-	}
+	holes.Cut()
 	var grantAt int64
 	select {
 	case grantAt = <-granted:
@@ -511,9 +503,7 @@ func TestExecChildDeadBeforeLockRegranted(t *testing.T) {
 		t.Fatalf("the child wrote %v after another session was granted the lock", time.Duration(last-grantAt))
 	}
 	t.Logf("child's last write %v before the re-grant", time.Duration(grantAt-last).Round(time.Millisecond))
-	for _, h := range holes {
-		h.Heal()
-	}
+	holes.Heal()
 	if code := holder.exitCode(t, 30*time.Second); code != exitLockLost {
 		t.Fatalf("exec whose lock was lost exited %d, want %d", code, exitLockLost)
 	}

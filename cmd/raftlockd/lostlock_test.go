@@ -42,14 +42,8 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			lock := "jeop/" + name
-			var holes []*proccluster.Blackhole
-			var via []string
-			for _, a := range c.Addrs() {
-				h := proccluster.StartBlackhole(t, a)
-				holes = append(holes, h)
-				via = append(via, h.Addr())
-			}
-			cut, err := transport.NewClient(via)
+			holes := proccluster.BlackholeAll(t, c.Addrs())
+			cut, err := transport.NewClient(holes.Addrs())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,12 +52,7 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeWithin(a, 5*time.Second)
-			heal := func() {
-				for _, h := range holes {
-					h.Heal()
-				}
-			}
-			defer heal() // before the Close above, whatever happens
+			defer holes.Heal() // before the Close above, whatever happens
 			l, err := a.Lock(ctx, lock)
 			if err != nil {
 				t.Fatal(err)
@@ -100,9 +89,7 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 			})
 
 			start := time.Now()
-			for _, h := range holes {
-				h.Cut()
-			}
+			holes.Cut()
 			var grantT time.Time
 			select {
 			case grantT = <-granted:

@@ -71,6 +71,42 @@ func StartBlackhole(t testing.TB, target string) *Blackhole {
 	return b
 }
 
+// Blackholes is one Blackhole per address of a cluster.
+type Blackholes []*Blackhole
+
+// BlackholeAll starts a Blackhole in front of each of addrs.
+func BlackholeAll(t testing.TB, addrs []string) Blackholes {
+	t.Helper()
+	var hs Blackholes
+	for _, a := range addrs {
+		hs = append(hs, StartBlackhole(t, a))
+	}
+	return hs
+}
+
+// Addrs returns the proxies' addresses, in the order of the targets.
+func (hs Blackholes) Addrs() []string {
+	var out []string
+	for _, h := range hs {
+		out = append(out, h.Addr())
+	}
+	return out
+}
+
+// Cut cuts every proxy.
+func (hs Blackholes) Cut() {
+	for _, h := range hs {
+		h.Cut()
+	}
+}
+
+// Heal heals every proxy.
+func (hs Blackholes) Heal() {
+	for _, h := range hs {
+		h.Heal()
+	}
+}
+
 // Addr returns the proxy's address, to give the client instead of target.
 func (b *Blackhole) Addr() string { return b.ln.Addr().String() }
 
