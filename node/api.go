@@ -151,9 +151,12 @@ func (n *Node) grant(name string, token uint64, mode fsm.Mode) session.Grant {
 
 // Acquire takes a lock, trying once (Wait 0) or waiting in the lock's FIFO
 // queue up to Wait. The holder id makes it idempotent: a retry returns the
-// same grant. A wait that times out is dequeued (wait_timeout); one whose
-// ctx ends is dequeued too, and a grant that raced the cancellation is
-// released.
+// same grant, or finds the same place in the queue (a try answers
+// lock_busy, a wait sets the wait again from now). The place belongs to the
+// replicated state: the leader's timer ends a wait that runs out
+// (wait_timeout), a release by the queued holder ends it (wait_cancelled),
+// and a request whose ctx ends, or whose node stops leading
+// (unknown_outcome), leaves it as it is.
 func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
 	if err := session.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
 		return session.Grant{}, err

@@ -14,7 +14,8 @@ import (
 // Violation is one broken guarantee.
 type Violation struct {
 	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
-	// "session-kept" or "lost-before-regrant".
+	// "session-kept", "lost-before-regrant", "queue-order" or
+	// "no-ghost-grant".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -301,7 +302,10 @@ func quickChecks(h History) []Violation {
 	vs := checkFence(h)
 	gv, _ := checkGrantsKept(h)
 	lv, _ := checkLostBeforeRegrant(h)
-	return append(append(append(vs, gv...), checkSessionsKept(h)...), lv...)
+	qv, _ := checkQueueOrder(h)
+	nv, _ := checkNoGhostGrant(h)
+	vs = append(append(append(vs, gv...), checkSessionsKept(h)...), lv...)
+	return append(append(vs, qv...), nv...)
 }
 
 func describeHolders(hs []holderInfo) string {

@@ -142,6 +142,7 @@ func TestParseFlags(t *testing.T) {
 		{"--faults", "kill-everything"},
 		{"--ttl", "2s", "--lock-delay", "3s"},
 		{"--clients", "0"},
+		{"--naive-share", "1.5"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(bad, &sb); err == nil {

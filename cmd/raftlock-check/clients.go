@@ -121,7 +121,8 @@ func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLo
 	}
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
-			TTL: cfg.TTL, LockDelay: cfg.LockDelay, SourceIP: clientIP(i)}
+			TTL: cfg.TTL, LockDelay: cfg.LockDelay, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
+			Clients: cfg.Clients}
 		raw, err := json.Marshal(cc)
 		if err != nil {
 			cs.kill()

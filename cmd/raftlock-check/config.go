@@ -66,13 +66,18 @@ type Config struct {
 	ClientCommand []string
 	// ClientEnv is added to the client processes' environment.
 	ClientEnv []string
+	// NaiveShare of the clients' acquires are the naive waiter's: one HTTP
+	// request without the Go client's retries, taking no_leader at its
+	// word (see naiveWait).
+	NaiveShare float64
 }
 
 // defaultConfig returns the defaults of the flags.
 func defaultConfig() Config {
 	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
 		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
-		GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info"}
+		GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
+		NaiveShare: 0.1}
 }
 
 // parseFlags parses the checker's command line.
@@ -102,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "give up the linearizability check after this long")
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
+	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -160,6 +166,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--lock-delay %v: must be positive (the fencing check relies on it)", c.LockDelay)
 	case c.GapMin < 0 || c.GapMax < c.GapMin:
 		return fmt.Errorf("--gap-min %v, --gap-max %v: want 0 <= min <= max", c.GapMin, c.GapMax)
+	case !(c.NaiveShare >= 0 && c.NaiveShare <= 1):
+		return fmt.Errorf("--naive-share %v: want 0 to 1", c.NaiveShare)
 	}
 	// A paused client wakes after at most TTL+clientPauseExtra and writes
 	// at once; the fencing check is sound only if that stays well inside

@@ -27,9 +27,17 @@ type Op struct {
 	Session string `json:"session,omitempty"`
 	Holder  string `json:"holder,omitempty"`
 	Wait    bool   `json:"wait,omitempty"`
-	Unlock  bool   `json:"unlock,omitempty"`
-	Verify  bool   `json:"verify,omitempty"`
-	Node    string `json:"node,omitempty"`
+	// WaitFor is a waiting acquire's wait in nanoseconds (0: not known).
+	WaitFor int64 `json:"wait_for,omitempty"`
+	Unlock  bool  `json:"unlock,omitempty"`
+	Verify  bool  `json:"verify,omitempty"`
+	// Naive: a call of the naive waiter (one HTTP request, no retries).
+	Naive bool   `json:"naive,omitempty"`
+	Node  string `json:"node,omitempty"`
+	// Attempts counts the HTTP requests the call sent (0: not counted);
+	// Unsure those of them that may have taken effect unseen.
+	Attempts int `json:"attempts,omitempty"`
+	Unsure   int `json:"unsure,omitempty"`
 
 	Result    string       `json:"result"`
 	Err       string       `json:"err,omitempty"`
@@ -37,6 +45,10 @@ type Op struct {
 	TTL       int64        `json:"ttl,omitempty"`
 	LockDelay int64        `json:"lock_delay,omitempty"`
 	Holders   []holderInfo `json:"holders,omitempty"`
+	// Queue and Index: a read's queue of waiters (FIFO order) and the
+	// Raft index of the lock's last change it saw.
+	Queue []queuedInfo `json:"queue,omitempty"`
+	Index uint64       `json:"index,omitempty"`
 }
 
 // Done reports whether the operation returned.
@@ -146,8 +158,8 @@ func (h *historyLog) record(client int, m message) (Op, bool) {
 	case msgCall:
 		h.open[key] = len(h.ops)
 		h.ops = append(h.ops, Op{Client: client, ID: m.ID, Kind: m.Kind, Call: m.At, Return: pending,
-			Lock: m.Lock, Session: m.Session, Holder: m.Holder, Wait: m.Wait, Unlock: m.Unlock,
-			Verify: m.Verify, Node: m.Node, Result: resUnknown})
+			Lock: m.Lock, Session: m.Session, Holder: m.Holder, Wait: m.Wait, WaitFor: m.WaitFor, Unlock: m.Unlock,
+			Verify: m.Verify, Naive: m.Naive, Node: m.Node, Result: resUnknown})
 		return Op{}, false
 	case msgRet:
 		i, ok := h.open[key]
@@ -158,6 +170,7 @@ func (h *historyLog) record(client int, m message) (Op, bool) {
 		o := &h.ops[i]
 		o.Return = m.At
 		o.Result, o.Err, o.Token, o.TTL, o.LockDelay, o.Holders = m.Result, m.Err, m.Token, m.TTL, m.LockDelay, m.Holders
+		o.Queue, o.Index, o.Attempts, o.Unsure = m.Queue, m.Index, m.Attempts, m.Unsure
 		if m.Session != "" {
 			o.Session = m.Session
 		}

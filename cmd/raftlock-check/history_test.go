@@ -9,7 +9,9 @@ import (
 
 func TestHistoryRoundTrip(t *testing.T) {
 	h := hist(opOpen(0, sA, 1, 2), opAcq(0, sA, hA, lk, 10, pending, resUnknown, 0),
-		opRead(1, lk, 30, 40, hold(sA, hA, 5)))
+		opRead(1, lk, 30, 40, hold(sA, hA, 5)),
+		naiveOp(waitFor(opAcq(1, sB, hB, lk, 35, 45, resNoLeader, 0), 20000)),
+		readQ(2, lk, 50, 60, 7, []string{hB, hC}, hold(sA, hA, 5)))
 	h.Start, h.End = 1, 99
 	h.Writes = []WriteRec{write(0, sA, hA, lk, 5, 50, true)}
 	h.Faults = []FaultRec{{Kind: faultKillLeader, Target: "n1", Start: 5, End: 8, LeaderLoss: true},
@@ -68,6 +70,23 @@ func TestTrackerPrefersContendedHolder(t *testing.T) {
 	tr.observe(0, message{T: msgUnhold}, Op{}, false)
 	if _, _, ok := tr.pickHolder(rng, func(int) bool { return true }); ok {
 		t.Error("picked a holder when none holds")
+	}
+}
+
+func TestHistoryLogKeepsWaitsQueuesAndAttempts(t *testing.T) {
+	l := newHistoryLog()
+	l.record(0, message{T: msgCall, ID: 1, At: 10, Kind: kindAcquire, Lock: lk, Session: sA, Holder: hA, Wait: true,
+		WaitFor: 20000, Naive: true})
+	l.record(0, message{T: msgRet, ID: 1, At: 20, Result: resNoLeader, Attempts: 1})
+	l.record(0, message{T: msgCall, ID: 2, At: 30, Kind: kindRead, Lock: lk})
+	l.record(0, message{T: msgRet, ID: 2, At: 40, Result: resOK, Index: 9,
+		Queue: []queuedInfo{{Holder: hB, Mode: "exclusive"}}, Holders: []holderInfo{hold(sC, hC, 8)}})
+	h := l.snapshot(0, 50, 1)
+	if a := h.Ops[0]; a.WaitFor != 20000 || !a.Naive || a.Result != resNoLeader || a.Attempts != 1 || a.Unsure != 0 {
+		t.Errorf("acquire %+v: want a naive wait of 20000 answered no_leader in one attempt", a)
+	}
+	if r := h.Ops[1]; r.Index != 9 || len(r.Queue) != 1 || r.Queue[0].Holder != hB {
+		t.Errorf("read %+v: want index 9 and %s waiting", r, hB)
 	}
 }
 

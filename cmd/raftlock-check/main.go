@@ -14,7 +14,12 @@
 //  3. no acknowledged grant of a live session was lost;
 //  4. no live session was expired (leader changes included);
 //  5. a holder's Lost() closed before the lock was granted to another
-//     client.
+//     client;
+//  6. grants follow the lock's FIFO queue: a waiter a read showed in the
+//     queue is not overtaken while its place lives;
+//  7. a holder id whose place surely ended (no_leader, wait_timeout,
+//     wait_cancelled, session_not_found, a busy try) is never seen
+//     holding or waiting again: no ghost grants.
 //
 // It prints a summary and exits 1 if any check failed, writing the
 // history and porcupine's visualisation to --out. "raftlock-check analyze

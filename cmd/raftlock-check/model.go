@@ -24,7 +24,9 @@ import (
 //
 // Everything else is strict: one holder at a time, a grant only of a free
 // lock, strictly increasing tokens, idempotent grants returning the same
-// token, reads naming exactly the current holder.
+// token, reads naming exactly the current holder, and an acquire answered
+// no_leader (nothing was appended), wait_timeout or wait_cancelled changing
+// nothing.
 
 // Model operation kinds beyond the client's: expire and close free every
 // lock of a session; drop is the release a server may do on its own of an
@@ -132,7 +134,9 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 			return []lockState{s}
 		}
 		return nil
-	case resWaitTimeout:
+	case resWaitTimeout, resWaitCancelled, resNoLeader:
+		// The wait ended without a grant, or (no_leader) nothing was
+		// appended: the lock is as it was.
 		return []lockState{s}
 	default:
 		// not_found (an earlier attempt of the call may have been granted

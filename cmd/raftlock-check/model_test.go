@@ -142,6 +142,18 @@ func TestModelHistories(t *testing.T) {
 			opAcq(1, sB, hB, lk, 50, 60, resBusy, 0),
 			opAcq(1, sB, hB, lk, 70, 80, resOK, 9),
 		}, porcupine.Ok},
+		{"an acquire answered no_leader appended nothing", []Op{
+			opWaitAcq(0, sA, hA, lk, 10, 20, resNoLeader, 0),
+			opRead(1, lk, 30, 40, hold(sA, hA, 5)),
+		}, porcupine.Illegal},
+		{"a read concurrent with an acquire answered no_leader", []Op{
+			opWaitAcq(0, sA, hA, lk, 10, 20, resNoLeader, 0),
+			opRead(1, lk, 15, 40),
+		}, porcupine.Ok},
+		{"a wait answered wait_cancelled was not granted", []Op{
+			opWaitAcq(0, sA, hA, lk, 10, 20, resWaitCancelled, 0),
+			opRead(1, lk, 30, 40, hold(sA, hA, 5)),
+		}, porcupine.Illegal},
 		{"a release of a lock someone else holds", []Op{
 			opAcq(1, sB, hB, lk, 10, 20, resOK, 5),
 			opRel(0, sA, hA, lk, 30, 40, resOK),

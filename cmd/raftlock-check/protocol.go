@@ -70,7 +70,14 @@ const (
 	resNotFound    = "not_found"
 	resWaitTimeout = "wait_timeout"
 	resNotHolder   = "not_holder"
-	resUnknown     = "unknown"
+	// resWaitCancelled: a waiting acquire whose wait its own holder ended
+	// (a release by the queued holder): no longer queued, not granted.
+	resWaitCancelled = "wait_cancelled"
+	// resNoLeader: the cluster answered no_leader, which promises that
+	// nothing was appended. Only the naive waiter's single-attempt calls
+	// see it: the Go client retries it until its ctx ends.
+	resNoLeader = "no_leader"
+	resUnknown  = "unknown"
 	// resFailed: a call that surely had no effect that matters (a failed
 	// read, keepalive or open).
 	resFailed = "failed"
@@ -86,13 +93,22 @@ type message struct {
 	Lock    string `json:"lock,omitempty"`
 	Session string `json:"session,omitempty"`
 	Holder  string `json:"holder,omitempty"`
-	// Wait: a waiting acquire. Unlock: a release sent by Lock.Unlock (not
-	// by the session's clean-up of an abandoned acquire). Verify: a read
-	// asked for by msgVerify.
-	Wait   bool   `json:"wait,omitempty"`
-	Unlock bool   `json:"unlock,omitempty"`
-	Verify bool   `json:"verify,omitempty"`
-	Node   string `json:"node,omitempty"`
+	// Wait: a waiting acquire, WaitFor its wait in nanoseconds. Unlock: a
+	// release sent by Lock.Unlock (not by the session's clean-up of an
+	// abandoned acquire, nor a waiter's cancel). Verify: a read asked for
+	// by msgVerify. Naive: a call of the naive waiter (one HTTP attempt,
+	// no retries).
+	Wait    bool   `json:"wait,omitempty"`
+	WaitFor int64  `json:"wait_for,omitempty"`
+	Unlock  bool   `json:"unlock,omitempty"`
+	Verify  bool   `json:"verify,omitempty"`
+	Naive   bool   `json:"naive,omitempty"`
+	Node    string `json:"node,omitempty"`
+	// Attempts is how many HTTP requests a call sent, Unsure how many of
+	// them may have taken effect unseen (the connection broke after the
+	// request was sent, or the answer was unknown_outcome).
+	Attempts int `json:"attempts,omitempty"`
+	Unsure   int `json:"unsure,omitempty"`
 
 	Result    string       `json:"result,omitempty"`
 	Err       string       `json:"err,omitempty"`
@@ -100,8 +116,19 @@ type message struct {
 	TTL       int64        `json:"ttl,omitempty"`
 	LockDelay int64        `json:"lock_delay,omitempty"`
 	Holders   []holderInfo `json:"holders,omitempty"`
-	Seq       string       `json:"seq,omitempty"`
-	OK        bool         `json:"ok,omitempty"`
+	// Queue is a read's queue of waiters, in FIFO order; Index the Raft
+	// index of the lock's last change the read saw.
+	Queue []queuedInfo `json:"queue,omitempty"`
+	Index uint64       `json:"index,omitempty"`
+	Seq   string       `json:"seq,omitempty"`
+	OK    bool         `json:"ok,omitempty"`
+}
+
+// queuedInfo is one waiter in the answer of a read: its holder id and
+// mode ("exclusive" or "shared"). Reads name no session of a waiter.
+type queuedInfo struct {
+	Holder string `json:"holder"`
+	Mode   string `json:"mode,omitempty"`
 }
 
 // holderInfo is one holder in the answer of a read.

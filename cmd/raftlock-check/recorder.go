@@ -18,7 +18,15 @@ type recorder struct {
 	link  *link
 	// node names the node a read-only recorder talks to.
 	node string
+	// naive marks the recorder of the naive waiter's acquires.
+	naive bool
 }
+
+// codeWaitCancelled is the code of a waiting acquire whose wait its own
+// holder ended (a release by the queued holder). Spelled out here rather
+// than taken from the session package so that the checker also builds
+// against a cluster that predates it.
+const codeWaitCancelled session.Code = "wait_cancelled"
 
 var _ session.Backend = (*recorder)(nil)
 
@@ -59,6 +67,12 @@ func outcome(err error) (result, text string) {
 		return resWaitTimeout, text
 	case session.CodeNotHolder:
 		return resNotHolder, text
+	case codeWaitCancelled:
+		return resWaitCancelled, text
+	case session.CodeNoLeader:
+		// Only a single-attempt call returns it (the Go client retries
+		// no_leader until its ctx ends, which is caught above).
+		return resNoLeader, text
 	}
 	return resUnknown, text
 }
@@ -113,9 +127,12 @@ func (r *recorder) SessionInfo(ctx context.Context, sid string) (session.Info, e
 
 // Acquire implements session.Backend.
 func (r *recorder) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
-	id := r.begin(message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder, Wait: req.Wait > 0})
-	g, err := r.inner.Acquire(ctx, req)
+	id := r.begin(message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder,
+		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive})
+	actx, attempts := withAttempts(ctx)
+	g, err := r.inner.Acquire(actx, req)
 	m := message{Kind: kindAcquire}
+	m.Attempts, m.Unsure = attempts.counts()
 	m.Result, m.Err = outcome(err)
 	if err == nil {
 		m.Token = uint64(g.Token)
@@ -128,8 +145,10 @@ func (r *recorder) Acquire(ctx context.Context, req session.AcquireRequest) (ses
 func (r *recorder) Release(ctx context.Context, req session.ReleaseRequest) error {
 	id := r.begin(message{Kind: kindRelease, Lock: req.Name, Session: req.Session, Holder: req.Holder,
 		Unlock: ctx.Value(unlockIntent{}) != nil})
-	err := r.inner.Release(ctx, req)
+	actx, attempts := withAttempts(ctx)
+	err := r.inner.Release(actx, req)
 	m := message{Kind: kindRelease}
+	m.Attempts, m.Unsure = attempts.counts()
 	m.Result, m.Err = outcome(err)
 	r.end(id, m)
 	return err
@@ -145,6 +164,9 @@ func (r *recorder) Lock(ctx context.Context, name string) (session.LockState, er
 	}
 	for _, h := range st.Holders {
 		m.Holders = append(m.Holders, holderInfo{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token)})
+	}
+	if err == nil {
+		m.Queue, m.Index = queueOf(st), st.Index
 	}
 	r.end(id, m)
 	return st, err

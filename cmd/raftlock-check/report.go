@@ -46,6 +46,15 @@ type Report struct {
 	GrantReads int
 	// LostJudged counts the grants the lost-before-regrant check judged.
 	LostJudged int
+	// QueueJudged counts the (waiter, later grant) pairs the queue-order
+	// check judged; Ghost what the no-ghost-grant check judged.
+	QueueJudged int
+	Ghost       ghostStats
+	// QueueReads counts the reads that showed two waiters or more, and
+	// LongestQueue the most waiters a read showed.
+	QueueReads, LongestQueue int
+	// Naive counts the naive waiter's acquires by result.
+	Naive      map[string]int
 	Violations []Violation
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
@@ -61,9 +70,21 @@ type unavailability struct {
 
 // analyze runs every check on h.
 func analyze(h History, timeout time.Duration) *Report {
-	r := &Report{OpCounts: map[string]map[string]int{}, Faults: map[string]int{}, Skipped: map[string]int{}}
+	r := &Report{OpCounts: map[string]map[string]int{}, Faults: map[string]int{}, Skipped: map[string]int{},
+		Naive: map[string]int{}}
 	r.Ops = len(h.Ops)
 	for _, o := range h.Ops {
+		if o.Kind == kindRead && o.Result == resOK && len(o.Queue) >= 2 {
+			r.QueueReads++
+		}
+		r.LongestQueue = max(r.LongestQueue, len(o.Queue))
+		if o.Kind == kindAcquire && o.Naive {
+			res := o.Result
+			if !o.Done() {
+				res = "pending"
+			}
+			r.Naive[res]++
+		}
 		if r.OpCounts[o.Kind] == nil {
 			r.OpCounts[o.Kind] = map[string]int{}
 		}
@@ -104,6 +125,8 @@ func analyze(h History, timeout time.Duration) *Report {
 	r.Violations = append(r.Violations, quickChecks(h)...)
 	_, r.GrantReads = checkGrantsKept(h)
 	_, r.LostJudged = checkLostBeforeRegrant(h)
+	_, r.QueueJudged = checkQueueOrder(h)
+	_, r.Ghost = checkNoGhostGrant(h)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
 	return r
 }
@@ -263,12 +286,24 @@ func (r *Report) print(w io.Writer) {
 	}
 	p("sessions: %d opened, %d expired by the cluster (%d without a pause or cut of their client)",
 		r.SessionsOpened, r.SessionsExpired, r.ExpiredUnpaused)
+	p("queues: %d reads showed 2 waiters or more, the longest %d", r.QueueReads, r.LongestQueue)
+	if len(r.Naive) > 0 {
+		var parts []string
+		total := 0
+		for _, x := range slices.Sorted(maps.Keys(r.Naive)) {
+			parts = append(parts, fmt.Sprintf("%s %d", x, r.Naive[x]))
+			total += r.Naive[x]
+		}
+		p("naive waits: %d  (%s)", total, strings.Join(parts, ", "))
+	}
 	p("checks:")
 	p("  1 linearizable (porcupine): %s  (%d operations, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
 	p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
 	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
+	p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
+	p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 20 {

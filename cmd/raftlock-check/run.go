@@ -206,8 +206,8 @@ func watchChecks(ctx context.Context, stop context.CancelFunc, hist *historyLog,
 }
 
 func describe(cfg Config) string {
-	s := fmt.Sprintf("%d nodes, %d clients, %d locks, %v, seed %d, faults %s, ttl %v, lock-delay %v",
-		cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.TTL, cfg.LockDelay)
+	s := fmt.Sprintf("%d nodes, %d clients, %d locks, %v, seed %d, faults %s, ttl %v, lock-delay %v, naive share %g",
+		cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.TTL, cfg.LockDelay, cfg.NaiveShare)
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault
 	}

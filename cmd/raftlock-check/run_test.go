@@ -64,7 +64,8 @@ func runLogged(t *testing.T, cfg Config) *Report {
 }
 
 // TestMixedFaults runs a mixed schedule of every fault kind against a
-// correct three-node cluster: no check may fail.
+// correct three-node cluster: no check may fail, and queues of two
+// waiters or more must form for the queue-order check to judge.
 func TestMixedFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real cluster and client processes for two minutes")
@@ -85,6 +86,39 @@ func TestMixedFaults(t *testing.T) {
 	}
 	if rep.Accepted == 0 || rep.OpCounts[kindAcquire][resOK] == 0 {
 		t.Errorf("no work done: %d writes accepted, %d grants", rep.Accepted, rep.OpCounts[kindAcquire][resOK])
+	}
+	if rep.QueueReads == 0 || rep.QueueJudged == 0 {
+		t.Errorf("no queue to judge: %d reads showed two waiters or more, %d waiter pairs judged by %s",
+			rep.QueueReads, rep.QueueJudged, checkQueueFIFO)
+	}
+}
+
+// TestNaiveWaitersLeaveNoGhosts runs the naive waiter (one request per
+// acquire, no retries, no_leader taken at its word: see naiveWait) through
+// leader pauses and partitions. A waiting request whose node stops leading
+// must be answered unknown_outcome, never no_leader (which promises that
+// nothing was appended), so a waiter that walks away on no_leader leaves
+// no place behind. A cluster that answers no_leader to a wait it has
+// queued grants the lock later to a ghost nobody will release: the
+// no-ghost-grant check (and linearizability) fail it.
+func TestNaiveWaitersLeaveNoGhosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t)
+	cfg.Faults = []string{faultPauseLeader, faultPartitionLeader}
+	dropPartitions(t, &cfg)
+	cfg.Duration = 45 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 1
+	cfg.NaiveShare = 0.5
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	rep := runLogged(t, cfg)
+	if rep.exitCode() != 0 {
+		t.Errorf("checks failed (%d violations, %d of them ghost grants, linearizability %s); history and logs in %s",
+			len(rep.Violations), rep.count(checkNoGhost), rep.Lin.Result, cfg.Out)
+	}
+	if met := rep.Naive[resUnknown] + rep.Naive[resNoLeader]; met == 0 || rep.Ghost.Judged == 0 {
+		t.Errorf("the run proves little: %d naive waits met a leader loss, %d holders judged by %s", met, rep.Ghost.Judged, checkNoGhost)
 	}
 }
 

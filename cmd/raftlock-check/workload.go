@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -27,6 +25,11 @@ type clientConfig struct {
 	// cluster come from (empty: the kernel's choice), so that a partition
 	// can cut this one client off.
 	SourceIP string `json:"source_ip,omitempty"`
+	// NaiveShare of the acquires are the naive waiter's (see naiveWait).
+	NaiveShare float64 `json:"naive_share,omitempty"`
+	// Clients is the number of client processes of the run (they take
+	// turns at long holds).
+	Clients int `json:"clients,omitempty"`
 }
 
 // Shape of a client's work.
@@ -41,6 +44,26 @@ const (
 	holdMin, holdMax   = 500 * time.Millisecond, 2500 * time.Millisecond
 	writeMin, writeMax = 150 * time.Millisecond, 400 * time.Millisecond
 	prepMin, prepMax   = 300 * time.Millisecond, 800 * time.Millisecond
+	// Of the waits, giveUpShare give up after giveUpMin..giveUpMax (their
+	// ctx is cancelled: the client must then dequeue them), longWaitShare
+	// have a deadline of longWaitMin..longWaitMax (longer than the 30 s
+	// slices an older client cut a wait into, re-queueing at the back),
+	// the others wait without a deadline.
+	giveUpShare, longWaitShare = 0.2, 0.3
+	giveUpMin, giveUpMax       = 500 * time.Millisecond, 5 * time.Second
+	longWaitMin, longWaitMax   = 35 * time.Second, 60 * time.Second
+	// Long holds: the clients take turns, one every longHoldEvery (client
+	// i in the i-th period, modulo the number of clients): its first grant
+	// of the first lock from longHoldFrom to longHoldTo into its period is
+	// held longHoldMin..longHoldMax. The clients that wait behind it wait
+	// longer than 30 s, and queues of two and more form. At most one long
+	// hold begins a period, so the lock is long-held at most three
+	// quarters of the time.
+	longHoldEvery            = 60 * time.Second
+	longHoldFrom, longHoldTo = 5 * time.Second, 20 * time.Second
+	longHoldMin, longHoldMax = 35 * time.Second, 45 * time.Second
+	// The naive waiter waits naiveWaitMin..naiveWaitMax.
+	naiveWaitMin, naiveWaitMax = 5 * time.Second, 40 * time.Second
 	// ownReadShare of a holder's steps read its own lock.
 	ownReadShare = 0.25
 	// Between steps a client thinks thinkMin..thinkMax.
@@ -64,6 +87,12 @@ type workload struct {
 	link    *link
 	backend *recorder
 	readers []*recorder
+	// naive records the naive waiter's single-attempt acquires.
+	naive *recorder
+	// born is when the client started; longPeriod is the last period
+	// (see longHoldEvery) in which it began a long hold (-1: none).
+	born       time.Time
+	longPeriod int
 
 	rmu sync.Mutex
 	rng *rand.Rand
@@ -80,19 +109,17 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	addrs := append([]string(nil), cfg.Addrs...)
 	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	var opts []transport.ClientOption
-	if cfg.SourceIP != "" {
-		hc, err := sourceHTTPClient(cfg.SourceIP)
-		if err != nil {
-			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
-		}
-		opts = append(opts, transport.WithHTTPClient(hc))
+	hc, err := httpClient(cfg.SourceIP)
+	if err != nil {
+		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
+	opts := []transport.ClientOption{transport.WithHTTPClient(hc)}
 	c, err := transport.NewClient(addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
-	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng}
+	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
+	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn}, link: l, naive: true}
 	for _, a := range cfg.Addrs {
 		rc, err := transport.NewClient([]string{a}, append(opts, transport.WithRequestTimeout(readTimeout))...)
 		if err != nil {
@@ -101,23 +128,6 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: a})
 	}
 	return w, nil
-}
-
-// sourceHTTPClient returns an HTTP client whose connections come from the
-// loopback address ip. Like the transport's default client it has no
-// overall Timeout (the transport bounds every request itself).
-func sourceHTTPClient(ip string) (*http.Client, error) {
-	addr := net.ParseIP(ip)
-	if addr == nil {
-		return nil, fmt.Errorf("source address %q: not an IP address", ip)
-	}
-	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second, LocalAddr: &net.TCPAddr{IP: addr}}
-	return &http.Client{Transport: &http.Transport{
-		DialContext:           d.DialContext,
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-	}}, nil
 }
 
 func (w *workload) float() float64 {
@@ -193,26 +203,63 @@ func over(s *session.Session) bool {
 func (w *workload) useSession(ctx context.Context, s *session.Session) {
 	for ctx.Err() == nil && !over(s) {
 		name := w.cfg.Locks[w.intn(len(w.cfg.Locks))]
-		if w.float() < readShare {
+		switch f := w.float(); {
+		case f < readShare:
 			w.read(ctx, name, false)
-		} else {
+		case f < readShare+(1-readShare)*w.cfg.NaiveShare:
+			w.naiveWait(ctx, s.ID(), name)
+		default:
 			var (
 				l   *session.Lock
 				err error
 			)
 			if w.float() < waitShare {
-				l, err = s.Lock(ctx, name)
+				l, err = w.lock(ctx, s, name)
 			} else {
 				l, err = s.TryLock(ctx, name)
 			}
 			if err == nil {
 				w.hold(ctx, s, l)
-			} else if ctx.Err() == nil && !errors.Is(err, session.ErrLockBusy) {
+			} else if ctx.Err() == nil && !errors.Is(err, session.ErrLockBusy) &&
+				!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				w.logf("acquire %s: %v", name, err)
 			}
 		}
 		sleep(ctx, w.between(thinkMin, thinkMax))
 	}
+}
+
+// lock waits for name in one of three ways: giving up after
+// giveUpMin..giveUpMax (its ctx cancelled mid-wait), with a deadline of
+// longWaitMin..longWaitMax, or without a deadline.
+func (w *workload) lock(ctx context.Context, s *session.Session, name string) (*session.Lock, error) {
+	switch f := w.float(); {
+	case f < giveUpShare:
+		gctx, cancel := context.WithCancel(ctx)
+		t := time.AfterFunc(w.between(giveUpMin, giveUpMax), cancel)
+		defer func() { t.Stop(); cancel() }()
+		return s.Lock(gctx, name)
+	case f < giveUpShare+longWaitShare:
+		lctx, cancel := context.WithTimeout(ctx, w.between(longWaitMin, longWaitMax))
+		defer cancel()
+		return s.Lock(lctx, name)
+	}
+	return s.Lock(ctx, name)
+}
+
+// holdFor returns how long to hold a grant of name: holdMin..holdMax, or
+// for a long hold (see longHoldEvery) longHoldMin..longHoldMax.
+func (w *workload) holdFor(name string) time.Duration {
+	age := time.Since(w.born)
+	period, into := int(age/longHoldEvery), age%longHoldEvery
+	if name == w.cfg.Locks[0] && w.cfg.Clients > 0 && period%w.cfg.Clients == w.cfg.Index && period != w.longPeriod &&
+		into >= longHoldFrom && into < longHoldTo {
+		w.longPeriod = period
+		d := w.between(longHoldMin, longHoldMax)
+		w.logf("long hold of %s for %v", name, d.Round(time.Millisecond))
+		return d
+	}
+	return w.between(holdMin, holdMax)
 }
 
 func lost(l *session.Lock) bool {
@@ -258,7 +305,7 @@ func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock
 			w.logf("Lost() of %s token %d still open %v after Unlock", l.Name(), l.Token(), lostReportWait)
 		}
 	}()
-	end := time.Now().Add(w.between(holdMin, holdMax))
+	end := time.Now().Add(w.holdFor(l.Name()))
 	for first := true; ; first = false {
 		if ctx.Err() != nil || lost(l) {
 			return
