@@ -467,7 +467,7 @@ func (s *Session) run(opened time.Time) {
 			}
 			seq++
 			sent++
-			cur = s.startKeepAlive(seq, now)
+			cur = s.startKeepAlive(seq, now, ttl)
 			lastSend = now
 			if state == Safe {
 				nextSend = now.Add(ttl / 3)
@@ -593,9 +593,17 @@ func (s *Session) LostDeadline() time.Time {
 }
 
 // startKeepAlive sends one keepalive from its own goroutine; the answer
-// comes back on s.results.
-func (s *Session) startKeepAlive(seq uint64, sent time.Time) *kaCall {
+// comes back on s.results. On the real clock the call has a deadline of
+// ttl/3, the keepalive cadence: a backend that splits it between attempts
+// (transport.Client) moves on from a node that does not answer in time, so
+// that a frozen or black-holed node costs one late keepalive, never the
+// lease. On a test clock the loop's own cancellation of an overdue call
+// bounds it.
+func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) *kaCall {
 	ctx, cancel := context.WithCancel(s.ctx)
+	if _, real := s.clock.(realClock); real {
+		ctx, cancel = context.WithTimeout(s.ctx, ttl/3)
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -34,6 +34,9 @@ const (
 	DefaultMaxBackoff = 250 * time.Millisecond
 	// maxResponseBytes bounds an answer the client reads.
 	maxResponseBytes = 64 << 20
+	// minAttemptTimeout is the least time one attempt of a call with a
+	// deadline gets.
+	minAttemptTimeout = 100 * time.Millisecond
 )
 
 // Client is the Go client of the HTTP/JSON API of a raftlock cluster. It
@@ -252,6 +255,12 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		return nil, nil, err
 	}
 	timeout := c.timeout
+	if dl, ok := ctx.Deadline(); ok {
+		// An attempt takes at most half of what the caller has left, so
+		// that a node that does not answer (frozen, black-holed) leaves
+		// time for another attempt at the next address.
+		timeout = min(timeout, max(time.Until(dl)/2, minAttemptTimeout))
+	}
 	var body io.Reader
 	if cl.body != nil {
 		v, t := cl.body()
@@ -288,6 +297,10 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
+			// The caller gave up on this node before it answered: the
+			// next call starts at the next address, so that a frozen or
+			// black-holed node does not keep every later call.
+			c.moveOn(addr)
 			return nil, nil, ctx.Err()
 		}
 		var op *net.OpError
@@ -333,6 +346,18 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 	}
 	return nil, &attemptError{err: session.Errorf(session.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+}
+
+// moveOn makes the client start its next call at the address after addr,
+// unless another call has moved on already.
+func (c *Client) moveOn(addr string) {
+	if c.resolve != nil {
+		return // the resolver decides where calls start
+	}
+	idx := c.cur.Load()
+	if len(c.addrs) > 0 && c.addrs[idx%uint64(len(c.addrs))] == addr {
+		c.cur.CompareAndSwap(idx, idx+1)
+	}
 }
 
 func fixed(v any) func() (any, time.Duration) {

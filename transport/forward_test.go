@@ -1,8 +1,11 @@
 package transport
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,5 +168,103 @@ func TestClientRotates(t *testing.T) {
 	defer cancel()
 	if _, err := c3.KeepAlive(sctx, s.ID); !errors.Is(err, session.ErrNoLeader) {
 		t.Fatalf("all down: %v", err)
+	}
+}
+
+// frozenAddr is a 127.0.0.1 address whose listener accepts connections and
+// never answers, like a SIGSTOPped or black-holed node.
+func frozenAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// A node that accepts connections and never answers costs a call with a
+// deadline at most half of it: the attempt times out, the call moves on to
+// the next address and succeeds there, and later calls start there.
+func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
+	f := newFakeService("n1")
+	ts := newTestServer(t, f)
+	c := newTestClient(t, frozenAddr(t), hostOf(ts))
+	s, err := f.OpenSession(testCtx(t), session.OpenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.calls.Load()
+	ctx, cancel := testCtxTimeout(t, 2*time.Second)
+	defer cancel()
+	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
+		t.Fatalf("keepalive with a frozen first node and a 2s deadline: %v", err)
+	}
+	// The next call goes straight to the node that answers.
+	ctx2, cancel2 := testCtxTimeout(t, 2*time.Second)
+	defer cancel2()
+	if _, err := c.KeepAlive(ctx2, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.calls.Load() - before; n != 2 {
+		t.Fatalf("%d keepalives reached the live node, want 2", n)
+	}
+}
+
+// A caller that gives up on a call stuck at a frozen node (no deadline,
+// its ctx cancelled) moves the client on: the next call starts at the next
+// address instead of the frozen one.
+func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
+	f := newFakeService("n1")
+	ts := newTestServer(t, f)
+	c := newTestClient(t, frozenAddr(t), hostOf(ts))
+	s, err := f.OpenSession(testCtx(t), session.OpenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := f.calls.Load()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.KeepAlive(ctx, s.ID)
+		done <- err
+	}()
+	// The call hangs at the frozen node until the caller gives up.
+	select {
+	case err := <-done:
+		t.Fatalf("keepalive to a frozen node returned %v before it was abandoned", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("abandoned call: %v", err)
+	}
+	ctx2, cancel2 := testCtxTimeout(t, 5*time.Second)
+	defer cancel2()
+	if _, err := c.KeepAlive(ctx2, s.ID); err != nil {
+		t.Fatalf("keepalive after abandoning the frozen node: %v", err)
+	}
+	if n := f.calls.Load() - before; n != 1 {
+		t.Fatalf("%d keepalives reached the live node, want 1", n)
 	}
 }

@@ -157,6 +157,27 @@ func (c *Cluster) Kill(i int) {
 	_ = cmd.Wait()
 }
 
+// Freeze stops node i with SIGSTOP, as a long GC or VM pause or a stalled
+// disk would; Thaw resumes it. A frozen node keeps its connections open and
+// answers nothing. (Kill works on a frozen node too.)
+func (c *Cluster) Freeze(i int) { c.signal(i, syscall.SIGSTOP) }
+
+// Thaw resumes node i after Freeze.
+func (c *Cluster) Thaw(i int) { c.signal(i, syscall.SIGCONT) }
+
+func (c *Cluster) signal(i int, sig syscall.Signal) {
+	c.t.Helper()
+	c.mu.Lock()
+	cmd := c.Nodes[i].cmd
+	c.mu.Unlock()
+	if cmd == nil {
+		c.t.Fatalf("signal %v to %s: not running", sig, c.Nodes[i].ID)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signal %v to %s: %v", sig, c.Nodes[i].ID, err)
+	}
+}
+
 // Leader waits until the cluster names a leader and returns its index in
 // Nodes.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
