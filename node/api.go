@@ -152,7 +152,8 @@ func (n *Node) grant(name string, token uint64, mode fsm.Mode) session.Grant {
 // Acquire takes a lock, trying once (Wait 0) or waiting in the lock's FIFO
 // queue up to Wait. The holder id makes it idempotent: a retry returns the
 // same grant, or finds the same place in the queue (a try answers
-// lock_busy, a wait sets the wait again from now). The place belongs to the
+// lock_busy; a wait sets the wait again from now, with a Raft write only
+// when less than half of the new wait is left of the old one). The place belongs to the
 // replicated state: the leader's timer ends a wait that runs out
 // (wait_timeout), a release by the queued holder ends it (wait_cancelled),
 // and a request whose ctx ends, or whose node stops leading
@@ -180,11 +181,15 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 		defer n.removeWait(key, ch)
 	}
 	done := n.leadershipDone()
-	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
-		Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: fsm.Mode(req.Mode),
-		Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
-	if err != nil {
-		return session.Grant{}, err
+	res := fsm.Result{Status: fsm.StatusQueued}
+	if req.Wait == 0 || !n.placeKept(key, fsm.Mode(req.Mode), req.Wait) {
+		var err error
+		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
+			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: fsm.Mode(req.Mode),
+			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
+		if err != nil {
+			return session.Grant{}, err
+		}
 	}
 	switch res.Status {
 	case fsm.StatusGranted:

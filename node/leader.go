@@ -178,6 +178,7 @@ func (n *Node) endLeadership() {
 	for k, t := range n.timers {
 		t.Stop()
 		delete(n.timers, k)
+		delete(n.timerDue, k)
 	}
 	n.log.Info("lost leadership")
 }
@@ -324,6 +325,35 @@ func (n *Node) armDelay(k delayKey, d time.Duration) {
 	n.scheduleTimer(k, d)
 }
 
+// placeKept reports whether (lock, session, holder) waits in mode m on
+// this leader with at least half of a wait of d still to run: a renewal
+// (a client re-asking after its request slice) then needs no Raft write,
+// the request just waits for the outcome. A read of the local state on a
+// leader that may have been deposed without knowing is harmless here: it
+// grants nothing, and the request learns the outcome or ends.
+func (n *Node) placeKept(k waitKey, m fsm.Mode, d time.Duration) bool {
+	if !n.ready.Load() {
+		return false
+	}
+	l, ok := n.fsm.Lock(k.lock)
+	if !ok {
+		return false
+	}
+	for _, w := range l.Waiters {
+		if w.Session != k.session || w.Holder != k.holder {
+			continue
+		}
+		if w.Mode != m {
+			return false
+		}
+		n.mu.Lock()
+		due, armed := n.timerDue[waitTimerKey{k, w.WaitSet}]
+		n.mu.Unlock()
+		return armed && !due.Before(time.Now().Add(d/2))
+	}
+	return false
+}
+
 // waitLength is how long a leader times a wait whose replicated length is
 // waitFor (nanoseconds) from when it arms the timer; 0 (a wait recorded
 // before lengths were replicated) waits session.MaxWait.
@@ -352,9 +382,11 @@ func (n *Node) scheduleTimer(k leaderTimer, d time.Duration) {
 	if _, ok := n.timers[k]; ok || !n.leading.Load() {
 		return
 	}
+	n.timerDue[k] = time.Now().Add(d)
 	n.timers[k] = time.AfterFunc(d, func() {
 		n.mu.Lock()
 		delete(n.timers, k)
+		delete(n.timerDue, k)
 		n.mu.Unlock()
 		if _, err := n.propose(context.Background(), k.command()); err != nil {
 			n.log.Warn(k.what()+" failed; trying again", "retry_in", timerRetry, "error", err)

@@ -205,8 +205,9 @@ type Node struct {
 	mu       sync.Mutex
 	waits    map[waitKey][]chan waitResult
 	timers   map[leaderTimer]*time.Timer
-	leaderCh chan struct{} // closed when the current leadership ends
-	changed  chan struct{} // closed and replaced on every lock change
+	timerDue map[leaderTimer]time.Time // when each armed timer fires
+	leaderCh chan struct{}             // closed when the current leadership ends
+	changed  chan struct{}             // closed and replaced on every lock change
 
 	// backend is the embedded-mode Backend, built once by Backend().
 	backendOnce sync.Once
@@ -232,6 +233,7 @@ func New(cfg Config) (*Node, error) {
 		leases:   session.NewLeaseTable(cfg.Now),
 		waits:    make(map[waitKey][]chan waitResult),
 		timers:   make(map[leaderTimer]*time.Timer),
+		timerDue: make(map[leaderTimer]time.Time),
 		leaderCh: make(chan struct{}),
 		changed:  make(chan struct{}),
 		stop:     make(chan struct{}),

@@ -132,11 +132,12 @@ func TestRetryByQueuedHolderKeepsItsPlaceAndEveryRequestLearnsTheOutcome(t *test
 		t.Fatalf("try by the queued holder answered %+v, want 409 lock_busy", a)
 	}
 	pending(t, "the first wait after a try by its holder", first)
-	// A longer wait by the same holder: the same place, its wait set again.
-	second := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "30s"})
+	// A much longer wait by the same holder: the same place, its wait set
+	// again (more than half of it would be left of the first one).
+	second := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
 	eventually(t, 20*time.Second, "the retried wait to apply", func() error {
 		q := hc.queueOf(t, L)
-		if len(q) != 1 || q[0].Holder != "q1" || q[0].WaitFor != int64(30*time.Second) {
+		if len(q) != 1 || q[0].Holder != "q1" || q[0].WaitFor != int64(60*time.Second) {
 			return fmt.Errorf("queue %+v", q)
 		}
 		return nil
@@ -336,5 +337,46 @@ func TestLongWaitsKeepFIFOOrder(t *testing.T) {
 				t.Fatalf("%s was granted first; A queued first", first)
 			}
 		})
+	}
+}
+
+// A holder re-asking with a wait of which more than half is still left of
+// its current one (a client renewing after its request slice) keeps its
+// place without a Raft write: the wait's index stays.
+func TestRenewalOfAWaitWritesNothing(t *testing.T) {
+	hc := newHTTPCluster(t)
+	ctx := ctxT(t)
+	_, li := hc.leader()
+	addr := hc.httpAddrs[li]
+	s1 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
+	s2 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
+	const L = "q/renew"
+	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s1.ID, Holder: "h1"}); a.status != 200 {
+		t.Fatalf("first acquire: %+v", a)
+	}
+	first := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
+	hc.awaitQueue(t, L, "q1")
+	n, _ := hc.leader()
+	applied := n.FSM().AppliedIndex()
+	renewed := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
+	eventually(t, 20*time.Second, "the renewal to wait beside the first request", func() error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if w := len(n.waits[waitKey{L, s2.ID, "q1"}]); w != 2 {
+			return fmt.Errorf("%d requests wait", w)
+		}
+		return nil
+	})
+	// The release grants q1 in one entry; both requests learn it.
+	if a := rawPost(ctx, addr, "/v1/release", map[string]string{"name": L, "session": s1.ID, "holder": "h1"}); a.status != 200 {
+		t.Fatalf("release: %+v", a)
+	}
+	for what, ch := range map[string]<-chan rawAnswer{"first": first, "renewal": renewed} {
+		if a := answer(t, what, ch); a.status != 200 {
+			t.Fatalf("%s answered %+v, want the grant", what, a)
+		}
+	}
+	if got := n.FSM().AppliedIndex(); got != applied+1 {
+		t.Fatalf("applied index %d -> %d: the renewal wrote to the log (want only the release)", applied, got)
 	}
 }

@@ -23,9 +23,11 @@ const DefaultGracePeriod = 15 * time.Second
 const (
 	// lockPollSlice bounds one blocking Acquire request. A longer wait is a
 	// series of requests with the same holder id: each finds the waiter's
-	// place in the queue and sets its wait again from now (MaxWait at
-	// most), so the place is kept for as long as the caller waits.
-	lockPollSlice = MaxWait / 2
+	// place in the queue (the leader renews its wait, MaxWait at most, once
+	// less than half of it is left), so the place is kept for as long as
+	// the caller waits, and a node that stops answering delays a grant by
+	// at most one slice before the client asks another.
+	lockPollSlice = 10 * time.Second
 	// Backoff between retries of transient failures.
 	minRetryBackoff = 50 * time.Millisecond
 	maxRetryBackoff = 250 * time.Millisecond

@@ -6,12 +6,21 @@ import (
 	"time"
 )
 
+// watchSlice is how long one blocking query of Watch waits for a change;
+// watchSlack bounds how much longer its call may take.
+const (
+	watchSlice = 10 * time.Second
+	watchSlack = 5 * time.Second
+)
+
 // Watch streams the state of the lock name as the leader sees it: first
 // its current state, then each change. It is built on blocking queries
 // (Backend.WatchLock), so a change arrives as soon as the leader applies
 // it and nothing polls. A slow reader skips intermediate states and gets
 // the latest. Transient failures (no leader, failover, unreachable nodes)
-// are retried with backoff, and the watch resumes where it was. The channel
+// are retried with backoff, and the watch resumes where it was. A node that
+// stops answering delays a change by at most 15 s (one query's wait and
+// slack) before the watch asks another. The channel
 // is closed when ctx is done. Only the name is checked up front.
 func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error) {
 	if b == nil {
@@ -30,7 +39,14 @@ func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error
 			backoff = minRetryBackoff
 		)
 		for {
-			st, err := b.WatchLock(ctx, name, index, 0)
+			// One blocking query waits watchSlice; its call gets
+			// watchSlack more, so a node that stops answering (frozen,
+			// black-holed) delays the watch by at most watchSlice +
+			// watchSlack before it asks again elsewhere from the same
+			// index.
+			qctx, cancel := context.WithTimeout(ctx, watchSlice+watchSlack)
+			st, err := b.WatchLock(qctx, name, index, watchSlice)
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}

@@ -268,3 +268,38 @@ func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
 		t.Fatalf("%d keepalives reached the live node, want 1", n)
 	}
 }
+
+// A follower that forwarded a request to a leader that then stops being
+// its leader (frozen, stepped down) answers it at once — unknown_outcome
+// for a write, so that the client asks again — instead of waiting on the
+// old leader.
+func TestForwardedRequestFollowsLeaderChange(t *testing.T) {
+	leader, follower, _, fURL := twoNodes(t)
+	ctx := testCtx(t)
+	s, err := leader.OpenSession(ctx, session.OpenRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Mode: 1}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan rawResp, 1)
+	go func() {
+		done <- rawDo(t, fURL, "POST", "/v1/acquire",
+			strings.NewReader(`{"name":"f","session":"`+s.ID+`","holder":"w","wait":"30s"}`))
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the forwarded wait answered %d %s before the leader changed", r.status, r.errCode())
+	case <-time.After(300 * time.Millisecond):
+	}
+	follower.setLeader(LeaderInfo{ID: "n3", HTTPAddr: closedAddr(t), Term: 4})
+	select {
+	case r := <-done:
+		if r.status != 503 || r.errCode() != "unknown_outcome" {
+			t.Fatalf("forwarded wait after the leader changed: %d %s, want 503 unknown_outcome", r.status, r.errCode())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the forwarded wait still hangs on the old leader")
+	}
+}

@@ -1,12 +1,14 @@
 package transport
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/raftlock/raftlock/session"
 )
@@ -59,7 +61,35 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 		},
 	}
 	s.log.Trace("forwarding to the leader", "method", r.Method, "path", r.URL.Path, "leader", li.ID, "addr", li.HTTPAddr)
-	p.ServeHTTP(w, r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go s.cancelOnLeaderChange(ctx, cancel, li)
+	p.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// leaderCheckInterval is how often a forwarded request checks whether this
+// node's view of the leader changed.
+const leaderCheckInterval = 100 * time.Millisecond
+
+// cancelOnLeaderChange cancels a forwarded request once this node sees
+// another leader (or term) than the one it forwarded to: a request held by
+// a leader that froze or stepped down is answered at once (no_leader for a
+// read, unknown_outcome for a write) so that the client asks again and
+// reaches the new leader, instead of waiting on the old one.
+func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, li LeaderInfo) {
+	t := time.NewTicker(leaderCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if now := s.svc.Leader(); now.ID != li.ID || now.Term != li.Term {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // proxyError classifies a failure to forward. A request that never reached
