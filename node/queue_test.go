@@ -93,6 +93,16 @@ func (c *testCluster) awaitQueue(t *testing.T, lock string, holders ...string) {
 	})
 }
 
+// heldLockCluster is a 3-node cluster with its HTTP API, the leader's
+// address and two open sessions (a minute's TTL each).
+func heldLockCluster(t *testing.T) (*httpCluster, context.Context, string, session.Info, session.Info) {
+	t.Helper()
+	hc := newHTTPCluster(t)
+	_, li := hc.leader()
+	return hc, ctxT(t), hc.httpAddrs[li], mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute}),
+		mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
+}
+
 func pending(t *testing.T, what string, ch <-chan rawAnswer) {
 	t.Helper()
 	select {
@@ -114,12 +124,7 @@ func answer(t *testing.T, what string, ch <-chan rawAnswer) rawAnswer {
 }
 
 func TestRetryByQueuedHolderKeepsItsPlaceAndEveryRequestLearnsTheOutcome(t *testing.T) {
-	hc := newHTTPCluster(t)
-	ctx := ctxT(t)
-	_, li := hc.leader()
-	addr := hc.httpAddrs[li]
-	s1 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
-	s2 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
+	hc, ctx, addr, s1, s2 := heldLockCluster(t)
 	const L = "q/retry"
 	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s1.ID, Holder: "h1"}); a.status != 200 {
 		t.Fatalf("first acquire: %+v", a)
@@ -344,12 +349,7 @@ func TestLongWaitsKeepFIFOOrder(t *testing.T) {
 // its current one (a client renewing after its request slice) keeps its
 // place without a Raft write: the wait's index stays.
 func TestRenewalOfAWaitWritesNothing(t *testing.T) {
-	hc := newHTTPCluster(t)
-	ctx := ctxT(t)
-	_, li := hc.leader()
-	addr := hc.httpAddrs[li]
-	s1 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
-	s2 := mustOpen(t, hc.testCluster, session.OpenRequest{TTL: time.Minute})
+	hc, ctx, addr, s1, s2 := heldLockCluster(t)
 	const L = "q/renew"
 	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s1.ID, Holder: "h1"}); a.status != 200 {
 		t.Fatalf("first acquire: %+v", a)

@@ -203,10 +203,10 @@ func frozenAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// A node that accepts connections and never answers costs a call with a
-// deadline at most half of it: the attempt times out, the call moves on to
-// the next address and succeeds there, and later calls start there.
-func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
+// frozenFirst is a live node behind a frozen one: a client whose first
+// address is frozen, the live node's fake service, and a session on it.
+func frozenFirst(t *testing.T) (*fakeService, *Client, session.Info) {
+	t.Helper()
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)
 	c := newTestClient(t, frozenAddr(t), hostOf(ts))
@@ -214,6 +214,14 @@ func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, c, s
+}
+
+// A node that accepts connections and never answers costs a call with a
+// deadline at most half of it: the attempt times out, the call moves on to
+// the next address and succeeds there, and later calls start there.
+func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
+	f, c, s := frozenFirst(t)
 	before := f.calls.Load()
 	ctx, cancel := testCtxTimeout(t, 2*time.Second)
 	defer cancel()
@@ -235,13 +243,7 @@ func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
 // its ctx cancelled) moves the client on: the next call starts at the next
 // address instead of the frozen one.
 func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
-	f := newFakeService("n1")
-	ts := newTestServer(t, f)
-	c := newTestClient(t, frozenAddr(t), hostOf(ts))
-	s, err := f.OpenSession(testCtx(t), session.OpenRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, c, s := frozenFirst(t)
 	before := f.calls.Load()
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan error, 1)
