@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"container/list"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -109,8 +110,33 @@ const (
 	WaitCancelled
 )
 
+// Bounds of the grant histories. They are part of the state machine: every
+// replica of a cluster must apply the same ones.
+const (
+	// MaxGrantHistory bounds a lock's history: it keeps its last
+	// MaxGrantHistory grants.
+	MaxGrantHistory = 32
+	// MaxFreeGrants bounds the histories that free locks leave behind:
+	// together they hold at most MaxFreeGrants grants, and the history of
+	// the lock freed longest ago goes first.
+	MaxFreeGrants = 4096
+)
+
+// PastGrant is one grant in a lock's history: what a reader may know of
+// it. It names the holder's session by its name, never by its id (a
+// secret capability).
+type PastGrant struct {
+	Token       uint64 `json:"token"`
+	Mode        Mode   `json:"mode"`
+	Holder      string `json:"holder"`
+	Value       string `json:"value,omitempty"`
+	SessionName string `json:"session_name,omitempty"`
+}
+
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
-// stored at all.
+// stored as a lock; if it was ever granted, its history is kept apart (see
+// LockRecord) until newer free histories push it out (MaxFreeGrants), or
+// the lock is taken again and carries it on.
 type Lock struct {
 	Name    string   `json:"name"`
 	Mode    Mode     `json:"mode"`
@@ -130,6 +156,17 @@ type Lock struct {
 	DelayFor   int64 `json:"delay_for,omitempty"`
 	// Index is the log index of the lock's last change.
 	Index uint64 `json:"index"`
+	// Grants is the lock's history: its last MaxGrantHistory grants, in
+	// grant order (tokens never decrease; the shared grants one entry makes
+	// share its token), the current holders' grants included.
+	// GrantsSince says how far back it reaches: every grant of the lock
+	// whose token is at least GrantsSince is in Grants. A lock stored anew
+	// starts it one above the last entry that forgot grants (see
+	// LockRecord); it moves to one above the token of each grant dropped
+	// from the history. It is 0 on a lock recorded before histories were
+	// kept, until its next grant.
+	Grants      []PastGrant `json:"grants,omitempty"`
+	GrantsSince uint64      `json:"grants_since,omitempty"`
 }
 
 // EventKind classifies an Event.
@@ -190,6 +227,17 @@ type FSM struct {
 	members  map[string]Member
 	now      int64
 	applied  uint64
+	// free holds the histories of free locks (*Lock values with no
+	// holders, waiters or delay), least recently freed first; freeAt
+	// finds them by name and freeGrants counts their grants.
+	free       *list.List
+	freeAt     map[string]*list.Element
+	freeGrants int
+	// forgot is the last log index at which the state machine forgot
+	// grants: an entry that dropped a free history, or the applied index
+	// of a snapshot written before histories were kept. A lock it has no
+	// record of was granted no token above forgot.
+	forgot uint64
 }
 
 // New returns an empty state machine. onEvent, if not nil, is called
@@ -206,6 +254,8 @@ func (f *FSM) reset() {
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
 	f.now, f.applied = 0, 0
+	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
+	f.forgot = 0
 }
 
 func (f *FSM) emit(e Event) {
@@ -375,8 +425,11 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			}
 			return r
 		}
-	} else {
-		l = &Lock{Name: c.Lock}
+	} else if l = f.takeFree(c.Lock); l == nil {
+		// A free lock: granted below, it carries on the history it left
+		// behind, or starts one, complete since the state machine last
+		// forgot grants.
+		l = &Lock{Name: c.Lock, GrantsSince: f.forgot + 1}
 	}
 	if !l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode) {
 		f.locks[c.Lock] = l
@@ -405,7 +458,66 @@ func (f *FSM) grant(index uint64, l *Lock, h Holder, m Mode) {
 	h.Token = index
 	l.Mode = m
 	l.Holders = append(l.Holders, h)
+	f.record(l, h, m)
 	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m})
+}
+
+// record appends a grant to l's history and drops the oldest grants beyond
+// MaxGrantHistory. The session is named by its name, never its id.
+func (f *FSM) record(l *Lock, h Holder, m Mode) {
+	var name string
+	if s := f.sessions[h.Session]; s != nil {
+		name = s.Name
+	}
+	if l.GrantsSince == 0 {
+		// Recorded before histories: complete since the snapshot that
+		// forgot them.
+		l.GrantsSince = f.forgot + 1
+	}
+	l.Grants = append(l.Grants, PastGrant{Token: h.Token, Mode: m, Holder: h.Holder, Value: h.Value, SessionName: name})
+	if n := len(l.Grants) - MaxGrantHistory; n > 0 {
+		l.GrantsSince = l.Grants[n-1].Token + 1
+		copy(l.Grants, l.Grants[n:])
+		clear(l.Grants[MaxGrantHistory:])
+		l.Grants = l.Grants[:MaxGrantHistory]
+	}
+}
+
+// keepFree keeps the history of a lock that has just become free at entry
+// index (if it has one), and drops the histories freed longest ago while
+// the free ones hold more than MaxFreeGrants grants.
+func (f *FSM) keepFree(index uint64, l *Lock) {
+	if len(l.Grants) == 0 {
+		return
+	}
+	if e := f.freeAt[l.Name]; e != nil {
+		f.dropFree(e) // not reached: a stored lock has no free history
+	}
+	l.Holders, l.Waiters = nil, nil
+	f.freeAt[l.Name] = f.free.PushBack(l)
+	f.freeGrants += len(l.Grants)
+	for f.freeGrants > MaxFreeGrants {
+		f.dropFree(f.free.Front())
+		f.forgot = max(f.forgot, index)
+	}
+}
+
+// takeFree removes the history the free lock name left behind and returns
+// it as the lock to store again (nil if none is kept).
+func (f *FSM) takeFree(name string) *Lock {
+	e := f.freeAt[name]
+	if e == nil {
+		return nil
+	}
+	l := e.Value.(*Lock)
+	f.dropFree(e)
+	return l
+}
+
+func (f *FSM) dropFree(e *list.Element) {
+	l := f.free.Remove(e).(*Lock)
+	delete(f.freeAt, l.Name)
+	f.freeGrants -= len(l.Grants)
 }
 
 // grantWaiters grants l to the head of its queue, in FIFO order, as far as
@@ -437,6 +549,7 @@ func (f *FSM) changed(index uint64, l *Lock) {
 	}
 	if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.Delayed {
 		delete(f.locks, l.Name)
+		f.keepFree(index, l)
 	}
 	f.emit(Event{Kind: EventLockChanged, Lock: l.Name, Index: index})
 }
@@ -562,6 +675,7 @@ func copyLock(l *Lock) Lock {
 	c := *l
 	c.Holders = append([]Holder(nil), l.Holders...)
 	c.Waiters = append([]Waiter(nil), l.Waiters...)
+	c.Grants = append([]PastGrant(nil), l.Grants...)
 	return c
 }
 
@@ -620,6 +734,26 @@ func (f *FSM) LockAt(name string) (l Lock, ok bool, applied uint64) {
 	return l, ok, f.applied
 }
 
+// LockRecord returns a copy of what the state machine keeps of one lock,
+// together with the index of the last entry applied, read atomically (as
+// LockAt): the lock if it is stored; else, for a free lock whose history
+// is still kept, that history as a Lock with no holders, waiters or delay,
+// whose Index is the entry that freed it. Else ok is false (the lock was
+// never granted, or its history was dropped: MaxFreeGrants) and l is an
+// empty history of name whose GrantsSince is one above the last entry
+// that forgot grants: the lock had no grant since.
+func (f *FSM) LockRecord(name string) (l Lock, ok bool, applied uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if cur, found := f.locks[name]; found {
+		return copyLock(cur), true, f.applied
+	}
+	if e := f.freeAt[name]; e != nil {
+		return copyLock(e.Value.(*Lock)), true, f.applied
+	}
+	return Lock{Name: name, GrantsSince: f.forgot + 1}, false, f.applied
+}
+
 // Locks returns copies of the locks whose names start with prefix, sorted.
 func (f *FSM) Locks(prefix string) []Lock {
 	f.mu.RLock()
@@ -659,6 +793,13 @@ type state struct {
 	Members  []Member  `json:"members"`
 	Now      int64     `json:"now"`
 	Applied  uint64    `json:"applied"`
+	// Free is the histories free locks left behind, least recently freed
+	// first (the order in which they are dropped).
+	Free []Lock `json:"free,omitempty"`
+	// Forgot is FSM.forgot. Every snapshot written since histories are
+	// kept has it; one without it was written before, and forgot every
+	// grant up to its applied index.
+	Forgot *uint64 `json:"forgot,omitempty"`
 }
 
 // Dump returns the canonical serialisation of the state (what snapshots
@@ -683,6 +824,11 @@ func (f *FSM) dumpLocked() []byte {
 		st.Members = append(st.Members, m)
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	for e := f.free.Front(); e != nil; e = e.Next() {
+		st.Free = append(st.Free, *e.Value.(*Lock))
+	}
+	forgot := f.forgot
+	st.Forgot = &forgot
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: marshal state: %v", err)) // plain structs: cannot fail
@@ -736,6 +882,17 @@ func (f *FSM) Load(data []byte) error {
 			if s := f.sessions[w.Session]; s != nil {
 				s.Locks[l.Name] = struct{}{}
 			}
+		}
+	}
+	if st.Forgot != nil {
+		f.forgot = *st.Forgot
+	} else {
+		f.forgot = st.Applied // written before histories were kept
+	}
+	for i := range st.Free {
+		l := st.Free[i]
+		if _, stored := f.locks[l.Name]; !stored {
+			f.keepFree(st.Applied, &l)
 		}
 	}
 	for _, m := range st.Members {

@@ -52,6 +52,7 @@ func TestRandomCommands(t *testing.T) {
 					"cancelled waits": st.Cancelled, "cancel after grant": st.CancelGranted,
 					"reopened sessions": st.Reopened, "close handoffs": st.CloseHandoffs,
 					"waits ended by removal": st.RemovedWaits, "not holder": st.NotHolder, "busy": st.Busy,
+					"history drops": st.HistoryDrops, "free histories taken up": st.Revived,
 				} {
 					if n == 0 {
 						t.Errorf("seed %d never exercised %s", seed, name)
@@ -66,6 +67,9 @@ type randStats struct {
 	Grants, ReleaseHandoffs, EndDelayGrants, CloseHandoffs, SharedRuns int
 	Delays, StaleEndDelays, RetriedGrants, RetriedWaits, Cancelled     int
 	CancelGranted, Reopened, RemovedWaits, NotHolder, Busy             int
+	// HistoryDrops counts grants pushed out of a full history; Revived,
+	// grants of a free lock that carried its history on.
+	HistoryDrops, Revived int
 }
 
 type hkey struct{ s, h string }
@@ -77,6 +81,9 @@ type randModel struct {
 	delayed map[string]int64  // expected DelayUntil of delayed locks
 	lengths map[string]int64  // expected DelayFor of delayed locks
 	opened  map[string]bool   // session ids ever opened
+	names   map[string]string // session names by id
+	grants  map[string][]PastGrant
+	since   map[string]uint64 // expected GrantsSince per lock
 }
 
 var (
@@ -92,7 +99,8 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 	a := New(func(e Event) { evA = append(evA, e) })
 	b := New(nil)
 	swapAt := steps/4 + rng.IntN(steps/2+1)
-	m := randModel{queue: map[string][]hkey{}, maxTok: map[string]uint64{}, delayed: map[string]int64{}, lengths: map[string]int64{}, opened: map[string]bool{}}
+	m := randModel{queue: map[string][]hkey{}, maxTok: map[string]uint64{}, delayed: map[string]int64{}, lengths: map[string]int64{}, opened: map[string]bool{},
+		names: map[string]string{}, grants: map[string][]PastGrant{}, since: map[string]uint64{}}
 	var st randStats
 	var history []string
 	now := t0
@@ -170,12 +178,14 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 			}
 		}
 		checkEvents(fail, &st, &m, cmd, ra, idx, pre, events)
+		modelHistories(&st, &m, events, pre, post)
 		checkState(t, fail, a, &m, idx)
 		if cmd.Type == CmdOpenSession && ra.Status == StatusOK {
 			if m.opened[cmd.OpenSession.ID] {
 				st.Reopened++
 			}
 			m.opened[cmd.OpenSession.ID] = true
+			m.names[cmd.OpenSession.ID] = cmd.OpenSession.Name
 		}
 		if preSessOK {
 			for name, l := range pre {
@@ -280,7 +290,8 @@ func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 		if rng.IntN(50) == 0 {
 			ttl = 0 // invalid
 		}
-		return Command{Type: CmdOpenSession, OpenSession: &OpenSession{ID: pick(randSessions), TTL: ttl,
+		id := pick(randSessions)
+		return Command{Type: CmdOpenSession, OpenSession: &OpenSession{ID: id, Name: "name-" + id, TTL: ttl,
 			LockDelay: int64(randDelays[rng.IntN(len(randDelays))])}}, ""
 	case p < 12:
 		return closeCmd(session()), ""
@@ -577,6 +588,33 @@ func checkEvents(fail func(string, ...any), st *randStats, m *randModel, cmd Com
 	}
 }
 
+// modelHistories appends the grants of one entry to the model's histories
+// (the value as the new holder carries it, the session by the name it
+// was opened with) and drops the oldest beyond MaxGrantHistory.
+func modelHistories(st *randStats, m *randModel, events []Event, pre, post map[string]Lock) {
+	for _, e := range events {
+		if e.Kind != EventGranted {
+			continue
+		}
+		h, _ := findHolder(post[e.Lock], hkey{e.Session, e.Holder})
+		if len(m.grants[e.Lock]) == 0 {
+			// A lock first stored: four lock names never push a free
+			// history out, so nothing was ever forgotten.
+			m.since[e.Lock] = 1
+		} else if _, stored := pre[e.Lock]; !stored {
+			st.Revived++
+		}
+		g := append(m.grants[e.Lock], PastGrant{Token: e.Token, Mode: e.Mode, Holder: e.Holder, Value: h.Value,
+			SessionName: m.names[e.Session]})
+		if n := len(g) - MaxGrantHistory; n > 0 {
+			st.HistoryDrops += n
+			m.since[e.Lock] = g[n-1].Token + 1
+			g = append([]PastGrant(nil), g[n:]...)
+		}
+		m.grants[e.Lock] = g
+	}
+}
+
 // checkState checks the invariants of the whole state of a after entry idx.
 func checkState(t *testing.T, fail func(string, ...any), a *FSM, m *randModel, idx uint64) {
 	sessions := map[string]bool{}
@@ -639,6 +677,28 @@ func checkState(t *testing.T, fail func(string, ...any), a *FSM, m *randModel, i
 		}
 		if q := m.queue[l.Name]; len(q) != len(got) || (len(q) > 0 && !reflect.DeepEqual(q, got)) {
 			fail("lock %s: waiters %v, model queue %v", l.Name, got, q)
+		}
+	}
+	// Every lock's history is its last MaxGrantHistory grants as
+	// modelled from the grant events, kept while the lock is free too (four
+	// lock names never push a free history out), naming sessions by name.
+	for _, name := range randLocks {
+		l, ok, _ := a.LockRecord(name)
+		want := m.grants[name]
+		if ok != (len(want) > 0) {
+			fail("lock %s: record found=%v, model has %d grants", name, ok, len(want))
+		}
+		if !ok {
+			if len(l.Grants) != 0 || l.GrantsSince != 1 {
+				fail("lock %s never granted: %+v, want no history since 1", name, l)
+			}
+			continue
+		}
+		if !seen[name] && (len(l.Holders) > 0 || len(l.Waiters) > 0 || l.Delayed || l.Index > idx) {
+			fail("free lock %s: history record %+v is more than a history", name, l)
+		}
+		if !reflect.DeepEqual(l.Grants, want) || l.GrantsSince != m.since[name] {
+			fail("lock %s: history %+v since %d, model %+v since %d", name, l.Grants, l.GrantsSince, want, m.since[name])
 		}
 	}
 	for name, q := range m.queue {

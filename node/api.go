@@ -267,6 +267,16 @@ func lockState(l fsm.Lock) session.LockState {
 	if l.Delayed {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
 	}
+	for _, g := range l.Grants {
+		st.Grants = append(st.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: toSeqMode(g.Mode),
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+	}
+	// A lock recorded before histories were kept has none yet (GrantsSince
+	// 0): no grant of it has a token above its last change.
+	st.GrantsSince = sequencer.Token(l.GrantsSince)
+	if st.GrantsSince == 0 {
+		st.GrantsSince = sequencer.Token(l.Index + 1)
+	}
 	return st
 }
 
@@ -281,12 +291,16 @@ func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error)
 	return n.lockState(name), nil
 }
 
-// lockState reads one lock; a free lock gets the applied index, read with
-// it atomically, so that its Index never goes backwards.
+// lockState reads one lock, with its grant history (a free lock's, while
+// it is kept). A free lock the state machine keeps nothing of gets the
+// applied index, read with it atomically, so that its Index never goes
+// backwards, and an empty history reaching back to the last entry that
+// forgot grants (fsm.FSM.LockRecord).
 func (n *Node) lockState(name string) session.LockState {
-	l, ok, applied := n.fsm.LockAt(name)
+	l, ok, applied := n.fsm.LockRecord(name)
 	if !ok {
-		return session.LockState{Name: name, Holders: []session.Holder{}, Index: applied}
+		return session.LockState{Name: name, Holders: []session.Holder{}, Index: applied,
+			GrantsSince: sequencer.Token(l.GrantsSince)}
 	}
 	return lockState(l)
 }

@@ -182,11 +182,34 @@ type LockState struct {
 	Queue []QueuedHolder
 	// DelayUntil is when the lock's lock-delay ends (zero: none).
 	DelayUntil time.Time
-	// Index is the Raft index of the last change to the lock. For a free
-	// lock, which the cluster does not store, it is the index of the last
+	// Index is the Raft index of the last change to the lock (for a free
+	// lock whose history the cluster keeps, the entry that freed it). For a
+	// free lock the cluster keeps nothing of, it is the index of the last
 	// entry applied when the state was read. Either way it only grows, so it
 	// can be passed to WatchLock.
 	Index uint64
+	// Grants is the lock's recent history: its last grants (at most 32),
+	// in grant order, the current holders' included. Tokens never
+	// decrease; the shared grants one entry makes share its token. A free
+	// lock keeps its history while the cluster's bound on free histories
+	// allows (DESIGN.md, "Grant history").
+	Grants []PastGrant
+	// GrantsSince says how far back Grants reaches: every grant of the
+	// lock whose token is at least GrantsSince is in Grants (so a grant
+	// with a lower token may be missing). Zero means the answer carries no
+	// history at all (a server from before histories).
+	GrantsSince sequencer.Token
+}
+
+// PastGrant is one grant in a lock's history (LockState.Grants): what any
+// reader may know of it. The holder's session is named by its
+// descriptive name, never by its id.
+type PastGrant struct {
+	Token       sequencer.Token
+	Mode        sequencer.Mode
+	Holder      string
+	Value       string
+	SessionName string
 }
 
 // SequencerCheck is the cluster's answer about a sequencer.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -17,17 +18,28 @@ import (
 // election now.
 var ErrElectionNoLeader = errors.New("election has no leader")
 
-// Leader is the current leader of an election.
+// Leader is a leader of an election: the current one (CurrentLeader), or
+// one Observe reports.
 type Leader struct {
 	// Election is the election's (the lock's) name.
 	Election string
 	// Value is what the leader campaigned with.
 	Value string
-	// Session is the leader's session id.
+	// Session is the leader's session id while it leads at the answer that
+	// reports it; empty for a leader Observe learns of from the lock's
+	// history after it stopped leading.
 	Session string
+	// SessionName is the name of the leader's session, from the lock's
+	// grant history (empty from a server that keeps none).
+	SessionName string
 	// Sequencer fences the leader's term: resources that check it reject
 	// an earlier leader once they have seen this one.
 	Sequencer sequencer.Sequencer
+	// Gap is set on a leader Observe reports when leaders elected between
+	// the previous one it reported (or Observe's start) and this one may be
+	// missing from its reports (see Observe). Always false from
+	// CurrentLeader.
+	Gap bool
 }
 
 // Token returns the fencing token of the leader's term.
@@ -88,47 +100,125 @@ func CurrentLeader(ctx context.Context, b Backend, name string) (Leader, error) 
 	return ld, nil
 }
 
-// Observe streams the leaders of the election name: the current one (if
-// any), then each new leader as it is elected, in order of election, so
-// tokens increase. Periods without a leader are not reported. Like Watch,
-// it rides on blocking queries and survives failovers; the channel is
-// closed when ctx is done.
+// Observe streams the leaders of the election name: first the current one
+// (if any), then every leader elected after it, in grant order: each once,
+// tokens increasing. Periods without a leader are not reported.
+//
+// It rides on Watch, so it survives failovers, and a leader is reported as
+// soon as an answer shows it (a frozen node delays an answer by at most
+// Watch's 15 s), even a leader already gone by then: each answer carries
+// the lock's grant history (LockState.Grants), and Observe reports every
+// exclusive grant in it after the last leader it reported. The history
+// holds the lock's last 32 grants, and is kept while the lock is free
+// until newer free histories push it out (DESIGN.md, "Grant history").
+//
+// The promise: a leader reported with Gap false is the first leader
+// elected after the previous one reported (for the first report: the
+// leader when Observe's first answer was read, or the first elected after
+// it), so none in between was skipped. When an answer's history no longer
+// reaches back that far (the lock granted more than 32 times, shared
+// grants included, between two answers; or its free history dropped),
+// leaders in between may be missing, and the next leader reported has Gap
+// set. A server from before histories (answers with GrantsSince 0) gets the
+// old behaviour: Observe reports the leader each answer shows, and may skip
+// leaders without setting Gap. The channel is closed when ctx is done.
 func Observe(ctx context.Context, b Backend, name string) (<-chan Leader, error) {
 	states, err := Watch(ctx, b, name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("observe %s: %w", name, err)
 	}
 	out := make(chan Leader)
 	go func() {
 		defer close(out)
-		var last sequencer.Token
+		var (
+			started bool
+			// known: every leader with a token up to known was reported,
+			// came before Observe started, or is counted in gap.
+			known sequencer.Token
+			gap   bool
+		)
 		for st := range states {
-			ld, ok := leaderOf(st)
-			if !ok || ld.Token() <= last {
-				continue
+			var next []Leader
+			if !started {
+				started = true
+				if ld, ok := leaderOf(st); ok {
+					next = append(next, ld)
+				}
+			} else {
+				var missing bool
+				next, missing = electedAfter(st, known)
+				gap = gap || missing
 			}
-			select {
-			case out <- ld:
-				last = ld.Token()
-			case <-ctx.Done():
-				return
+			for _, ld := range next {
+				ld.Gap = gap
+				select {
+				case out <- ld:
+					gap = false
+					known = max(known, ld.Token())
+				case <-ctx.Done():
+					return
+				}
 			}
+			// Every grant of the lock up to the answer's index is in this
+			// answer, or was dropped before it (then gap says so).
+			known = max(known, sequencer.Token(st.Index))
 		}
 	}()
 	return out, nil
 }
 
+// electedAfter returns the leaders of an election lock's state elected
+// after token known, in grant order, and whether some may be missing: the
+// state's history does not reach back to known. A state without history (a
+// server from before histories) gives its current leader only, and cannot
+// tell.
+func electedAfter(st LockState, known sequencer.Token) ([]Leader, bool) {
+	if st.GrantsSince == 0 {
+		if ld, ok := leaderOf(st); ok && ld.Token() > known {
+			return []Leader{ld}, false
+		}
+		return nil, false
+	}
+	var out []Leader
+	for _, g := range st.Grants {
+		if g.Mode == sequencer.Exclusive && g.Token > known {
+			out = append(out, pastLeader(st, g))
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Token() < out[j].Token() })
+	return out, st.GrantsSince > known+1
+}
+
+// pastLeader is the leader an exclusive grant of an election lock's history
+// made; Session is set while that grant still holds the lock.
+func pastLeader(st LockState, g PastGrant) Leader {
+	ld := Leader{Election: st.Name, Value: g.Value, SessionName: g.SessionName,
+		Sequencer: sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: g.Token}}
+	for _, h := range st.Holders {
+		if h.Token == g.Token && h.Holder == g.Holder {
+			ld.Session = h.Session
+		}
+	}
+	return ld
+}
+
 // leaderOf reads the leader out of an election lock's state: its exclusive
-// holder.
+// holder, with its session's name from the history when it is there.
 func leaderOf(st LockState) (Leader, bool) {
 	if st.Mode != sequencer.Exclusive || len(st.Holders) != 1 {
 		return Leader{}, false
 	}
 	h := st.Holders[0]
-	return Leader{
+	ld := Leader{
 		Election:  st.Name,
 		Value:     h.Value,
 		Session:   h.Session,
 		Sequencer: sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: h.Token},
-	}, true
+	}
+	for _, g := range st.Grants {
+		if g.Token == h.Token && g.Holder == h.Holder {
+			ld.SessionName = g.SessionName
+		}
+	}
+	return ld, true
 }

@@ -80,10 +80,13 @@ func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error
 }
 
 // SameLockState reports whether two states of a lock are the same, apart
-// from their Index: same mode, holders (in order), waiters and delay.
+// from their Index: same mode, holders (in order), waiters, delay and grant
+// history (its grants and how far back it reaches), so that a watch reports
+// grants made and undone between two of its queries.
 func SameLockState(a, b LockState) bool {
 	return a.Name == b.Name && a.Mode == b.Mode && a.Waiters == b.Waiters &&
-		a.DelayUntil.Equal(b.DelayUntil) && slices.Equal(a.Holders, b.Holders)
+		a.DelayUntil.Equal(b.DelayUntil) && slices.Equal(a.Holders, b.Holders) &&
+		a.GrantsSince == b.GrantsSince && slices.Equal(a.Grants, b.Grants)
 }
 
 // sleepCtx waits d or until ctx is done (then it returns ctx's error).

@@ -107,14 +107,29 @@ type HolderReply struct {
 // LockReply answers GET /v1/lock and is one element of LocksReply. A free
 // lock has mode "" and no holders; DelayUntil is "" without a lock-delay.
 // Index (an addition to API.md) is the Raft index of the lock's last change.
+// Grants is the lock's recent grant history, oldest first, and GrantsSince
+// how far back it reaches (session.LockState); a server from before
+// histories sends neither, and an empty history is left out.
 type LockReply struct {
-	Name       string        `json:"name"`
-	Mode       string        `json:"mode"`
-	Holders    []HolderReply `json:"holders"`
-	Waiters    int           `json:"waiters"`
-	Queue      []QueuedReply `json:"queue"`
-	DelayUntil string        `json:"delay_until,omitempty"`
-	Index      uint64        `json:"index,omitempty"`
+	Name        string           `json:"name"`
+	Mode        string           `json:"mode"`
+	Holders     []HolderReply    `json:"holders"`
+	Waiters     int              `json:"waiters"`
+	Queue       []QueuedReply    `json:"queue"`
+	DelayUntil  string           `json:"delay_until,omitempty"`
+	Index       uint64           `json:"index,omitempty"`
+	Grants      []PastGrantReply `json:"grants,omitempty"`
+	GrantsSince uint64           `json:"grants_since,omitempty"`
+}
+
+// PastGrantReply is one grant of a lock's history. The session is named by
+// its name, never by its id.
+type PastGrantReply struct {
+	Token       uint64 `json:"token"`
+	Mode        string `json:"mode"`
+	Holder      string `json:"holder"`
+	Value       string `json:"value"`
+	SessionName string `json:"session_name"`
 }
 
 // QueuedReply is one waiter of a lock, in queue order.
@@ -224,6 +239,11 @@ func NewLockReply(l session.LockState) LockReply {
 	if !l.DelayUntil.IsZero() {
 		out.DelayUntil = l.DelayUntil.UTC().Format(time.RFC3339Nano)
 	}
+	for _, g := range l.Grants {
+		out.Grants = append(out.Grants, PastGrantReply{Token: uint64(g.Token), Mode: modeString(g.Mode),
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+	}
+	out.GrantsSince = uint64(l.GrantsSince)
 	return out
 }
 
@@ -247,6 +267,15 @@ func (r LockReply) State() (session.LockState, error) {
 		}
 		out.Queue = append(out.Queue, session.QueuedHolder{Holder: q.Holder, Mode: m})
 	}
+	for _, g := range r.Grants {
+		m, err := sequencer.ParseMode(g.Mode)
+		if err != nil {
+			return session.LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
+		}
+		out.Grants = append(out.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: m,
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+	}
+	out.GrantsSince = sequencer.Token(r.GrantsSince)
 	if r.DelayUntil != "" {
 		t, err := time.Parse(time.RFC3339Nano, r.DelayUntil)
 		if err != nil {
