@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -178,30 +179,82 @@ func checkGrantsKept(h History) ([]Violation, int) {
 // keepalive granted (counted from when it was sent) has run out, and never
 // answers again once reported gone. Leader changes included: a new leader
 // must honour the leases the old one granted.
+//
+// And a session whose client kept it alive is never lost at all: neither
+// reported gone by the cluster nor declared expired by its client (its
+// jeopardy outlasting the grace period), unless its client stopped keeping
+// it (see keptAlive). The faults leave a majority up (restart-all starts
+// every node again after 0.5-1.5 s, and a new leader restarts every lease
+// in full), and a frozen node (freeze-node, past ttl + grace) costs a
+// client a bounded delay, never its session: a client that keeps calling
+// the node that stopped answering, instead of moving on, loses it.
 func checkSessionsKept(h History) []Violation {
 	var vs []Violation
 	ss := sessionsOf(h)
 	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
-		if f.GoneAt == pending {
+		if v, ok := goneEarly(f); ok {
+			vs = append(vs, v)
 			continue
 		}
-		for _, k := range f.Alive {
-			if k > f.GoneAt {
-				vs = append(vs, Violation{Check: checkSessionKept, At: k, Client: f.Client,
-					What: fmt.Sprintf("session %s of client %d acknowledged a keepalive sent %v after it was reported gone (%s)",
-						short(id, ""), f.Client, time.Duration(k-f.GoneAt).Round(time.Millisecond), f.GoneKind)})
-				break
-			}
-			if k+f.TTL > f.GoneAt {
-				vs = append(vs, Violation{Check: checkSessionKept, At: f.GoneAt, Client: f.Client,
-					What: fmt.Sprintf("session %s of client %d was reported gone (%s) %v before the lease of a keepalive acknowledged to it ended",
-						short(id, ""), f.Client, f.GoneKind, time.Duration(k+f.TTL-f.GoneAt).Round(time.Millisecond))})
-				break
-			}
+		lost := f.LostAt()
+		if lost == pending || !keptAlive(h, f, lost) {
+			continue
 		}
+		last := f.LastAlive()
+		vs = append(vs, Violation{Check: checkSessionKept, At: lost, Client: f.Client,
+			What: fmt.Sprintf("session %s of client %d was lost %v after the send of its last acknowledged keepalive (%s), though its client kept it alive (never paused, cut off or closed)%s",
+				short(id, ""), f.Client, time.Duration(lost-last).Round(time.Millisecond), f.lostHow(), faultsDuring(h, last, lost))})
 	}
 	return vs
+}
+
+// goneEarly finds the first breach of the lease rule of session f: a
+// keepalive acknowledged after it was reported gone, or a report of it gone
+// before the lease of an acknowledged keepalive ended.
+func goneEarly(f *sessionFacts) (Violation, bool) {
+	if f.GoneAt == pending {
+		return Violation{}, false
+	}
+	for _, k := range f.Alive {
+		if k > f.GoneAt {
+			return Violation{Check: checkSessionKept, At: k, Client: f.Client,
+				What: fmt.Sprintf("session %s of client %d acknowledged a keepalive sent %v after it was reported gone (%s)",
+					short(f.ID, ""), f.Client, time.Duration(k-f.GoneAt).Round(time.Millisecond), f.GoneKind)}, true
+		}
+		if k+f.TTL > f.GoneAt {
+			return Violation{Check: checkSessionKept, At: f.GoneAt, Client: f.Client,
+				What: fmt.Sprintf("session %s of client %d was reported gone (%s) %v before the lease of a keepalive acknowledged to it ended",
+					short(f.ID, ""), f.Client, f.GoneKind, time.Duration(k+f.TTL-f.GoneAt).Round(time.Millisecond))}, true
+		}
+	}
+	return Violation{}, false
+}
+
+// keptAlive reports whether the client of session f kept it alive until
+// to: it was neither paused (pause-client) nor cut off from the cluster
+// (partition-client) at any moment from a lease before the session's last
+// acknowledged keepalive to to, it had not asked to close the session, and
+// its process still ran.
+func keptAlive(h History, f *sessionFacts, to int64) bool {
+	from := f.LastAlive() - f.TTL
+	return !clientPaused(h, f.Client, from, to) && !clientCut(h, f.Client, from, to) &&
+		f.CloseCall > to && h.exitOf(f.Client) > to
+}
+
+// faultsDuring names the faults that overlapped [from, to], as ", during
+// KIND TARGET, ..." ("" if none).
+func faultsDuring(h History, from, to int64) string {
+	var fs []string
+	for _, f := range h.Faults {
+		if f.Start <= to && f.End >= from {
+			fs = append(fs, f.Kind+" "+f.Target)
+		}
+	}
+	if len(fs) == 0 {
+		return ""
+	}
+	return ", during " + strings.Join(fs, ", ")
 }
 
 // checkLostBeforeRegrant checks the client's promise about Lost() (check

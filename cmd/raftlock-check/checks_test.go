@@ -105,7 +105,50 @@ func TestCheckSessionsKept(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := hist(append([]Op{opOpen(0, sA, 1, 2)}, tc.ops...)...)
+			// The client was paused: only the lease rule judges.
+			h.Faults = []FaultRec{{Kind: faultPauseClient, Target: "client0", Start: 150, End: 1150}}
 			wantViolations(t, tc.name, checkSessionsKept(h), tc.want)
+		})
+	}
+}
+
+// A session whose client kept it alive — never paused nor cut off, not
+// closed, its process running — is never lost, neither reported gone by
+// the cluster after its lease nor declared expired by its client: a frozen
+// node costs a client a bounded delay, never its session.
+func TestCheckSessionsKeptByTheirClientAreNeverLost(t *testing.T) {
+	gone := []Op{opKA(0, sA, 100, 110, resOK), opKA(0, sA, 1200, 1210, resNotFound)}
+	expired := []ExpiryRec{{Client: 0, Session: sA, At: 2500, Err: "jeopardy outlasted the grace period"}}
+	freeze := FaultRec{Kind: faultFreezeNode, Target: "n1", Start: 150, End: 3000}
+	for _, tc := range []struct {
+		name     string
+		ops      []Op
+		expiries []ExpiryRec
+		faults   []FaultRec
+		exited   []int64
+		want     int
+	}{
+		{"reported gone after the lease, client kept it", gone, nil, []FaultRec{freeze}, nil, 1},
+		{"declared expired by its client, client kept it", []Op{opKA(0, sA, 100, 110, resOK)}, expired, []FaultRec{freeze}, nil, 1},
+		{"gone and declared expired: one violation", gone, expired, nil, nil, 1},
+		{"client paused", gone, nil, []FaultRec{{Kind: faultPauseClient, Target: "client0", Start: 150, End: 1150}}, nil, 0},
+		{"client cut off, the cut still on", gone, expired, []FaultRec{{Kind: faultPartitionClient, Target: "client0", Start: 900, End: pending}}, nil, 0},
+		{"another client paused", gone, nil, []FaultRec{{Kind: faultPauseClient, Target: "client1", Start: 150, End: 1150}}, nil, 1},
+		{"closed first", append(append([]Op(nil), gone...), opClose(0, sA, 1100, 1300, resOK)), nil, nil, nil, 0},
+		{"its process exited", []Op{opKA(0, sA, 100, 110, resOK)}, expired, nil, []int64{2000, pending, pending}, 0},
+		{"never lost", []Op{opKA(0, sA, 100, 110, resOK)}, nil, []FaultRec{freeze}, nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(append([]Op{opOpen(0, sA, 1, 2)}, tc.ops...)...)
+			h.Expiries, h.Faults, h.Exited = tc.expiries, tc.faults, tc.exited
+			vs := checkSessionsKept(h)
+			wantViolations(t, tc.name, vs, tc.want)
+			if rep := analyze(h, time.Second); rep.ExpiredUnpaused != tc.want {
+				t.Errorf("report: %d sessions kept alive by their client expired, want %d", rep.ExpiredUnpaused, tc.want)
+			}
+			if len(vs) == 1 && len(tc.faults) == 1 && !strings.Contains(vs[0].What, "during "+tc.faults[0].Kind) {
+				t.Errorf("violation %q does not name the fault it happened in", vs[0].What)
+			}
 		})
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/session"
 )
 
 // clientProc is one client process, seen from the checker.
@@ -121,7 +123,7 @@ func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLo
 	}
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
-			TTL: cfg.TTL, LockDelay: cfg.LockDelay, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
+			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
 			Clients: cfg.Clients}
 		raw, err := json.Marshal(cc)
 		if err != nil {
@@ -210,8 +212,14 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 		case msgPinReply:
 			p.reply(m)
 			fmt.Fprintf(p.logf, "%s pinned %s token %d: %v\n", stamp(monoNow()), m.Lock, m.Token, m.OK)
+		case msgWhereReply:
+			p.reply(m)
+			fmt.Fprintf(p.logf, "%s talking to %q\n", stamp(monoNow()), m.Node)
 		case msgState:
-			fmt.Fprintf(p.logf, "%s session %s %s\n", stamp(m.At), m.Result, m.Err)
+			if m.Result == session.Expired.String() && m.Session != "" {
+				cs.hist.expired(p.idx, m)
+			}
+			fmt.Fprintf(p.logf, "%s session %s %s %s\n", stamp(m.At), short(m.Session, ""), m.Result, m.Err)
 		case msgLog:
 			fmt.Fprintf(p.logf, "%s %s\n", stamp(m.At), m.Err)
 		}
@@ -228,6 +236,41 @@ func (cs *clientSet) broadcast(m message) {
 			p.send(m)
 		}
 	}
+}
+
+// where asks every client that is not paused which node it talks to now
+// (msgWhere), waiting at most timeout for the answers. It returns the
+// address of each client that answered, and how many did.
+func (cs *clientSet) where(ctx context.Context, timeout time.Duration) (map[int]string, int) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		out = map[int]string{}
+		n   int
+	)
+	for _, p := range cs.procs {
+		if p.isPaused() {
+			continue
+		}
+		wg.Add(1)
+		go func(p *clientProc) {
+			defer wg.Done()
+			r, err := p.request(wctx, message{T: msgWhere})
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			n++
+			if r.Node != "" {
+				out[p.idx] = r.Node
+			}
+		}(p)
+	}
+	wg.Wait()
+	return out, n
 }
 
 // stop resumes every client, asks each to finish, and kills those that do

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/raftlock/raftlock/session"
 )
 
 // Fault kinds.
@@ -14,6 +16,7 @@ const (
 	faultKillLeader      = "kill-leader"
 	faultKillFollower    = "kill-follower"
 	faultPauseLeader     = "pause-leader"
+	faultFreezeNode      = "freeze-node"
 	faultPauseClient     = "pause-client"
 	faultPartitionLeader = "partition-leader"
 	faultPartitionSplit  = "partition-split"
@@ -22,7 +25,7 @@ const (
 )
 
 // allFaults lists every fault kind, in the order reports show them.
-var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultPauseClient,
+var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll}
 
 // isPartition reports whether a fault kind needs iptables.
@@ -49,9 +52,11 @@ type Config struct {
 	UnsafeFault string
 	// Faults are the fault kinds to inject.
 	Faults []string
-	// TTL and LockDelay of the clients' sessions.
+	// TTL, LockDelay and Grace (the grace period) of the clients'
+	// sessions.
 	TTL       time.Duration
 	LockDelay time.Duration
+	Grace     time.Duration
 	// GapMin..GapMax is the quiet time between two faults.
 	GapMin, GapMax time.Duration
 	// CheckTimeout bounds the linearizability check.
@@ -76,7 +81,7 @@ type Config struct {
 func defaultConfig() Config {
 	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
 		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
-		GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
+		Grace: session.DefaultGracePeriod, GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
 		NaiveShare: 0.1}
 }
 
@@ -102,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", "))
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "grace period of the clients' sessions (how long one stays in jeopardy before its client declares it expired); freeze-node lasts longer than ttl + grace")
 	fs.DurationVar(&cfg.GapMin, "gap-min", cfg.GapMin, "shortest quiet time between faults")
 	fs.DurationVar(&cfg.GapMax, "gap-max", cfg.GapMax, "longest quiet time between faults")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "give up the linearizability check after this long")
@@ -162,6 +168,8 @@ func (c Config) validate() error {
 		return errors.New("--duration must be positive")
 	case c.TTL < time.Second:
 		return fmt.Errorf("--ttl %v: at least 1s", c.TTL)
+	case c.Grace <= 0:
+		return fmt.Errorf("--grace %v: must be positive", c.Grace)
 	case c.LockDelay <= 0:
 		return fmt.Errorf("--lock-delay %v: must be positive (the fencing check relies on it)", c.LockDelay)
 	case c.GapMin < 0 || c.GapMax < c.GapMin:

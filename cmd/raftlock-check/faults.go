@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"sort"
 	"syscall"
 	"time"
 )
@@ -26,6 +27,14 @@ const clientCutExtraMin, clientCutExtraMax = 2 * time.Second, 4 * time.Second
 // pinTimeout bounds the wait for a client's answer to msgPin.
 const pinTimeout = 2 * time.Second
 
+// whereTimeout bounds the wait for the clients' answers to msgWhere.
+const whereTimeout = time.Second
+
+// A frozen node (freeze-node) stays stopped for the clients' TTL + grace +
+// freezeExtraMin..freezeExtraMax: longer than a client stuck on it could
+// keep its session, on either side.
+const freezeExtraMin, freezeExtraMax = 2 * time.Second, 4 * time.Second
+
 // errSkipped marks a fault that could not be injected now.
 var errSkipped = errors.New("skipped")
 
@@ -43,6 +52,9 @@ type injector struct {
 
 	counts  map[string]int
 	skipped map[string]int
+	// freezes counts the freeze-node faults injected: the role of the
+	// next frozen node alternates with it.
+	freezes int
 }
 
 func (in *injector) between(lo, hi time.Duration) time.Duration {
@@ -124,6 +136,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.killFollower(ctx)
 	case faultPauseLeader:
 		return in.pauseLeader(ctx)
+	case faultFreezeNode:
+		return in.freezeNode(ctx)
 	case faultPauseClient:
 		return in.pauseClient(ctx)
 	case faultPartitionLeader:
@@ -206,6 +220,71 @@ func (in *injector) pauseLeader(ctx context.Context) (FaultRec, error) {
 	return rec, nil
 }
 
+// freezeNode stops one node with SIGSTOP for longer than the clients' TTL
+// + grace (TTL + grace + freezeExtraMin..freezeExtraMax), then resumes it:
+// the gray failure of a node that keeps its connections open and answers
+// nothing (a long GC or VM pause, a stalled disk), while a majority is up.
+// The role alternates, the leader first, then a follower; the node chosen
+// is the one of that role that most clients talk to now (their last
+// request went to it, asked with msgWhere), or, if none does, the node of
+// the other role that most do: the freeze must meet clients. A client
+// that keeps calling the frozen node instead of moving on loses its
+// session, which check 4 judges.
+func (in *injector) freezeNode(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	where, asked := in.cs.where(ctx, whereTimeout)
+	at := func(n *nodeProc) []int {
+		var cs []int
+		for c, addr := range where {
+			if addr == n.httpAddr() {
+				cs = append(cs, c)
+			}
+		}
+		sort.Ints(cs)
+		return cs
+	}
+	var follower *nodeProc
+	for _, i := range in.rng.Perm(len(in.cl.nodes)) {
+		n := in.cl.nodes[i]
+		if n != ld && n.serving() && (follower == nil || len(at(n)) > len(at(follower))) {
+			follower = n
+		}
+	}
+	target, other := ld, follower
+	if in.freezes%2 == 1 && follower != nil {
+		target, other = follower, ld
+	}
+	if len(at(target)) == 0 && other != nil && len(at(other)) > 0 {
+		target = other
+	}
+	in.freezes++
+	role := "follower"
+	if target == ld {
+		role = "leader"
+	}
+	rec := FaultRec{Kind: faultFreezeNode, Target: target.id, Start: monoNow(), LeaderLoss: target == ld,
+		Clients: at(target), Asked: asked}
+	in.cl.signal(target, syscall.SIGSTOP)
+	sleep(ctx, in.cfg.TTL+in.cfg.Grace+in.between(freezeExtraMin, freezeExtraMax))
+	in.cl.signal(target, syscall.SIGCONT)
+	rec.End = monoNow()
+	names := "none"
+	if len(rec.Clients) > 0 {
+		names = ""
+		for i, c := range rec.Clients {
+			if i > 0 {
+				names += ","
+			}
+			names += fmt.Sprintf("client%d", c)
+		}
+	}
+	rec.Note = fmt.Sprintf("(the %s; %d of %d clients talking to it: %s)", role, len(rec.Clients), asked, names)
+	return rec, nil
+}
+
 // pauseClient stops a client that holds a lock (preferably one that
 // others wait for) for longer than its TTL: its session expires and the
 // lock goes to the next client after the lock-delay. The client is woken
@@ -269,6 +348,9 @@ func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
 	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultPartitionClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
 		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token), Lock: hold.Lock, Token: hold.Token}
+	// Recorded at once: a check run meanwhile (--stop-on-violation) must
+	// know that this client cannot keep its session alive.
+	in.hist.beginFault(rec)
 	err = in.fw.cutClient(ctx, clientIP(c), in.cl.nodes)
 	if err == nil {
 		t := time.NewTimer(in.cfg.TTL + in.cfg.LockDelay + in.between(clientCutExtraMin, clientCutExtraMax))

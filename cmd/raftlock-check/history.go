@@ -82,6 +82,20 @@ type FaultRec struct {
 	// partition-client).
 	Lock  string `json:"lock,omitempty"`
 	Token uint64 `json:"token,omitempty"`
+	// Clients: the clients whose last request had gone to the target node
+	// when it froze (freeze-node); Asked how many clients answered.
+	Clients []int `json:"clients,omitempty"`
+	Asked   int   `json:"asked,omitempty"`
+}
+
+// ExpiryRec is a session its client declared expired (its Expired event):
+// jeopardy outlasted the grace period, or the cluster answered that the
+// session was gone.
+type ExpiryRec struct {
+	Client  int    `json:"client"`
+	Session string `json:"session"`
+	At      int64  `json:"at"`
+	Err     string `json:"err,omitempty"`
 }
 
 // HoldRec is one grant a client worked under, as it reported it: from
@@ -110,6 +124,8 @@ type History struct {
 	Writes []WriteRec `json:"-"`
 	Faults []FaultRec `json:"-"`
 	Holds  []HoldRec  `json:"-"`
+	// Expiries are the sessions their clients declared expired.
+	Expiries []ExpiryRec `json:"-"`
 }
 
 // exitOf returns when client's process ended (pending: it still ran when
@@ -134,8 +150,9 @@ type historyLog struct {
 	active *FaultRec
 	holds  []HoldRec
 	// held indexes holds by client and holder id.
-	held  map[holdKey]int
-	exits map[int]int64
+	held     map[holdKey]int
+	exits    map[int]int64
+	expiries []ExpiryRec
 }
 
 // holdKey names one hold of a client.
@@ -228,6 +245,14 @@ func (h *historyLog) lost(client int, m message) {
 	}
 }
 
+// expired records a client's msgState that declared its session m.Session
+// expired.
+func (h *historyLog) expired(client int, m message) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.expiries = append(h.expiries, ExpiryRec{Client: client, Session: m.Session, At: m.At, Err: m.Err})
+}
+
 // clientExited records the end of a client's process.
 func (h *historyLog) clientExited(client int, at int64) {
 	h.mu.Lock()
@@ -243,7 +268,7 @@ func (h *historyLog) snapshot(start, end int64, clients int) History {
 		Ops:    append([]Op(nil), h.ops...),
 		Writes: append([]WriteRec(nil), h.writes...),
 		Faults: append([]FaultRec(nil), h.faults...),
-		Holds:  append([]HoldRec(nil), h.holds...)}
+		Holds:  append([]HoldRec(nil), h.holds...), Expiries: append([]ExpiryRec(nil), h.expiries...)}
 	if h.active != nil {
 		hist.Faults = append(hist.Faults, *h.active)
 	}
@@ -259,6 +284,7 @@ func (h *historyLog) snapshot(start, end int64, clients int) History {
 	sort.SliceStable(hist.Ops, func(i, j int) bool { return hist.Ops[i].Call < hist.Ops[j].Call })
 	sort.SliceStable(hist.Writes, func(i, j int) bool { return hist.Writes[i].At < hist.Writes[j].At })
 	sort.SliceStable(hist.Holds, func(i, j int) bool { return hist.Holds[i].Held < hist.Holds[j].Held })
+	sort.SliceStable(hist.Expiries, func(i, j int) bool { return hist.Expiries[i].At < hist.Expiries[j].At })
 	return hist
 }
 
@@ -269,11 +295,13 @@ type historyLine struct {
 	Write *WriteRec `json:"write,omitempty"`
 	Fault *FaultRec `json:"fault,omitempty"`
 	Hold  *HoldRec  `json:"hold,omitempty"`
-	Meta  *History  `json:"meta,omitempty"`
+	// Expiry: a session its client declared expired.
+	Expiry *ExpiryRec `json:"expiry,omitempty"`
+	Meta   *History   `json:"meta,omitempty"`
 }
 
 // writeHistory writes h to path as JSON lines: a "meta" line, then every
-// operation, write, fault and hold. Times are CLOCK_MONOTONIC
+// operation, write, fault, hold and client-declared expiry. Times are CLOCK_MONOTONIC
 // nanoseconds; 9223372036854775807 means never (an operation that never
 // returned, a Lost() never reported closed, a client still running).
 func writeHistory(path string, h History) error {
@@ -295,6 +323,9 @@ func writeHistory(path string, h History) error {
 	}
 	for i := range h.Holds {
 		lines = append(lines, historyLine{Type: "hold", Hold: &h.Holds[i]})
+	}
+	for i := range h.Expiries {
+		lines = append(lines, historyLine{Type: "expiry", Expiry: &h.Expiries[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {
@@ -338,6 +369,8 @@ func readHistory(path string) (History, error) {
 			h.Faults = append(h.Faults, *l.Fault)
 		case l.Hold != nil:
 			h.Holds = append(h.Holds, *l.Hold)
+		case l.Expiry != nil:
+			h.Expiries = append(h.Expiries, *l.Expiry)
 		}
 	}
 	if err := sc.Err(); err != nil {

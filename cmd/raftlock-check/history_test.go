@@ -15,8 +15,10 @@ func TestHistoryRoundTrip(t *testing.T) {
 	h.Start, h.End = 1, 99
 	h.Writes = []WriteRec{write(0, sA, hA, lk, 5, 50, true)}
 	h.Faults = []FaultRec{{Kind: faultKillLeader, Target: "n1", Start: 5, End: 8, LeaderLoss: true},
-		{Kind: faultPartitionClient, Target: "client0", Start: 9, End: 12, Lock: lk, Token: 5}}
+		{Kind: faultPartitionClient, Target: "client0", Start: 9, End: 12, Lock: lk, Token: 5},
+		{Kind: faultFreezeNode, Target: "n2", Start: 13, End: 20, Clients: []int{0, 2}, Asked: 3}}
 	h.Holds = []HoldRec{holdRec(0, sA, hA, lk, 5, 21, 60), holdRec(1, sB, hB, lk, 9, 70, pending)}
+	h.Expiries = []ExpiryRec{{Client: 1, Session: sB, At: 80, Err: "no keepalive acknowledged"}}
 	h.Exited = []int64{90, pending, pending}
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := writeHistory(path, h); err != nil {

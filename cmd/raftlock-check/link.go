@@ -28,6 +28,10 @@ type link struct {
 	pins   chan message
 	done   chan struct{}
 	once   sync.Once
+
+	// where, if set, names the node the client talks to now; the link
+	// answers msgWhere with it.
+	where func() string
 }
 
 func newLink(w io.Writer) *link {
@@ -101,6 +105,12 @@ func (l *link) readLoop(r io.Reader) error {
 			default:
 				// Not taken in time: the checker gives up on the pin.
 			}
+		case msgWhere:
+			node := ""
+			if l.where != nil {
+				node = l.where()
+			}
+			l.send(message{T: msgWhereReply, ID: m.ID, Node: node})
 		case msgStop:
 			return nil
 		}

@@ -26,8 +26,12 @@ const (
 	// will keep it until msgUnpin or until its Lost() closes.
 	msgPinReply = "pin_reply"
 	// msgState: the client's session changed state (Session, Result holds
-	// the state name, Err its cause).
+	// the state name, Err its cause). The checker records a session its
+	// client declared expired (Result "expired").
 	msgState = "state"
+	// msgWhereReply answers msgWhere: Node is the address the client's
+	// last request went to (empty: none yet).
+	msgWhereReply = "where_reply"
 	// msgLog: a line of text for the client's log.
 	msgLog = "log"
 )
@@ -49,6 +53,9 @@ const (
 	msgPin = "pin"
 	// msgUnpin ends a pin: the client's hold ends as it would have.
 	msgUnpin = "unpin"
+	// msgWhere (ID) asks a client which node it talks to now: the client
+	// answers msgWhereReply at once.
+	msgWhere = "where"
 )
 
 // Operation kinds.

@@ -31,11 +31,14 @@ type Report struct {
 	Unavailable []unavailability
 
 	SessionsOpened int
-	// SessionsExpired counts sessions the cluster reported gone;
-	// ExpiredUnpaused those of them whose client was never paused nor cut
-	// off while the session was alive.
+	// SessionsExpired counts sessions the cluster reported gone or their
+	// client declared expired; ExpiredUnpaused those of them whose client
+	// kept them alive (see keptAlive), each a violation of check 4.
 	SessionsExpired int
 	ExpiredUnpaused int
+
+	// Freezes are the freeze-node faults.
+	Freezes []FaultRec
 
 	// ClientCuts counts the partition-client faults, CutRegrants those
 	// during which another client was granted the cut client's lock.
@@ -109,12 +112,18 @@ func analyze(h History, timeout time.Duration) *Report {
 	ss := sessionsOf(h)
 	r.SessionsOpened = len(ss)
 	for _, f := range ss {
-		if f.GoneAt == pending {
+		lost := f.LostAt()
+		if lost == pending {
 			continue
 		}
 		r.SessionsExpired++
-		if !clientPaused(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) && !clientCut(h, f.Client, f.LastAlive()-f.TTL, f.GoneAt) {
+		if keptAlive(h, f, lost) {
 			r.ExpiredUnpaused++
+		}
+	}
+	for _, f := range h.Faults {
+		if f.Kind == faultFreezeNode {
+			r.Freezes = append(r.Freezes, f)
 		}
 	}
 	r.Lin = runPorcupine(h, timeout)
@@ -223,6 +232,16 @@ func (r *Report) exitCode() int {
 	return 0
 }
 
+// FrozenClients counts, over every freeze-node fault, the clients that
+// talked to the node when it froze.
+func (r *Report) FrozenClients() int {
+	n := 0
+	for _, f := range r.Freezes {
+		n += len(f.Clients)
+	}
+	return n
+}
+
 // count returns the number of violations of check.
 func (r *Report) count(check string) int {
 	n := 0
@@ -284,8 +303,20 @@ func (r *Report) print(w io.Writer) {
 			p("  %-17s %3d: p50 %v, max %v", k, len(ds), a.Round(time.Millisecond), b.Round(time.Millisecond))
 		}
 	}
-	p("sessions: %d opened, %d expired by the cluster (%d without a pause or cut of their client)",
+	p("sessions: %d opened, %d expired (reported gone by the cluster or declared expired by their client; %d of them kept alive by their client)",
 		r.SessionsOpened, r.SessionsExpired, r.ExpiredUnpaused)
+	if len(r.Freezes) > 0 {
+		var parts []string
+		for _, f := range r.Freezes {
+			role := "follower"
+			if f.LeaderLoss {
+				role = "leader"
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s) %d/%d", f.Target, role, len(f.Clients), f.Asked))
+		}
+		p("node freezes: %d; clients talking to the frozen node when it froze: %s (%d in all)",
+			len(r.Freezes), strings.Join(parts, ", "), r.FrozenClients())
+	}
 	p("queues: %d reads showed 2 waiters or more, the longest %d", r.QueueReads, r.LongestQueue)
 	if len(r.Naive) > 0 {
 		var parts []string

@@ -198,6 +198,13 @@ func watchChecks(ctx context.Context, stop context.CancelFunc, hist *historyLog,
 			}
 		}
 		h.Holds = holds
+		expiries := h.Expiries[:0]
+		for _, e := range h.Expiries {
+			if e.At < cut {
+				expiries = append(expiries, e)
+			}
+		}
+		h.Expiries = expiries
 		if len(quickChecks(h)) > 0 {
 			stop()
 			return
@@ -206,8 +213,8 @@ func watchChecks(ctx context.Context, stop context.CancelFunc, hist *historyLog,
 }
 
 func describe(cfg Config) string {
-	s := fmt.Sprintf("%d nodes, %d clients, %d locks, %v, seed %d, faults %s, ttl %v, lock-delay %v, naive share %g",
-		cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.TTL, cfg.LockDelay, cfg.NaiveShare)
+	s := fmt.Sprintf("%d nodes, %d clients, %d locks, %v, seed %d, faults %s, ttl %v, lock-delay %v, grace %v, naive share %g",
+		cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.TTL, cfg.LockDelay, cfg.Grace, cfg.NaiveShare)
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault
 	}

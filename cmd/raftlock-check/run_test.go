@@ -64,8 +64,10 @@ func runLogged(t *testing.T, cfg Config) *Report {
 }
 
 // TestMixedFaults runs a mixed schedule of every fault kind against a
-// correct three-node cluster: no check may fail, and queues of two
-// waiters or more must form for the queue-order check to judge.
+// correct three-node cluster: no check may fail, no session of a client
+// that kept it alive may expire (a node frozen past the clients' ttl +
+// grace included, which must meet clients that talk to it), and queues of
+// two waiters or more must form for the queue-order check to judge.
 func TestMixedFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real cluster and client processes for two minutes")
@@ -83,6 +85,12 @@ func TestMixedFaults(t *testing.T) {
 		if rep.Faults[k] == 0 {
 			t.Errorf("fault %s was never injected", k)
 		}
+	}
+	if rep.ExpiredUnpaused != 0 {
+		t.Errorf("%d sessions expired though their client kept them alive (never paused, cut off or closed)", rep.ExpiredUnpaused)
+	}
+	if rep.Faults[faultFreezeNode] > 0 && rep.FrozenClients() == 0 {
+		t.Errorf("no client talked to a node when it froze (%d freezes): the freezes prove nothing", rep.Faults[faultFreezeNode])
 	}
 	if rep.Accepted == 0 || rep.OpCounts[kindAcquire][resOK] == 0 {
 		t.Errorf("no work done: %d writes accepted, %d grants", rep.Accepted, rep.OpCounts[kindAcquire][resOK])

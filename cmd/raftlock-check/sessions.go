@@ -1,6 +1,9 @@
 package main
 
-import "sort"
+import (
+	"fmt"
+	"sort"
+)
 
 // sessionFacts is what a history proves about one session's life.
 type sessionFacts struct {
@@ -19,6 +22,10 @@ type sessionFacts struct {
 	GoneAt int64
 	// GoneKind is the kind of that operation.
 	GoneKind string
+	// ExpiredAt is when its client declared it expired (pending if never),
+	// ExpiredErr the cause it gave.
+	ExpiredAt  int64
+	ExpiredErr string
 	// ClosedOK: a close was acknowledged; CloseCall is when it was sent
 	// (pending if never).
 	ClosedOK  bool
@@ -29,6 +36,18 @@ type sessionFacts struct {
 
 // LastAlive is the last moment the session was known to exist.
 func (f *sessionFacts) LastAlive() int64 { return f.Alive[len(f.Alive)-1] }
+
+// LostAt is when the session was first known to be lost: reported gone by
+// the cluster or declared expired by its client (pending if neither).
+func (f *sessionFacts) LostAt() int64 { return min(f.GoneAt, f.ExpiredAt) }
+
+// lostHow says how the session was first known to be lost (see LostAt).
+func (f *sessionFacts) lostHow() string {
+	if f.GoneAt <= f.ExpiredAt {
+		return fmt.Sprintf("reported gone by the cluster: session_not_found to a call of kind %s", f.GoneKind)
+	}
+	return fmt.Sprintf("declared expired by its client: %s", f.ExpiredErr)
+}
 
 // aliveAfter reports whether the session provably existed at some moment
 // after t: an acknowledged keepalive sent at k proves it existed when it
@@ -43,7 +62,7 @@ func sessionsOf(h History) map[string]*sessionFacts {
 	for _, o := range h.Ops {
 		if o.Kind == kindOpen && o.Result == resOK && o.Session != "" {
 			ss[o.Session] = &sessionFacts{ID: o.Session, Client: o.Client, TTL: o.TTL, Opened: o.Call,
-				Alive: []int64{o.Call}, GoneAt: pending, CloseCall: pending, Locks: map[string]bool{}}
+				Alive: []int64{o.Call}, GoneAt: pending, ExpiredAt: pending, CloseCall: pending, Locks: map[string]bool{}}
 		}
 	}
 	for _, o := range h.Ops {
@@ -69,6 +88,11 @@ func sessionsOf(h History) map[string]*sessionFacts {
 		}
 		if o.Result == resNotFound && o.Done() && o.Return < f.GoneAt && o.Call < f.CloseCall {
 			f.GoneAt, f.GoneKind = o.Return, o.Kind
+		}
+	}
+	for _, e := range h.Expiries {
+		if f := ss[e.Session]; f != nil && e.At < f.ExpiredAt {
+			f.ExpiredAt, f.ExpiredErr = e.At, e.Err
 		}
 	}
 	for _, f := range ss {

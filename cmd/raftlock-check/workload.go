@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftlock/raftlock/session"
@@ -21,6 +23,10 @@ type clientConfig struct {
 	// TTL and LockDelay of the client's sessions.
 	TTL       time.Duration `json:"ttl"`
 	LockDelay time.Duration `json:"lock_delay"`
+	// Grace is the sessions' grace period: how long the client keeps a
+	// session in jeopardy before it declares it expired (0: the session
+	// package's default).
+	Grace time.Duration `json:"grace,omitempty"`
 	// SourceIP is the loopback address the client's connections to the
 	// cluster come from (empty: the kernel's choice), so that a partition
 	// can cut this one client off.
@@ -114,7 +120,10 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	opts := []transport.ClientOption{transport.WithHTTPClient(hc)}
-	c, err := transport.NewClient(addrs, opts...)
+	// The Go client's requests go through la, which answers msgWhere.
+	la := &lastAddr{inner: hc.Transport}
+	l.where = la.last
+	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
@@ -168,8 +177,14 @@ func (w *workload) run(ctx context.Context) {
 	go w.verifyLoop(ctx)
 	go w.pinLoop(ctx)
 	for ctx.Err() == nil {
-		s, err := session.Open(ctx, w.backend, session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
-			session.Name(fmt.Sprintf("check-client-%d", w.cfg.Index)), session.OnEvent(w.onEvent))
+		var id atomic.Value // the session's id, once Open returned it
+		opts := []session.Option{session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
+			session.Name(fmt.Sprintf("check-client-%d", w.cfg.Index)),
+			session.OnEvent(func(ev session.Event) { w.onEvent(&id, ev) })}
+		if w.cfg.Grace > 0 {
+			opts = append(opts, session.GracePeriod(w.cfg.Grace))
+		}
+		s, err := session.Open(ctx, w.backend, opts...)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.logf("open session: %v", err)
@@ -177,6 +192,7 @@ func (w *workload) run(ctx context.Context) {
 			}
 			continue
 		}
+		id.Store(s.ID())
 		w.useSession(ctx, s)
 		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		if err := s.Close(cctx); err != nil {
@@ -186,8 +202,11 @@ func (w *workload) run(ctx context.Context) {
 	}
 }
 
-func (w *workload) onEvent(ev session.Event) {
-	m := message{T: msgState, At: monoNow(), Result: ev.State.String()}
+// onEvent reports a state change of the session whose id is in id (an
+// empty Session if it is not known yet).
+func (w *workload) onEvent(id *atomic.Value, ev session.Event) {
+	sid, _ := id.Load().(string)
+	m := message{T: msgState, At: monoNow(), Session: sid, Result: ev.State.String()}
 	if ev.Err != nil {
 		m.Err = ev.Err.Error()
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,25 +12,51 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// TestFrozenNodeCostsNoSessionOrLock pins the gray-failure rules: a node
-// frozen for 3 × (ttl + grace) — the leader, then a follower — while a
-// majority stays up costs a client that was talking to it neither its
-// session nor its lock, a Lock blocked through it returns its grant, and a
-// Watch through it reports the change, all before the node thaws. Every
-// client's first address is the frozen node.
+// grayFault is a gray failure of one node: while it lasts the node's
+// process is still there, with its state and its connections, but its
+// clients get nothing back from it.
+type grayFault struct {
+	// name names the fault in messages ("freeze", "black-hole") and in
+	// the test's lock names.
+	name string
+	// start begins the fault on node i of the cluster; end ends it.
+	start, end func(i int)
+	// hc is the HTTP client of the test's clients (nil: the default).
+	hc *http.Client
+}
+
+// TestFrozenNodeCostsNoSessionOrLock pins the gray-failure rules for a
+// SIGSTOPped node (a GC or VM pause, a stalled disk): a node frozen for
+// 3 × (ttl + grace) — the leader, then a follower — while a majority stays
+// up costs a client that was talking to it neither its session nor its
+// lock, a Lock blocked through it returns its grant, and a Watch through
+// it reports the change, all before the node thaws. Every client's first
+// address is the frozen node.
 func TestFrozenNodeCostsNoSessionOrLock(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes")
 	}
-	const (
-		ttl    = 2 * time.Second
-		grace  = 5 * time.Second
-		freeze = 3 * (ttl + grace)
-	)
 	c := proccluster.Start(t, proccluster.BuildDaemon(t), 3)
+	grayNodeCostsNoSessionOrLock(t, c, grayFault{name: "freeze", start: c.Freeze, end: c.Thaw}, "leader", "follower")
+}
+
+// grayNodeCostsNoSessionOrLock runs the gray-failure scenario on c once
+// per role ("leader", "follower"): a client whose first address is the
+// node in that role holds a lock, a second client of the same transport
+// waits for it and a watch follows it; then fault f lasts 3 × (ttl +
+// grace). Halfway through, the first client unlocks. Through the fault the
+// first session must never expire nor its lock be lost; within it the
+// waiting Lock must return the grant and the watch report it; after it
+// both sessions must be safe and the second client hold the lock.
+func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFault, roles ...string) {
+	const (
+		ttl   = 2 * time.Second
+		grace = 5 * time.Second
+		span  = 3 * (ttl + grace)
+	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	for _, role := range []string{"leader", "follower"} {
+	for _, role := range roles {
 		t.Run(role, func(t *testing.T) {
 			li, err := c.Leader(ctx)
 			if err != nil {
@@ -45,7 +72,7 @@ func TestFrozenNodeCostsNoSessionOrLock(t *testing.T) {
 					addrs = append(addrs, n.HTTPAddr)
 				}
 			}
-			cl, err := transport.NewClient(addrs)
+			cl, err := transport.NewClient(addrs, transport.WithHTTPClient(f.hc))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,14 +84,14 @@ func TestFrozenNodeCostsNoSessionOrLock(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer closeWithin(s, 5*time.Second)
-			lock := "frozen/" + role
+			lock := f.name + "/" + role
 			l, err := s.Lock(ctx, lock)
 			if err != nil {
 				t.Fatal(err)
 			}
 
 			// B waits for the lock, and a watch follows it, both through
-			// the node about to freeze.
+			// the node about to fail.
 			b, err := session.Open(ctx, cl, session.TTL(ttl), session.GracePeriod(grace))
 			if err != nil {
 				t.Fatal(err)
@@ -93,68 +120,70 @@ func TestFrozenNodeCostsNoSessionOrLock(t *testing.T) {
 				t.Fatalf("watch began with %+v, want A holding", st)
 			}
 
-			c.Freeze(x)
-			thawed := false
+			f.start(x)
+			ended := false
 			defer func() {
-				if !thawed {
-					c.Thaw(x)
+				if !ended {
+					f.end(x)
 				}
 			}()
-			end := time.After(freeze) // the fault's length, not a synchronisation
-			half := time.After(freeze / 2)
+			end := time.After(span) // the fault's length, not a synchronisation
+			half := time.After(span / 2)
 			var lb *session.Lock
 			var unlockedAt, grantedAt, watchedAt time.Time
 			watched := false
 			lost := l.Lost()
-		frozen:
+		failed:
 			for {
 				select {
 				case e := <-events:
 					states = append(states, e.State)
 					if e.State == session.Expired {
-						t.Fatalf("session expired during the freeze of the %s it talked to: %v", role, e.Err)
+						t.Fatalf("session expired during the %s of the %s it talked to: %v", f.name, role, e.Err)
 					}
 				case <-lost:
-					t.Fatalf("lock lost during the freeze of the %s (session %v, events %v)", role, s.State(), states)
+					t.Fatalf("lock lost during the %s of the %s (session %v, events %v)", f.name, role, s.State(), states)
 				case <-half:
 					lost = nil // A gives it up now
 					// Halfway through, A checks its lock is still held,
 					// then hands it to B.
 					chk, err := c.Client().Lock(ctx, lock)
 					if err != nil || len(chk.Holders) != 1 || chk.Holders[0].Holder != l.Holder() {
-						t.Fatalf("halfway through the freeze: %+v, %v; want A holding", chk, err)
+						t.Fatalf("halfway through the %s: %+v, %v; want A holding", f.name, chk, err)
 					}
 					uctx, ucancel := context.WithTimeout(ctx, 3*time.Second)
 					err = l.Unlock(uctx)
 					ucancel()
 					if err != nil {
-						t.Fatalf("unlock during the freeze: %v", err)
+						t.Fatalf("unlock during the %s: %v", f.name, err)
 					}
 					unlockedAt = time.Now()
 				case lb = <-granted:
 					grantedAt = time.Now()
 				case st := <-watch:
-					if len(st.Holders) == 1 && lb != nil && st.Holders[0].Holder == lb.Holder() && !watched {
+					// B's session, not its Lock's holder id: the watch
+					// may see the grant before B's Lock returns it.
+					if len(st.Holders) == 1 && st.Holders[0].Session == b.ID() && !watched {
 						watched, watchedAt = true, time.Now()
 					}
 				case <-end:
-					break frozen
+					break failed
 				}
 			}
 			if lb == nil {
-				t.Fatalf("the Lock blocked through the frozen %s was not granted within the freeze", role)
+				t.Fatalf("the Lock blocked through the %s's %s was not granted within it", f.name, role)
 			}
 			if !watched {
-				t.Fatalf("the watch through the frozen %s did not report B's grant within the freeze", role)
+				t.Fatalf("the watch through the %s's %s did not report B's grant within it", f.name, role)
 			}
-			c.Thaw(x)
-			thawed = true
+			f.end(x)
+			ended = true
 
 			if st := s.State(); st != session.Safe {
-				t.Fatalf("session %v after a %v freeze of the %s, want safe (events %v)", st, freeze, role, states)
+				t.Fatalf("session %v after a %v %s of the %s, want safe (events %v)", st, span, f.name, role, states)
 			}
 			if st := b.State(); st != session.Safe {
-				t.Fatalf("B's session %v after the freeze, want safe", st)
+				t.Fatalf("B's session %v after the %s, want safe", st, f.name)
 			}
 			proccluster.Eventually(t, 10*time.Second, "the lock still held by B", func() error {
 				st, err := c.Client().Lock(ctx, lock)
@@ -166,8 +195,8 @@ func TestFrozenNodeCostsNoSessionOrLock(t *testing.T) {
 				}
 				return nil
 			})
-			t.Logf("%s frozen %v: session events %v; after A's unlock, B's blocked Lock returned in %v and the watch reported it in %v",
-				role, freeze, states, grantedAt.Sub(unlockedAt).Round(time.Millisecond), watchedAt.Sub(unlockedAt).Round(time.Millisecond))
+			t.Logf("%s of the %s for %v: session events %v; after A's unlock, B's blocked Lock returned in %v and the watch reported it in %v",
+				f.name, role, span, states, grantedAt.Sub(unlockedAt).Round(time.Millisecond), watchedAt.Sub(unlockedAt).Round(time.Millisecond))
 		})
 	}
 }
