@@ -80,13 +80,7 @@ func wantLeader(t *testing.T, got Leader, value string, tok sequencer.Token, ses
 // (a shared grant in it is no leader); the next answer reports only the
 // leader elected since, none twice.
 func TestObserveReportsEveryLeaderElectedBetweenTwoQueries(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := newScriptedLock()
-	obs, err := Observe(ctx, f, "e")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, f, obs := observeScripted(t)
 	f.answer(t, ctx, freeElection(10, 1)) // nobody leads when Observe starts
 	reader := PastGrant{Token: 25, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"}
 	a, b, c := pastGrant(20, "a"), pastGrant(30, "b"), pastGrant(40, "c")
@@ -103,13 +97,7 @@ func TestObserveReportsEveryLeaderElectedBetweenTwoQueries(t *testing.T) {
 // Observe starts with the leader of its first answer; the history before it
 // is not reported.
 func TestObserveStartsAtTheCurrentLeader(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := newScriptedLock()
-	obs, err := Observe(ctx, f, "e")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, f, obs := observeScripted(t)
 	a, b, c := pastGrant(20, "a"), pastGrant(30, "b"), pastGrant(40, "c")
 	f.answer(t, ctx, ledElection(30, 1, a, b))
 	wantLeader(t, recv(t, obs, "b"), "b", 30, "sid-b", false)
@@ -122,13 +110,7 @@ func TestObserveStartsAtTheCurrentLeader(t *testing.T) {
 // Gap is cleared on the next report. A history reaching back exactly to the
 // leader after the last one reported has no gap.
 func TestObserveFlagsAGapWhenTheHistoryNoLongerReachesBack(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := newScriptedLock()
-	obs, err := Observe(ctx, f, "e")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, f, obs := observeScripted(t)
 	a := pastGrant(20, "a")
 	f.answer(t, ctx, ledElection(20, 1, a))
 	wantLeader(t, recv(t, obs, "a"), "a", 20, "sid-a", false)
@@ -156,13 +138,7 @@ func TestObserveFlagsAGapWhenTheHistoryNoLongerReachesBack(t *testing.T) {
 // Against a server that keeps no history (GrantsSince 0), Observe reports
 // the leader of each answer, as before histories, and cannot flag a gap.
 func TestObserveWithoutHistoryReportsEachAnswersLeader(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	f := newScriptedLock()
-	obs, err := Observe(ctx, f, "e")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, f, obs := observeScripted(t)
 	old := func(st LockState) LockState { st.Grants, st.GrantsSince = nil, 0; return st }
 	f.answer(t, ctx, old(ledElection(20, 1, pastGrant(20, "a"))))
 	if first := recv(t, obs, "a"); first.Value != "a" || first.Token() != 20 || first.Gap || first.SessionName != "" {
@@ -204,4 +180,18 @@ func TestWatchReportsAGrantMadeAndUndoneBetweenQueries(t *testing.T) {
 	if st := recv(t, states, "state after a grant and release"); st.Index != 20 || len(st.Grants) != 1 {
 		t.Fatalf("watch reported %+v, want the state at 20 with a's grant", st)
 	}
+}
+
+// observeScripted starts Observe of the election "e" on a scripted lock,
+// for 30 s at most.
+func observeScripted(t *testing.T) (context.Context, *scriptedLock, <-chan Leader) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	f := newScriptedLock()
+	obs, err := Observe(ctx, f, "e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, f, obs
 }
