@@ -381,16 +381,7 @@ func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
 			rec.Note += ", Lost() still open at the heal"
 		}
 	}
-	hctx, hcancel := waitCtx(30 * time.Second)
-	defer hcancel()
-	if herr := in.fw.heal(hctx); herr != nil {
-		err = errors.Join(err, herr)
-	}
-	rec.End = monoNow()
-	if err != nil {
-		return FaultRec{}, fmt.Errorf("%w: %v", errSkipped, err)
-	}
-	return rec, nil
+	return in.heal(rec, err)
 }
 
 func (in *injector) partitionLeader(ctx context.Context) (FaultRec, error) {
@@ -430,6 +421,12 @@ func (in *injector) partition(ctx context.Context, kind string, a, b []*nodeProc
 	if err == nil {
 		sleep(ctx, in.between(3*time.Second, 6*time.Second))
 	}
+	return in.heal(rec, err)
+}
+
+// heal removes every firewall rule of the run and ends the fault rec; a
+// fault that failed to start (err) or to heal is reported as skipped.
+func (in *injector) heal(rec FaultRec, err error) (FaultRec, error) {
 	hctx, cancel := waitCtx(30 * time.Second)
 	defer cancel()
 	if herr := in.fw.heal(hctx); herr != nil {
