@@ -76,6 +76,13 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The test's own reads go to the healthy nodes only: they
+			// observe the system under test and must not wait on the
+			// fault themselves.
+			observer, err := transport.NewClient(addrs[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
 			var states []session.State
 			events := make(chan session.Event, 64)
 			s, err := session.Open(ctx, cl, session.TTL(ttl), session.GracePeriod(grace),
@@ -98,10 +105,14 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 			}
 			defer closeWithin(b, 5*time.Second)
 			granted := make(chan *session.Lock, 1)
+			lockErr := make(chan error, 1)
 			go func() {
-				if lb, err := b.Lock(ctx, lock); err == nil {
-					granted <- lb
+				lb, err := b.Lock(ctx, lock)
+				if err != nil {
+					lockErr <- err
+					return
 				}
+				granted <- lb
 			}()
 			proccluster.Eventually(t, 10*time.Second, "B to queue", func() error {
 				st, err := c.Client().Lock(ctx, lock)
@@ -121,6 +132,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 			}
 
 			f.start(x)
+			startedAt := time.Now()
 			ended := false
 			defer func() {
 				if !ended {
@@ -147,7 +159,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 					lost = nil // A gives it up now
 					// Halfway through, A checks its lock is still held,
 					// then hands it to B.
-					chk, err := c.Client().Lock(ctx, lock)
+					chk, err := observer.Lock(ctx, lock)
 					if err != nil || len(chk.Holders) != 1 || chk.Holders[0].Holder != l.Holder() {
 						t.Fatalf("halfway through the %s: %+v, %v; want A holding", f.name, chk, err)
 					}
@@ -160,6 +172,8 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 					unlockedAt = time.Now()
 				case lb = <-granted:
 					grantedAt = time.Now()
+				case err := <-lockErr:
+					t.Fatalf("the Lock blocked through the %s's %s failed: %v", f.name, role, err)
 				case st := <-watch:
 					// B's session, not its Lock's holder id: the watch
 					// may see the grant before B's Lock returns it.
@@ -171,7 +185,9 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 				}
 			}
 			if lb == nil {
-				t.Fatalf("the Lock blocked through the %s's %s was not granted within it", f.name, role)
+				st, err := observer.Lock(ctx, lock)
+				t.Fatalf("the Lock blocked through the %s's %s was not granted within it (A unlocked at +%v; the lock now: %+v, %v)",
+					f.name, role, unlockedAt.Sub(startedAt).Round(time.Millisecond), st, err)
 			}
 			if !watched {
 				t.Fatalf("the watch through the %s's %s did not report B's grant within it", f.name, role)
