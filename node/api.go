@@ -399,8 +399,11 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (session.Sequenc
 
 // Leader reports the local view of leadership.
 func (n *Node) Leader() transport.LeaderInfo {
-	_, id := n.raft.LeaderWithID()
+	addr, id := n.raft.LeaderWithID()
 	li := transport.LeaderInfo{ID: string(id), Self: n.raft.State() == raft.Leader, Term: n.raft.CurrentTerm()}
+	if n.peer != nil {
+		li.PeerAddr = string(addr)
+	}
 	if li.Self {
 		li.ID = n.cfg.ID
 		li.HTTPAddr = n.cfg.HTTPAddr

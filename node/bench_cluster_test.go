@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -62,13 +61,13 @@ func newBenchCluster(b *testing.B, withHTTP bool) *benchCluster {
 	const size = 3
 	c := &benchCluster{}
 	var (
-		trans []*raft.NetworkTransport
+		trans []*transport.RaftNet
 		peers []Peer
 		lns   []net.Listener
 	)
 	for i := range size {
 		id := fmt.Sprintf("n%d", i+1)
-		var tr *raft.NetworkTransport
+		var tr *transport.RaftNet
 		var err error
 		// Goroutines inherit labels: the transport's accept loop and
 		// everything New starts carry node=<id>.
@@ -79,7 +78,7 @@ func newBenchCluster(b *testing.B, withHTTP bool) *benchCluster {
 			b.Fatal(err)
 		}
 		trans = append(trans, tr)
-		peers = append(peers, Peer{ID: id, RaftAddr: string(tr.LocalAddr())})
+		peers = append(peers, Peer{ID: id, RaftAddr: string(tr.Transport.LocalAddr())})
 		if withHTTP {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -92,12 +91,12 @@ func newBenchCluster(b *testing.B, withHTTP bool) *benchCluster {
 	dir := b.TempDir()
 	for i := range size {
 		cfg := Config{
-			ID:        peers[i].ID,
-			DataDir:   filepath.Join(dir, peers[i].ID),
-			RaftBind:  peers[i].RaftAddr,
-			Peers:     peers,
-			Transport: trans[i],
-			Logger:    hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Error, Output: benchWriter{b, &c.quiet}}),
+			ID:       peers[i].ID,
+			DataDir:  filepath.Join(dir, peers[i].ID),
+			RaftBind: peers[i].RaftAddr,
+			Peers:    peers,
+			PeerPort: trans[i],
+			Logger:   hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Error, Output: benchWriter{b, &c.quiet}}),
 		}
 		if withHTTP {
 			cfg.HTTPAddr = c.addrs[i]

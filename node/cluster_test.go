@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -31,7 +30,7 @@ type testCluster struct {
 func newTestCluster(t *testing.T, size int, opts func(*Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, nodes: make([]*Node, size), opts: opts}
-	var trans []*raft.NetworkTransport
+	var trans []*transport.RaftNet
 	var peers []Peer
 	for i := 0; i < size; i++ {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
@@ -39,14 +38,14 @@ func newTestCluster(t *testing.T, size int, opts func(*Config)) *testCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.addrs = append(c.addrs, string(tr.LocalAddr()))
+		c.addrs = append(c.addrs, string(tr.Transport.LocalAddr()))
 		trans = append(trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.LocalAddr())})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.Transport.LocalAddr())})
 	}
 	for i := range c.nodes {
 		cfg := c.config(i)
 		cfg.Peers = peers
-		cfg.Transport = trans[i]
+		cfg.PeerPort = trans[i]
 		n, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)

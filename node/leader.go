@@ -1,12 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -480,7 +477,7 @@ func (n *Node) registerSelf() {
 }
 
 // registerLoop makes sure the member table holds this node's HTTP address:
-// a follower asks the leader to record it over the HTTP API.
+// a follower asks the leader to record it, at the leader's peer port.
 func (n *Node) registerLoop() {
 	defer n.wg.Done()
 	if n.cfg.HTTPAddr == "" {
@@ -507,18 +504,17 @@ func (n *Node) registerLoop() {
 			continue
 		}
 		li := n.Leader()
-		if li.HTTPAddr == "" || li.Self {
+		to := li.PeerAddr
+		if to == "" {
+			to = li.HTTPAddr
+		}
+		if to == "" || li.Self {
 			continue
 		}
-		body, _ := json.Marshal(transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+li.HTTPAddr+"/v1/internal/members", bytes.NewReader(body))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-			var resp *http.Response
-			if resp, err = http.DefaultClient.Do(req); err == nil {
-				resp.Body.Close()
-			}
+		m := transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr}
+		if err := transport.PostMember(ctx, n.DialPeer, to, m); err != nil {
+			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
 		}
 		cancel()
 	}

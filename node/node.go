@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -108,7 +109,13 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// SnapshotThreshold is how many entries trigger a snapshot (default 8192).
 	SnapshotThreshold uint64
-	// Transport overrides the TCP Raft transport (in-memory unit tests).
+	// PeerPort is the node's peer port (Raft and the API for peers),
+	// opened beforehand, e.g. to learn every node's address before writing
+	// the peer list; nil: New opens one on RaftBind.
+	PeerPort *transport.RaftNet
+	// Transport overrides the Raft transport (in-memory unit tests); the
+	// node then has no peer port, and followers forward to the leader's
+	// HTTP address.
 	Transport raft.Transport
 	// Faults deliberately break guarantees. They exist only so that the
 	// fault checker can show it catches a broken build; never set them in
@@ -135,7 +142,7 @@ func (c *Config) fill() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("node: config: empty DataDir")
 	}
-	if c.RaftBind == "" && c.Transport == nil {
+	if c.RaftBind == "" && c.Transport == nil && c.PeerPort == nil {
 		return fmt.Errorf("node: config: empty RaftBind")
 	}
 	if c.Logger == nil {
@@ -189,13 +196,17 @@ func (c *Config) fill() error {
 
 // Node is one replica of the lock service.
 type Node struct {
-	cfg    Config
-	log    hclog.Logger
-	raft   *raft.Raft
-	fsm    *fsm.FSM
-	store  *raftboltdb.BoltStore
-	trans  raft.Transport
-	leases *session.LeaseTable
+	cfg   Config
+	log   hclog.Logger
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	store *raftboltdb.BoltStore
+	trans raft.Transport
+	// peer is the node's peer port (Raft and the API for peers) unless
+	// Config.Transport replaced it; peerSrv serves the API there.
+	peer    *transport.RaftNet
+	peerSrv *transport.PeerServer
+	leases  *session.LeaseTable
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -270,15 +281,20 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
 	trans := cfg.Transport
+	if trans == nil && cfg.PeerPort != nil {
+		n.peer = cfg.PeerPort
+		trans = cfg.PeerPort.Transport
+	}
 	if trans == nil {
-		t, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
+		rn, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
 			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger,
 		})
 		if err != nil {
 			store.Close()
 			return nil, fmt.Errorf("node: %w", err)
 		}
-		trans = t
+		n.peer = rn
+		trans = rn.Transport
 	}
 	n.trans = trans
 
@@ -326,6 +342,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	if n.peer != nil {
+		n.peerSrv = transport.ServePeers(n.peer.Peers, n, cfg.Logger.Named("peer-api"))
+	}
 	n.wg.Add(2)
 	go n.watchLeadership()
 	go n.registerLoop()
@@ -345,6 +364,16 @@ func (n *Node) ID() string { return n.cfg.ID }
 // RaftAddr returns the address peers reach this node's Raft transport at.
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
+// DialPeer dials a peer's port (or HTTP address) from this node's own IP
+// (transport.PeerDialer): forwarded requests then travel as Raft does.
+func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	if n.peer != nil {
+		return n.peer.DialContext(ctx, network, addr)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
+}
+
 // FSM exposes the local state machine (read-only use: tests, diagnostics).
 // Its contents may lag the leader's; API reads go through the leader.
 func (n *Node) FSM() *fsm.FSM { return n.fsm }
@@ -361,6 +390,9 @@ func (n *Node) Shutdown(ctx context.Context) error {
 	var err error
 	n.closeOnce.Do(func() {
 		close(n.stop)
+		if n.peerSrv != nil {
+			n.peerSrv.Close()
+		}
 		n.endLeadership()
 		done := make(chan error, 1)
 		go func() { done <- n.raft.Shutdown().Error() }()

@@ -71,9 +71,13 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 		o(s)
 	}
 	if s.proxy == nil {
+		dial := (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		if pd, ok := svc.(PeerDialer); ok {
+			dial = pd.DialPeer
+		}
 		s.proxy = &http.Transport{
 			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           dial,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
@@ -136,6 +140,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	li := s.svc.Leader()
 	rw.leader = li
 	rw.Header().Set(HeaderLeader, li.ID)
+	if li.HTTPAddr != "" {
+		rw.Header().Set(HeaderLeaderAddr, li.HTTPAddr)
+	}
 	rw.Header().Set(HeaderTerm, strconv.FormatUint(li.Term, 10))
 
 	// ServeMux would redirect unclean paths; the API has none.

@@ -18,7 +18,8 @@ import (
 // was already forwarded once (so two nodes with stale views never bounce a
 // request between them).
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
-	if li.HTTPAddr == "" {
+	addr := li.forwardAddr()
+	if addr == "" {
 		s.writeError(w, r, session.Errorf(session.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
 		return
 	}
@@ -31,13 +32,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 		s.writeError(w, r, session.Errorf(session.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: li.HTTPAddr}
+	target := &url.URL{Scheme: "http", Host: addr}
 	view := li.ID + "@" + strconv.FormatUint(li.Term, 10)
 	// The leader stamps its own leader and term headers on the answer; ours
 	// are put back only if the answer carries none (see ModifyResponse).
 	mine := w.Header().Clone()
-	w.Header().Del(HeaderLeader)
-	w.Header().Del(HeaderTerm)
+	for _, h := range leaderHeaders {
+		w.Header().Del(h)
+	}
 	p := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -47,20 +49,25 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 		Transport:     s.proxy,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
-			for _, h := range []string{HeaderLeader, HeaderTerm} {
-				if resp.Header.Get(h) == "" {
-					resp.Header.Set(h, mine.Get(h))
+			if resp.Header.Get(HeaderLeader) == "" {
+				for _, h := range leaderHeaders {
+					if v := mine.Get(h); v != "" {
+						resp.Header.Set(h, v)
+					}
 				}
 			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			w.Header().Set(HeaderLeader, mine.Get(HeaderLeader))
-			w.Header().Set(HeaderTerm, mine.Get(HeaderTerm))
+			for _, h := range leaderHeaders {
+				if v := mine.Get(h); v != "" {
+					w.Header().Set(h, v)
+				}
+			}
 			s.writeError(w, r, proxyError(r, li, err))
 		},
 	}
-	s.log.Trace("forwarding to the leader", "method", r.Method, "path", r.URL.Path, "leader", li.ID, "addr", li.HTTPAddr)
+	s.log.Trace("forwarding to the leader", "method", r.Method, "path", r.URL.Path, "leader", li.ID, "addr", addr)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, li)
@@ -92,6 +99,19 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 	}
 }
 
+// forwardAddr is where a follower forwards to the leader: its peer port
+// when it has one, else its HTTP address.
+func (li LeaderInfo) forwardAddr() string {
+	if li.PeerAddr != "" {
+		return li.PeerAddr
+	}
+	return li.HTTPAddr
+}
+
+// leaderHeaders are the headers in which a node tells its view of the
+// leader: a forwarded answer carries the leader's own.
+var leaderHeaders = []string{HeaderLeader, HeaderLeaderAddr, HeaderTerm}
+
 // proxyError classifies a failure to forward. A request that never reached
 // the leader (dial failure) or that only reads is answered no_leader
 // (retry); a write that may have reached the leader is unknown_outcome
@@ -100,7 +120,7 @@ func proxyError(r *http.Request, li LeaderInfo, err error) error {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return session.Errorf(session.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.HTTPAddr, err)
+		return session.Errorf(session.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.forwardAddr(), err)
 	}
-	return session.Errorf(session.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.HTTPAddr, err)
+	return session.Errorf(session.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.forwardAddr(), err)
 }

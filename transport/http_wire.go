@@ -17,6 +17,10 @@ import (
 const (
 	// HeaderLeader carries the id of the leader as the answering node sees it.
 	HeaderLeader = "X-Raftlock-Leader"
+	// HeaderLeaderAddr carries the HTTP address of the leader as the
+	// answering node sees it (absent when unknown): clients send their next
+	// calls there directly.
+	HeaderLeaderAddr = "X-Raftlock-Leader-Addr"
 	// HeaderTerm carries the answering node's Raft term.
 	HeaderTerm = "X-Raftlock-Term"
 	// HeaderIndex carries a lock answer's index (GET /v1/lock), to pass

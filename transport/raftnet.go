@@ -1,8 +1,12 @@
 package transport
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -22,11 +26,46 @@ type RaftTCPConfig struct {
 	Logger  hclog.Logger
 }
 
-// NewRaftTCPTransport listens on cfg.BindAddr and returns a Raft transport
-// whose outgoing connections originate from the bind address's IP, so that
-// firewall rules (and the partitions of the fault tests) on a node's address
-// act on exactly that node's traffic.
-func NewRaftTCPTransport(cfg RaftTCPConfig) (*raft.NetworkTransport, error) {
+// RaftNet is a node's peer port: one TCP listener that carries Raft's RPCs
+// and the API requests of peers (a follower forwarding to the leader, an
+// embedding application's calls to the leader). Putting both on one port
+// means a request reaches the leader whenever Raft does: a leader whose
+// client port is cut off from its peers keeps serving what they forward.
+type RaftNet struct {
+	// Transport is the Raft transport of the port.
+	Transport *raft.NetworkTransport
+	// Peers is the listener of the port's API connections; serve the HTTP
+	// API on it (ServePeers).
+	Peers net.Listener
+
+	dialer *net.Dialer
+}
+
+// DialContext dials a peer's port from this node's own IP, as Raft does,
+// giving up after peerDialTimeout.
+func (rn *RaftNet) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := *rn.dialer
+	d.Timeout = peerDialTimeout
+	return d.DialContext(ctx, network, addr)
+}
+
+// peerDialTimeout bounds a connection attempt to a peer's port.
+const peerDialTimeout = 5 * time.Second
+
+// peekTimeout bounds how long an accepted connection may take to send its
+// first byte, which tells Raft's RPCs from API requests.
+const peekTimeout = 10 * time.Second
+
+// NewRaftTCPTransport listens on cfg.BindAddr and returns the node's peer
+// port. Outgoing connections originate from the bind address's IP, so that
+// firewall rules (and the partitions of the fault tests) on a node's
+// address act on exactly that node's traffic.
+//
+// A connection's first byte says what it carries: Raft's RPC types are
+// small numbers (0-4), an HTTP request starts with a method's capital
+// letter. Connections are sorted in their own goroutines, so a peer that
+// connects and sends nothing holds up no one.
+func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport: listen %s: %w", cfg.BindAddr, err)
@@ -44,7 +83,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*raft.NetworkTransport, error) {
 		ln.Close()
 		return nil, fmt.Errorf("raft transport: advertise address %s is not dialable; set it explicitly", adv)
 	}
-	dialer := &net.Dialer{}
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
 		dialer.LocalAddr = &net.TCPAddr{IP: ip}
 	}
@@ -58,18 +97,23 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*raft.NetworkTransport, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	stream := &tcpStream{ln: ln, adv: adv, dialer: dialer}
-	return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  stream,
-		MaxPool: cfg.MaxPool,
-		Timeout: cfg.Timeout,
-		Logger:  logger.Named("raft-net"),
-	}), nil
+	mux := newPortMux(ln, logger.Named("peer-port"))
+	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer}
+	return &RaftNet{
+		Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream:  stream,
+			MaxPool: cfg.MaxPool,
+			Timeout: cfg.Timeout,
+			Logger:  logger.Named("raft-net"),
+		}),
+		Peers:  mux.api,
+		dialer: dialer,
+	}, nil
 }
 
 // tcpStream is a raft.StreamLayer over TCP with a bound local address.
 type tcpStream struct {
-	ln     net.Listener
+	mux    *portMux
 	adv    net.Addr
 	dialer *net.Dialer
 }
@@ -80,6 +124,111 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 	return d.Dial("tcp", string(address))
 }
 
-func (s *tcpStream) Accept() (net.Conn, error) { return s.ln.Accept() }
-func (s *tcpStream) Close() error              { return s.ln.Close() }
+func (s *tcpStream) Accept() (net.Conn, error) { return s.mux.raft.Accept() }
+func (s *tcpStream) Close() error              { return s.mux.close() }
 func (s *tcpStream) Addr() net.Addr            { return s.adv }
+
+// portMux sorts the connections of one listener between Raft and the API.
+type portMux struct {
+	ln        net.Listener
+	log       hclog.Logger
+	raft, api *chanListener
+	done      chan struct{}
+	once      sync.Once
+}
+
+func newPortMux(ln net.Listener, log hclog.Logger) *portMux {
+	m := &portMux{ln: ln, log: log, done: make(chan struct{})}
+	m.raft = &chanListener{conns: make(chan net.Conn), done: m.done, addr: ln.Addr(), close: m.close}
+	m.api = &chanListener{conns: make(chan net.Conn), done: m.done, addr: ln.Addr(), close: m.close}
+	go m.run()
+	return m
+}
+
+func (m *portMux) run() {
+	for {
+		c, err := m.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				m.close()
+				return
+			}
+			// Out of file descriptors and the like: wait and go on, as
+			// net/http's server does.
+			m.log.Warn("accept failed; retrying", "error", err)
+			select {
+			case <-m.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		go m.sort(c)
+	}
+}
+
+// sort reads c's first byte and hands c, byte included, to its listener.
+func (m *portMux) sort(c net.Conn) {
+	var b [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(peekTimeout))
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	to := m.raft
+	if b[0] >= 'A' && b[0] <= 'Z' {
+		to = m.api
+	}
+	pc := &peekedConn{Conn: c, first: b[0], has: true}
+	select {
+	case to.conns <- pc:
+	case <-m.done:
+		c.Close()
+	}
+}
+
+func (m *portMux) close() error {
+	var err error
+	m.once.Do(func() {
+		close(m.done)
+		err = m.ln.Close()
+	})
+	return err
+}
+
+// chanListener is a net.Listener fed by a portMux. Closing either of a
+// mux's listeners closes the port.
+type chanListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	addr  net.Addr
+	close func() error
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error   { return l.close() }
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+// peekedConn gives back the byte the mux read before the rest.
+type peekedConn struct {
+	net.Conn
+	first byte
+	has   bool
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) {
+	if c.has && len(p) > 0 {
+		p[0], c.has = c.first, false
+		return 1, nil
+	}
+	return c.Conn.Read(p)
+}

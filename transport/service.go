@@ -39,6 +39,10 @@ type LeaderInfo struct {
 	// ID and HTTPAddr of the leader; empty when unknown.
 	ID       string
 	HTTPAddr string
+	// PeerAddr is the leader's peer port (its Raft address), where
+	// followers forward requests; empty when the leader is reached at
+	// HTTPAddr only (a Raft transport without a peer port).
+	PeerAddr string
 	// Self is true when this replica believes it is the leader.
 	Self bool
 	// Term is the replica's current Raft term.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/node"
@@ -28,7 +27,7 @@ import (
 func startInProcess(t *testing.T) []string {
 	t.Helper()
 	var (
-		trans []*raft.NetworkTransport
+		trans []*transport.RaftNet
 		peers []node.Peer
 		lns   []net.Listener
 	)
@@ -42,13 +41,13 @@ func startInProcess(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		trans, lns = append(trans, tr), append(lns, ln)
-		peers = append(peers, node.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: string(tr.LocalAddr())})
+		peers = append(peers, node.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: string(tr.Transport.LocalAddr())})
 	}
 	dir := t.TempDir()
 	var addrs []string
 	for i, p := range peers {
 		n, err := node.New(node.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftBind: p.RaftAddr,
-			Transport: trans[i], Peers: peers, HTTPAddr: lns[i].Addr().String(),
+			PeerPort: trans[i], Peers: peers, HTTPAddr: lns[i].Addr().String(),
 			Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: os.Stderr})})
 		if err != nil {
 			t.Fatal(err)

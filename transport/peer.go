@@ -1,0 +1,90 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// PeerDialer is implemented by a Service whose node reaches its peers on
+// their peer port (RaftNet): the Server forwards through DialPeer, so a
+// forwarded request leaves from the node's own address, like its Raft
+// traffic, and reaches the leader whenever Raft does.
+type PeerDialer interface {
+	DialPeer(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// PeerServer serves the HTTP API on a node's peer port, for the requests
+// its peers forward.
+type PeerServer struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+// ServePeers serves svc's API on ln (RaftNet.Peers) until Close.
+func ServePeers(ln net.Listener, svc Service, log hclog.Logger) *PeerServer {
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	p := &PeerServer{
+		srv: &http.Server{
+			Handler:           NewServer(svc, WithLogger(log)),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(p.done)
+		if err := p.srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Debug("peer port closed", "error", err)
+		}
+	}()
+	return p
+}
+
+// Close stops serving at once: requests in flight end (their clients see
+// an unknown outcome and retry elsewhere).
+func (p *PeerServer) Close() error {
+	err := p.srv.Close()
+	<-p.done
+	return err
+}
+
+// PostMember asks the leader, at its peer port (or HTTP address) addr, to
+// record member m in the member table (POST /v1/internal/members), dialling
+// with dial (nil: a plain dialer).
+func PostMember(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, m Member) error {
+	body, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("register %s: %w", m.ID, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/internal/members", bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("register %s: %w", m.ID, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return fmt.Errorf("register %s at %s: %w", m.ID, addr, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		var er ErrorReply
+		if json.Unmarshal(data, &er) == nil && er.Error.Code != "" {
+			return fmt.Errorf("register %s at %s: %s: %s", m.ID, addr, er.Error.Code, er.Error.Message)
+		}
+		return fmt.Errorf("register %s at %s: HTTP %d", m.ID, addr, resp.StatusCode)
+	}
+	return nil
+}
