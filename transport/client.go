@@ -11,8 +11,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,12 @@ const (
 	// minAttemptTimeout is the least time one attempt of a call with a
 	// deadline gets.
 	minAttemptTimeout = 100 * time.Millisecond
+	// suspectPeriod is how long an address stays suspect after an attempt
+	// there found no answer because the attempt's own timeout fired or the
+	// dial failed: calls start elsewhere meanwhile, and retries skip it
+	// while another address is not suspect. It is short, so that a node
+	// that was only slow for a moment (or restarted) is soon used again.
+	suspectPeriod = 5 * time.Second
 )
 
 // Client is the Go client of the HTTP/JSON API of a raftlock cluster. It
@@ -53,6 +61,19 @@ const (
 // KeepAlive, CloseSession and every read. OpenSession is not idempotent (a
 // retry would open a second session), so an unknown outcome is returned to
 // the caller as an error with code unknown_outcome.
+//
+// Leader tracking: the client learns the leader's HTTP address from every
+// answer (headers X-Raftlock-Leader-Addr and X-Raftlock-Term) and from
+// Cluster, but only when it is one of the addresses given to NewClient and
+// its term is not older than the one already known; calls then start at
+// the leader instead of going through a follower. An attempt at the leader
+// that fails over to another node forgets it. An address where an attempt's
+// own timeout fired without an answer (a frozen or black-holed node), or
+// whose dial failed, is suspect for a few seconds (5 s) or until it answers
+// again: calls do not start there and retries skip it while another address
+// is not suspect. A caller that ends its ctx before the node answered
+// (e.g. a waiting acquire's poll) makes neither. With WithResolver, the
+// resolver's order alone decides where attempts go.
 type Client struct {
 	addrs      []string
 	hc         *http.Client
@@ -62,6 +83,27 @@ type Client struct {
 	cur        atomic.Uint64
 	// resolve, if set, names the addresses to try before every attempt.
 	resolve func() []string
+	// suspectFor is how long an address stays suspect: suspectPeriod
+	// (tests change it, holding track.mu, under which it is read).
+	suspectFor time.Duration
+	// track is what the client learned about the cluster's addresses.
+	track tracker
+}
+
+// tracker is a Client's view of the leader and of the addresses that did
+// not answer; it is used only without a resolver, and only for addresses
+// in Client.addrs.
+type tracker struct {
+	mu sync.Mutex
+	// leader is the HTTP address of the known leader ("" if none) and
+	// term the highest term it was learned at; term stays when the
+	// leader is forgotten, so that a lagging node cannot bring back an
+	// older leader.
+	leader string
+	term   uint64
+	// suspect maps a suspect address to when it became suspect; it is
+	// suspect for Client.suspectFor from then.
+	suspect map[string]time.Time
 }
 
 // WithResolver makes the client ask resolve for the addresses to try before
@@ -110,9 +152,11 @@ func WithRequestTimeout(d time.Duration) ClientOption {
 }
 
 // NewClient returns a client of the cluster whose nodes listen on addrs
-// (host:port each); it starts with the first.
+// (host:port each); it starts with the first, and with the leader once an
+// answer named it (see Client).
 func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
-	c := &Client{timeout: DefaultRequestTimeout, minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff}
+	c := &Client{timeout: DefaultRequestTimeout, minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff,
+		suspectFor: suspectPeriod}
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -179,16 +223,20 @@ type attemptError struct {
 func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	backoff := c.minBackoff
 	var last *session.Error
-	var rotated uint64 // failed attempts of this call that asked to rotate
+	var rotated uint64  // failed attempts of this call that asked to rotate
+	var failed []string // addresses where this call's attempts asked to rotate
 	for {
 		idx := c.cur.Load()
 		addrs := c.addrs
+		pos, viaLeader := idx, false
 		if c.resolve != nil {
 			if r := c.resolve(); len(r) > 0 {
 				// The resolver's order is its preference: start with its first
 				// address and move on only after this call's failures.
-				addrs, idx = r, rotated
+				addrs, idx, pos = r, rotated, rotated
 			}
+		} else {
+			pos, viaLeader = c.pick(idx, failed)
 		}
 		if len(addrs) == 0 {
 			last = session.Errorf(session.CodeNoLeader, "no address to reach the cluster at")
@@ -198,7 +246,7 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 			backoff = min(2*backoff, c.maxBackoff)
 			continue
 		}
-		addr := addrs[idx%uint64(len(addrs))]
+		addr := addrs[pos%uint64(len(addrs))]
 		hdr, ae, err := c.attempt(ctx, addr, cl)
 		if err != nil {
 			if last != nil && ctx.Err() != nil {
@@ -218,8 +266,15 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 		retry := code == session.CodeNoLeader || (code == session.CodeUnknownOutcome && cl.idempotent)
 		if ae.rotate {
 			rotated++
-			// Another goroutine may have rotated already.
-			c.cur.CompareAndSwap(idx, idx+1)
+			failed = append(failed, addr)
+			if viaLeader {
+				// The leader's address is not where c.cur points, unless
+				// it happens to be.
+				c.moveOn(addr)
+			} else {
+				// Another goroutine may have rotated already.
+				c.cur.CompareAndSwap(idx, pos+1)
+			}
 		}
 		if !retry {
 			return nil, fmt.Errorf("raftlock %s %s via %s: %w", cl.method, cl.path, addr, ae.err)
@@ -304,7 +359,9 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			return nil, nil, ctx.Err()
 		}
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" || cl.method == http.MethodGet {
+		dialFailed := errors.As(err, &op) && op.Op == "dial"
+		c.noAnswer(addr, dialFailed || rctx.Err() != nil)
+		if dialFailed || cl.method == http.MethodGet {
 			// Surely not processed (or a read): no_leader, try another node.
 			return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "cannot reach %s: %v", addr, err)}, nil
 		}
@@ -317,12 +374,20 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
 		}
+		c.noAnswer(addr, rctx.Err() != nil)
 		code := session.CodeUnknownOutcome
 		if cl.method == http.MethodGet {
 			code = session.CodeNoLeader
 		}
 		return nil, &attemptError{rotate: true, err: session.Errorf(code, "reading the answer of %s: %v", addr, err)}, nil
 	}
+	hdr, ae, err := c.answer(addr, cl, resp, data)
+	c.answered(addr, resp.Header, ae != nil && ae.rotate)
+	return hdr, ae, err
+}
+
+// answer classifies a node's whole answer (attempt's results).
+func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte) (http.Header, *attemptError, error) {
 	if resp.StatusCode/100 == 2 {
 		if cl.out != nil {
 			if err := json.Unmarshal(data, cl.out); err != nil {
@@ -346,6 +411,104 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 	}
 	return nil, &attemptError{err: session.Errorf(session.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+}
+
+// pick chooses where the next attempt of a call without a resolver goes,
+// c.cur being idx: the known leader, unless it is suspect or an attempt of
+// this call at it asked to rotate (in failed); otherwise the first address
+// from idx on that is not suspect, or idx's if all are. It returns the
+// position in c.addrs (modulo its length) and whether it is the leader's.
+func (c *Client) pick(idx uint64, failed []string) (pos uint64, viaLeader bool) {
+	n := uint64(len(c.addrs))
+	now := time.Now()
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.leader != "" && !c.suspectLocked(t.leader, now) && !slices.Contains(failed, t.leader) {
+		if i := slices.Index(c.addrs, t.leader); i >= 0 {
+			return uint64(i), true
+		}
+	}
+	for k := range n {
+		if !c.suspectLocked(c.addrs[(idx+k)%n], now) {
+			return idx + k, false
+		}
+	}
+	return idx, false
+}
+
+// suspectLocked reports whether addr is suspect at now, forgetting an
+// expired suspicion. c.track.mu is held.
+func (c *Client) suspectLocked(addr string, now time.Time) bool {
+	since, ok := c.track.suspect[addr]
+	if ok && now.Sub(since) >= c.suspectFor {
+		delete(c.track.suspect, addr)
+		ok = false
+	}
+	return ok
+}
+
+// noAnswer records an attempt at addr that got no answer although the
+// caller still waited: the client forgets addr as the leader, and makes
+// addr suspect if suspect is set (the attempt's own timeout fired, or the
+// dial failed).
+func (c *Client) noAnswer(addr string, suspect bool) {
+	if c.resolve != nil {
+		return
+	}
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.leader == addr {
+		t.leader = ""
+	}
+	if suspect {
+		if t.suspect == nil {
+			t.suspect = make(map[string]time.Time)
+		}
+		t.suspect[addr] = time.Now()
+	}
+}
+
+// answered records a whole answer of addr with header h: addr is no longer
+// suspect; if the answer asks to rotate (failed), addr is no longer taken
+// for the leader and cannot name itself the leader; and the leader the
+// answer names is learned (see learn).
+func (c *Client) answered(addr string, h http.Header, failed bool) {
+	if c.resolve != nil {
+		return
+	}
+	t := &c.track
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.suspect, addr)
+	if failed && t.leader == addr {
+		t.leader = ""
+	}
+	if la := h.Get(HeaderLeaderAddr); la != "" && !(failed && la == addr) {
+		c.learnLocked(la, termOf(h))
+	}
+}
+
+// learn takes leader, an HTTP address, for the leader at term.
+func (c *Client) learn(leader string, term uint64) {
+	if c.resolve != nil {
+		return
+	}
+	c.track.mu.Lock()
+	defer c.track.mu.Unlock()
+	c.learnLocked(leader, term)
+}
+
+// learnLocked takes leader for the leader at term if it is one of the
+// client's addresses (it never sends to an address it was not given) and
+// term is not older than the known leader's. c.track.mu is held.
+func (c *Client) learnLocked(leader string, term uint64) {
+	t := &c.track
+	if term < t.term || !slices.Contains(c.addrs, leader) {
+		return
+	}
+	t.leader, t.term = leader, term
 }
 
 // moveOn makes the client start its next call at the address after addr,
@@ -558,6 +721,11 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 	var out ClusterInfo
 	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/cluster", out: &out, idempotent: true}); err != nil {
 		return ClusterInfo{}, err
+	}
+	for _, m := range out.Members {
+		if m.ID == out.Leader && m.HTTPAddr != "" {
+			c.learn(m.HTTPAddr, out.Term)
+		}
 	}
 	return out, nil
 }
