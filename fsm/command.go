@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // Version is the encoding version of commands written by this build. It is
@@ -57,15 +59,6 @@ func (t CommandType) String() string {
 	}
 }
 
-// Mode is a lock mode as stored in the state machine.
-type Mode uint8
-
-// Lock modes; values match sequencer.Mode.
-const (
-	Exclusive Mode = 1
-	Shared    Mode = 2
-)
-
 // Command is one replicated operation: a tagged union in which exactly the
 // field named by Type is set. Now is the leader's wall clock (Unix
 // nanoseconds) when it proposed the command.
@@ -99,11 +92,11 @@ type SessionRef struct {
 // Acquire asks for a lock on behalf of (Session, Holder). With Wait the
 // request queues (FIFO) when the lock cannot be granted now.
 type Acquire struct {
-	Lock    string `json:"lock"`
-	Session string `json:"session"`
-	Holder  string `json:"holder"`
-	Mode    Mode   `json:"mode"`
-	Wait    bool   `json:"wait,omitempty"`
+	Lock    string         `json:"lock"`
+	Session string         `json:"session"`
+	Holder  string         `json:"holder"`
+	Mode    sequencer.Mode `json:"mode"`
+	Wait    bool           `json:"wait,omitempty"`
 	// WaitFor is how long the waiter keeps its place (nanoseconds; with
 	// Wait). Every leader times it on its own clock from the moment it
 	// learns of it; 0 on an entry written before waits were replicated

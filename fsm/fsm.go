@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // Status is the business outcome of applying one command.
@@ -53,7 +55,7 @@ type Result struct {
 	// Token is the fencing token of a grant (StatusGranted).
 	Token uint64
 	// Mode is the mode the lock is held in (StatusGranted).
-	Mode Mode
+	Mode sequencer.Mode
 	// Index is the log index of the entry.
 	Index uint64
 }
@@ -82,10 +84,10 @@ type Holder struct {
 // until it is granted, its wait runs out, its session ends or it is
 // released or cancelled; a retried acquire keeps it.
 type Waiter struct {
-	Session string `json:"session"`
-	Holder  string `json:"holder"`
-	Mode    Mode   `json:"mode"`
-	Value   string `json:"value,omitempty"`
+	Session string         `json:"session"`
+	Holder  string         `json:"holder"`
+	Mode    sequencer.Mode `json:"mode"`
+	Value   string         `json:"value,omitempty"`
 	// WaitFor is how long the waiter keeps its place, in nanoseconds (0:
 	// recorded before waits were replicated; the leader uses
 	// session.MaxWait), and WaitSet the log index of the acquire that set
@@ -126,11 +128,11 @@ const (
 // it. It names the holder's session by its name, never by its id (a
 // secret capability).
 type PastGrant struct {
-	Token       uint64 `json:"token"`
-	Mode        Mode   `json:"mode"`
-	Holder      string `json:"holder"`
-	Value       string `json:"value,omitempty"`
-	SessionName string `json:"session_name,omitempty"`
+	Token       uint64         `json:"token"`
+	Mode        sequencer.Mode `json:"mode"`
+	Holder      string         `json:"holder"`
+	Value       string         `json:"value,omitempty"`
+	SessionName string         `json:"session_name,omitempty"`
 }
 
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
@@ -138,10 +140,10 @@ type PastGrant struct {
 // LockRecord) until newer free histories push it out (MaxFreeGrants), or
 // the lock is taken again and carries it on.
 type Lock struct {
-	Name    string   `json:"name"`
-	Mode    Mode     `json:"mode"`
-	Holders []Holder `json:"holders,omitempty"`
-	Waiters []Waiter `json:"waiters,omitempty"`
+	Name    string         `json:"name"`
+	Mode    sequencer.Mode `json:"mode"`
+	Holders []Holder       `json:"holders,omitempty"`
+	Waiters []Waiter       `json:"waiters,omitempty"`
 	// Delayed is true while the lock-delay of an expired holder runs.
 	// DelayUntil is the wall clock of the leader that proposed the expiry
 	// (Command.Now) plus the delay's length: it names the delay (EndDelay
@@ -203,7 +205,7 @@ type Event struct {
 	Session    string
 	Holder     string
 	Token      uint64
-	Mode       Mode
+	Mode       sequencer.Mode
 	TTL        int64
 	DelayUntil int64
 	// DelayFor is the length of the delay (EventDelayStarted), in
@@ -378,13 +380,13 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 	return StatusOK
 }
 
-func compatible(l *Lock, m Mode) bool {
-	return len(l.Holders) == 0 || (l.Mode == Shared && m == Shared)
+func compatible(l *Lock, m sequencer.Mode) bool {
+	return len(l.Holders) == 0 || (l.Mode == sequencer.Shared && m == sequencer.Shared)
 }
 
 func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	r := Result{Index: index}
-	if c.Lock == "" || c.Holder == "" || (c.Mode != Exclusive && c.Mode != Shared) {
+	if c.Lock == "" || c.Holder == "" || !c.Mode.Valid() {
 		r.Status = StatusInvalid
 		return r
 	}
@@ -454,7 +456,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 }
 
 // grant makes h a holder of l in mode m with the entry's index as token.
-func (f *FSM) grant(index uint64, l *Lock, h Holder, m Mode) {
+func (f *FSM) grant(index uint64, l *Lock, h Holder, m sequencer.Mode) {
 	h.Token = index
 	l.Mode = m
 	l.Holders = append(l.Holders, h)
@@ -464,7 +466,7 @@ func (f *FSM) grant(index uint64, l *Lock, h Holder, m Mode) {
 
 // record appends a grant to l's history and drops the oldest grants beyond
 // MaxGrantHistory. The session is named by its name, never its id.
-func (f *FSM) record(l *Lock, h Holder, m Mode) {
+func (f *FSM) record(l *Lock, h Holder, m sequencer.Mode) {
 	var name string
 	if s := f.sessions[h.Session]; s != nil {
 		name = s.Name

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 const (
@@ -149,7 +151,7 @@ func TestAcquireValue(t *testing.T) {
 func TestTryAcquireBusy(t *testing.T) {
 	cases := []struct {
 		name       string
-		held, want Mode
+		held, want sequencer.Mode
 	}{
 		{"exclusive held, exclusive wanted", Exclusive, Exclusive},
 		{"exclusive held, shared wanted", Exclusive, Shared},
@@ -214,8 +216,8 @@ func TestSharedHoldersCoexist(t *testing.T) {
 }
 
 func TestAcquireRetryReturnsSameGrant(t *testing.T) {
-	for _, m := range []Mode{Exclusive, Shared} {
-		t.Run(map[Mode]string{Exclusive: "exclusive", Shared: "shared"}[m], func(t *testing.T) {
+	for _, m := range []sequencer.Mode{Exclusive, Shared} {
+		t.Run(map[sequencer.Mode]string{Exclusive: "exclusive", Shared: "shared"}[m], func(t *testing.T) {
 			h := newHarness(t)
 			h.open("a", delay)
 			first := h.must(StatusGranted, acqCmd(L, "a", "h", m, false))

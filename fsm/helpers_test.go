@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // t0 is the leader clock of the first command of a harness.
@@ -122,7 +124,7 @@ func expireCmd(id string) Command {
 	return Command{Type: CmdExpireSession, ExpireSession: &SessionRef{ID: id}}
 }
 
-func acqCmd(lock, session, holder string, m Mode, wait bool) Command {
+func acqCmd(lock, session, holder string, m sequencer.Mode, wait bool) Command {
 	return Command{Type: CmdAcquire, Acquire: &Acquire{Lock: lock, Session: session, Holder: holder, Mode: m, Wait: wait}}
 }
 
@@ -226,3 +228,9 @@ func checkSessionIndex(t testing.TB, f *FSM) {
 		}
 	}
 }
+
+// The two modes, short for the tests.
+const (
+	Exclusive = sequencer.Exclusive
+	Shared    = sequencer.Shared
+)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 var (
@@ -244,7 +246,7 @@ func waiterAt(l Lock, k hkey) int {
 // genCommand draws the next command, mostly about things that exist in a.
 func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
-	mode := func() Mode {
+	mode := func() sequencer.Mode {
 		if rng.IntN(2) == 0 {
 			return Exclusive
 		}

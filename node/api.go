@@ -142,8 +142,8 @@ func (n *Node) SessionInfo(ctx context.Context, id string) (session.Info, error)
 	return info, nil
 }
 
-func (n *Node) grant(name string, token uint64, mode fsm.Mode) session.Grant {
-	m := toSeqMode(mode)
+func (n *Node) grant(name string, token uint64, mode sequencer.Mode) session.Grant {
+	m := mode
 	return session.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
 		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: sequencer.Token(token)},
 		Term:      n.raft.CurrentTerm()}
@@ -182,10 +182,10 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	}
 	done := n.leadershipDone()
 	res := fsm.Result{Status: fsm.StatusQueued}
-	if req.Wait == 0 || !n.placeKept(key, fsm.Mode(req.Mode), req.Wait) {
+	if req.Wait == 0 || !n.placeKept(key, req.Mode, req.Wait) {
 		var err error
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
-			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: fsm.Mode(req.Mode),
+			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
 			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
 		if err != nil {
 			return session.Grant{}, err
@@ -198,7 +198,7 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 	case fsm.StatusModeMismatch:
 		return session.Grant{}, session.Errorf(session.CodeInvalidArgument,
 			"acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s", req.Name, req.Holder,
-			toSeqMode(res.Mode), req.Mode)
+			res.Mode, req.Mode)
 	default:
 		return session.Grant{}, mapStatus(res, "acquire "+req.Name)
 	}
@@ -252,10 +252,10 @@ func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
 }
 
 func lockState(l fsm.Lock) session.LockState {
-	st := session.LockState{Name: l.Name, Mode: toSeqMode(l.Mode), Holders: []session.Holder{},
+	st := session.LockState{Name: l.Name, Mode: l.Mode, Holders: []session.Holder{},
 		Waiters: len(l.Waiters), Index: l.Index}
 	for _, w := range l.Waiters {
-		st.Queue = append(st.Queue, session.QueuedHolder{Holder: w.Holder, Mode: toSeqMode(w.Mode)})
+		st.Queue = append(st.Queue, session.QueuedHolder{Holder: w.Holder, Mode: w.Mode})
 	}
 	if len(l.Holders) == 0 {
 		st.Mode = 0
@@ -268,7 +268,7 @@ func lockState(l fsm.Lock) session.LockState {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
 	}
 	for _, g := range l.Grants {
-		st.Grants = append(st.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: toSeqMode(g.Mode),
+		st.Grants = append(st.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: g.Mode,
 			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
 	}
 	// A lock recorded before histories were kept has none yet (GrantsSince
@@ -348,7 +348,7 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 // Locks lists the locks (held, waited for or delayed) whose names start
 // with prefix.
 func (n *Node) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
-	if err := session.CheckText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+	if err := session.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -393,7 +393,7 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (session.Sequenc
 			matched = tok
 		}
 	}
-	out.Valid = sequencer.IsCurrent(seq, matched, toSeqMode(l.Mode) == seq.Mode)
+	out.Valid = sequencer.IsCurrent(seq, matched, l.Mode == seq.Mode)
 	return out, nil
 }
 

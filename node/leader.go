@@ -21,7 +21,7 @@ type waitKey struct{ lock, session, holder string }
 // the wait without one.
 type waitResult struct {
 	token uint64
-	mode  fsm.Mode
+	mode  sequencer.Mode
 	why   fsm.WaitEnd // without a grant: why the wait ended
 }
 
@@ -328,7 +328,7 @@ func (n *Node) armDelay(k delayKey, d time.Duration) {
 // the request just waits for the outcome. A read of the local state on a
 // leader that may have been deposed without knowing is harmless here: it
 // grants nothing, and the request learns the outcome or ends.
-func (n *Node) placeKept(k waitKey, m fsm.Mode, d time.Duration) bool {
+func (n *Node) placeKept(k waitKey, m sequencer.Mode, d time.Duration) bool {
 	if !n.ready.Load() {
 		return false
 	}
@@ -461,8 +461,6 @@ func mapStatus(r fsm.Result, what string) error {
 		return session.Errorf(session.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
 	}
 }
-
-func toSeqMode(m fsm.Mode) sequencer.Mode { return sequencer.Mode(m) }
 
 // registerSelf records this node's HTTP address in the replicated member
 // table (leader only).

@@ -12,6 +12,8 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/session"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // The queue contract: a waiter's place belongs to (lock, session, holder)
@@ -182,7 +184,7 @@ func TestAcquireInAnotherModeThanHeldIsRefused(t *testing.T) {
 		t.Fatalf("the shared holder asking for exclusive answered %+v, want 400 invalid_argument", a)
 	}
 	n, _ := hc.leader()
-	if l, _ := n.FSM().Lock(L); l.Mode != fsm.Shared || len(l.Holders) != 1 {
+	if l, _ := n.FSM().Lock(L); l.Mode != sequencer.Shared || len(l.Holders) != 1 {
 		t.Fatalf("lock after the refused request: %+v", l)
 	}
 	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: other.ID, Holder: "r2", Mode: "shared"}); a.status != 200 {

@@ -70,7 +70,7 @@ func CheckRaftTimeouts(heartbeat, election, leaderLease Timeout) error {
 }
 
 func checkMode(m sequencer.Mode) error {
-	if m != sequencer.Exclusive && m != sequencer.Shared {
+	if !m.Valid() {
 		return invalid("mode must be exclusive or shared")
 	}
 	return nil

@@ -458,7 +458,7 @@ func FuzzDecodeState(f *testing.F) {
 			return
 		}
 		for name, mk := range m {
-			if err := validateName(name); err != nil || mk.any == 0 || mk.exclusive > mk.any {
+			if err := CheckName(name); err != nil || mk.any == 0 || mk.exclusive > mk.any {
 				t.Fatalf("decodeState accepted lock %q with marks %+v (name: %v)", name, mk, err)
 			}
 		}

@@ -195,7 +195,7 @@ func anyMarks(highest map[string]Token) (map[string]marks, error) {
 	}
 	m := make(map[string]marks, len(highest))
 	for name, tok := range highest {
-		if err := validateName(name); err != nil {
+		if err := CheckName(name); err != nil {
 			return nil, fmt.Errorf("%w: lock %q: %v", ErrCorrupt, name, err)
 		}
 		if tok == 0 {

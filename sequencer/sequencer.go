@@ -13,6 +13,9 @@ import (
 )
 
 // Mode is a lock mode: exclusive (one holder) or shared (many readers).
+// It is the one mode type of raftlock: the state machine stores it, the
+// wire names it, a sequencer carries it. Its values are part of the Raft
+// log's format and never change.
 type Mode uint8
 
 const (
@@ -21,6 +24,9 @@ const (
 	// Shared admits any number of holders, none of them exclusive.
 	Shared Mode = 2
 )
+
+// Valid reports whether m is Exclusive or Shared.
+func (m Mode) Valid() bool { return m == Exclusive || m == Shared }
 
 // String returns "exclusive" or "shared".
 func (m Mode) String() string {
@@ -105,39 +111,49 @@ func Parse(text string) (Sequencer, error) {
 		return Sequencer{}, fmt.Errorf("%w: %q: token must be a positive decimal integer", ErrMalformed, text)
 	}
 	s.Token = Token(tok)
-	if err := validateName(parts[3]); err != nil {
+	if err := CheckName(parts[3]); err != nil {
 		return Sequencer{}, fmt.Errorf("%w: %q: %v", ErrMalformed, text, err)
 	}
 	s.Name = parts[3]
 	return s, nil
 }
 
-// validateName checks a lock name: 1 to MaxNameBytes bytes of valid UTF-8
-// with no control characters (the cluster's rule for lock names).
-func validateName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty lock name")
-	case len(name) > MaxNameBytes:
-		return fmt.Errorf("lock name is %d bytes; the limit is %d", len(name), MaxNameBytes)
-	case !utf8.ValidString(name):
-		return errors.New("lock name is not valid UTF-8")
+// CheckText is raftlock's one rule for names and ids (lock names, holder
+// ids, session ids, prefixes): valid UTF-8, no control characters, between
+// min and max bytes. The error names what.
+func CheckText(what, s string, min, max int) error {
+	if len(s) < min {
+		if min == 1 {
+			return fmt.Errorf("%s must not be empty", what)
+		}
+		return fmt.Errorf("%s must be at least %d bytes", what, min)
 	}
-	for _, r := range name {
+	if len(s) > max {
+		return fmt.Errorf("%s is %d bytes; the limit is %d", what, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%s is not valid UTF-8", what)
+	}
+	for _, r := range s {
 		if unicode.IsControl(r) {
-			return fmt.Errorf("lock name contains control character %U", r)
+			return fmt.Errorf("%s contains control character %U", what, r)
 		}
 	}
 	return nil
 }
 
+// CheckName checks a lock name: 1 to MaxNameBytes bytes (CheckText).
+func CheckName(name string) error {
+	return CheckText("lock name", name, 1, MaxNameBytes)
+}
+
 // validate reports whether s could have come from Parse: a valid name, mode
 // Exclusive or Shared and a non-zero token. Errors wrap ErrMalformed.
 func (s Sequencer) validate() error {
-	if err := validateName(s.Name); err != nil {
+	if err := CheckName(s.Name); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if s.Mode != Exclusive && s.Mode != Shared {
+	if !s.Mode.Valid() {
 		return fmt.Errorf("%w: lock %q: invalid mode %v", ErrMalformed, s.Name, s.Mode)
 	}
 	if s.Token == 0 {

@@ -31,8 +31,6 @@ const (
 	// a change when the caller names no wait; MaxWatchWait bounds it.
 	DefaultWatchWait = 5 * time.Minute
 	MaxWatchWait     = 10 * time.Minute
-	// MaxNameBytes bounds a lock name.
-	MaxNameBytes = 512
 	// MaxSessionNameBytes bounds a session's descriptive name.
 	MaxSessionNameBytes = 256
 	// MaxHolderBytes bounds a holder id.

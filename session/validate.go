@@ -3,41 +3,33 @@ package session
 import (
 	"math"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // MaxSessionIDBytes bounds a session id on input (ids are 32 hex digits).
 const MaxSessionIDBytes = 64
 
-// CheckText validates an identifier-like string: valid UTF-8, no control
-// characters, between min and max bytes. The error is an invalid_argument
-// *Error naming what.
+// CheckText validates an identifier-like string by raftlock's one rule
+// for names and ids (sequencer.CheckText): the error is an
+// invalid_argument *Error naming what.
 func CheckText(what, s string, min, max int) error {
-	if len(s) < min {
-		if min == 1 {
-			return Errorf(CodeInvalidArgument, "%s must not be empty", what)
-		}
-		return Errorf(CodeInvalidArgument, "%s must be at least %d bytes", what, min)
-	}
-	if len(s) > max {
-		return Errorf(CodeInvalidArgument, "%s is %d bytes; the limit is %d", what, len(s), max)
-	}
-	if !utf8.ValidString(s) {
-		return Errorf(CodeInvalidArgument, "%s is not valid UTF-8", what)
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return Errorf(CodeInvalidArgument, "%s contains control character %U", what, r)
-		}
+	if err := sequencer.CheckText(what, s, min, max); err != nil {
+		return Errorf(CodeInvalidArgument, "%v", err)
 	}
 	return nil
 }
 
-// ValidateLockName checks a lock name: path-like UTF-8, 1–512 bytes, no
-// control characters.
+// ValidateLockName checks a lock name (sequencer.CheckName): path-like
+// UTF-8, 1 to sequencer.MaxNameBytes bytes, no control characters.
 func ValidateLockName(name string) error {
-	return CheckText("lock name", name, 1, MaxNameBytes)
+	return CheckText("lock name", name, 1, sequencer.MaxNameBytes)
+}
+
+// CheckPrefix checks a lock-name prefix (of a listing): like a lock name,
+// but it may be empty.
+func CheckPrefix(prefix string) error {
+	return CheckText("prefix", prefix, 0, sequencer.MaxNameBytes)
 }
 
 // CheckValue checks the size of a lock's value: too_large above

@@ -219,7 +219,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := q.Get("name")
-	if err := session.CheckText("lock name", name, 1, session.MaxNameBytes); err != nil {
+	if err := session.ValidateLockName(name); err != nil {
 		return err
 	}
 	var index uint64
@@ -252,7 +252,7 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	prefix := q.Get("prefix")
-	if err := session.CheckText("prefix", prefix, 0, session.MaxNameBytes); err != nil {
+	if err := session.CheckPrefix(prefix); err != nil {
 		return err
 	}
 	ls, err := s.svc.Locks(r.Context(), prefix)
@@ -272,7 +272,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalidf("sequencer: %v", err)
 	}
-	if err := session.CheckText("lock name", seq.Name, 1, session.MaxNameBytes); err != nil {
+	if err := session.ValidateLockName(seq.Name); err != nil {
 		return err
 	}
 	c, err := s.svc.CheckSequencer(r.Context(), b.Sequencer)
