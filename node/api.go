@@ -35,7 +35,10 @@ func (n *Node) verifyRead(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			return cerr
+		}
 		return session.Errorf(session.CodeNoLeader, "leadership not confirmed: %v", err)
 	}
 	return nil

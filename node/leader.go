@@ -408,7 +408,13 @@ func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		return fsm.Result{}, session.Errorf(session.CodeInternal, "%v", err)
 	}
 	f := n.raft.Apply(data, DefaultApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := waitFuture(ctx, f); err != nil {
+		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
+			// Raft has the entry: it may still commit; the idempotent
+			// retry learns the outcome.
+			return fsm.Result{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+				"request ended before its outcome was known (%v): retry the same request", cerr)}
+		}
 		return fsm.Result{}, mapRaftError(err)
 	}
 	res, ok := f.Response().(fsm.Result)
@@ -416,6 +422,23 @@ func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		return fsm.Result{}, session.Errorf(session.CodeInternal, "unexpected apply response %T", f.Response())
 	}
 	return res, nil
+}
+
+// waitFuture waits for a Raft future until ctx ends: it returns the
+// future's error, or ctx's if ctx ended first (the future's work goes on:
+// an entry handed to Raft may still commit).
+func waitFuture(ctx context.Context, f raft.Future) error {
+	if ctx.Done() == nil {
+		return f.Error()
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (n *Node) noLeader() error {
@@ -431,9 +454,12 @@ func (n *Node) noLeader() error {
 	return session.Errorf(session.CodeNoLeader, "node %s is not the leader (leader: %s)", n.cfg.ID, id)
 }
 
-// mapRaftError maps Raft's errors onto API errors, once, here.
+// mapRaftError maps Raft's errors onto API errors, once, here (nil stays
+// nil).
 func mapRaftError(err error) error {
 	switch {
+	case err == nil:
+		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return session.Errorf(session.CodeNoLeader, "%v", err)
