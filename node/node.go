@@ -152,7 +152,7 @@ func (c *Config) fill() error {
 		c.Now = time.Now
 	}
 	// From here on c.FailoverGrace is the grace the leader applies: zero
-	// means none (the leader passes it to LeaseTable.Reset as is).
+	// means none (the leader passes it to leaseTable.Reset as is).
 	switch c.FailoverGrace {
 	case 0:
 		c.FailoverGrace = DefaultFailoverGrace
@@ -206,7 +206,7 @@ type Node struct {
 	// Config.Transport replaced it; peerSrv serves the API there.
 	peer    *transport.RaftNet
 	peerSrv *transport.PeerServer
-	leases  *session.LeaseTable
+	leases  *leaseTable
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -241,7 +241,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:      cfg,
 		log:      cfg.Logger.Named("node"),
-		leases:   session.NewLeaseTable(cfg.Now),
+		leases:   newLeaseTable(cfg.Now),
 		waits:    make(map[waitKey][]chan waitResult),
 		timers:   make(map[leaderTimer]*time.Timer),
 		timerDue: make(map[leaderTimer]time.Time),

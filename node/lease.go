@@ -1,4 +1,4 @@
-package session
+package node
 
 import (
 	"container/heap"
@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// LeaseTable is the leader's in-memory table of session deadlines. A
+// leaseTable is the leader's in-memory table of session deadlines. A
 // keepalive moves a session's deadline to now+ttl without a Raft write; the
 // leader's expiry loop takes the sessions whose deadline passed and proposes
 // their expiry. Deadlines are kept on the monotonic clock and never persisted:
 // a new leader rebuilds the table (Reset) with a failover grace.
 //
 // One heap holds every deadline; there is no goroutine or timer per session.
-type LeaseTable struct {
+type leaseTable struct {
 	now func() time.Time
 
 	mu      sync.Mutex
@@ -29,15 +29,15 @@ type lease struct {
 	index    int // position in the heap
 }
 
-// NewLeaseTable returns an empty table that reads time from now (use
+// newLeaseTable returns an empty table that reads time from now (use
 // time.Now in production; a fake clock's Now in tests).
-func NewLeaseTable(now func() time.Time) *LeaseTable {
-	return &LeaseTable{now: now, leases: make(map[string]*lease), expired: make(map[string]bool)}
+func newLeaseTable(now func() time.Time) *leaseTable {
+	return &leaseTable{now: now, leases: make(map[string]*lease), expired: make(map[string]bool)}
 }
 
 // Reset replaces the table's contents: every session gets deadline
 // now+ttl+grace. A new leader calls it after its Barrier.
-func (t *LeaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
+func (t *leaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -54,7 +54,7 @@ func (t *LeaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
 
 // Add starts tracking a session with deadline now+ttl. A session already
 // tracked keeps its deadline.
-func (t *LeaseTable) Add(id string, ttl time.Duration) {
+func (t *leaseTable) Add(id string, ttl time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if _, ok := t.leases[id]; ok {
@@ -66,7 +66,7 @@ func (t *LeaseTable) Add(id string, ttl time.Duration) {
 }
 
 // Remove stops tracking a session (closed or expired).
-func (t *LeaseTable) Remove(id string) {
+func (t *leaseTable) Remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.expired, id)
@@ -84,7 +84,7 @@ func (t *LeaseTable) Remove(id string) {
 // ttl. It reports false for an unknown session and for one whose deadline
 // has already passed: such a session is being expired and must not be
 // revived.
-func (t *LeaseTable) KeepAlive(id string) (time.Duration, bool) {
+func (t *leaseTable) KeepAlive(id string) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.leases[id]
@@ -104,7 +104,7 @@ func (t *LeaseTable) KeepAlive(id string) (time.Duration, bool) {
 // first, and marks them expiring (KeepAlive refuses them from now on). They
 // stay in the table until Remove; Unmark hands one back to the table if its
 // expiry could not be proposed.
-func (t *LeaseTable) Expired(max int) []string {
+func (t *leaseTable) Expired(max int) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -123,7 +123,7 @@ func (t *LeaseTable) Expired(max int) []string {
 
 // Unmark returns an expiring session to the heap, due at once, so that a
 // later Expired call retries it.
-func (t *LeaseTable) Unmark(id string) {
+func (t *leaseTable) Unmark(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.leases[id]
@@ -135,7 +135,7 @@ func (t *LeaseTable) Unmark(id string) {
 }
 
 // NextDeadline returns the earliest deadline not yet expired.
-func (t *LeaseTable) NextDeadline() (time.Time, bool) {
+func (t *leaseTable) NextDeadline() (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.byDue) == 0 {
@@ -145,7 +145,7 @@ func (t *LeaseTable) NextDeadline() (time.Time, bool) {
 }
 
 // Deadline returns a session's current deadline.
-func (t *LeaseTable) Deadline(id string) (time.Time, bool) {
+func (t *leaseTable) Deadline(id string) (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.leases[id]
@@ -156,7 +156,7 @@ func (t *LeaseTable) Deadline(id string) (time.Time, bool) {
 }
 
 // Len is the number of sessions tracked.
-func (t *LeaseTable) Len() int {
+func (t *leaseTable) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.leases)

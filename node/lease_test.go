@@ -1,4 +1,4 @@
-package session
+package node
 
 import (
 	"fmt"
@@ -21,9 +21,9 @@ func (m *manualNow) advance(d time.Duration) {
 	m.mu.Unlock()
 }
 
-func newTable() (*LeaseTable, *manualNow) {
+func newTable() (*leaseTable, *manualNow) {
 	c := &manualNow{t: time.Unix(1000, 0)}
-	return NewLeaseTable(c.now), c
+	return newLeaseTable(c.now), c
 }
 
 func TestLeaseExpiresAfterTTLNotBefore(t *testing.T) {
