@@ -26,7 +26,7 @@ var (
 // read answered now is linearizable. A paused leader that woke up believing
 // it leads fails here.
 func (n *Node) verifyRead(ctx context.Context) error {
-	if n.cfg.Faults.LocalReads {
+	if n.cfg.Faults.localReads() {
 		return ctx.Err()
 	}
 	if !n.ready.Load() {

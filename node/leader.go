@@ -316,7 +316,7 @@ func delaysToRestart(locks []fsm.Lock) []restartedDelay {
 // length, timed in full by the leader that starts it and again by every
 // new leader (a delay runs long after a failover, never short).
 func (n *Node) armDelay(k delayKey, d time.Duration) {
-	if n.cfg.Faults.SkipLockDelay {
+	if n.cfg.Faults.skipLockDelay() {
 		d = 0
 	}
 	n.scheduleTimer(k, d)

@@ -117,23 +117,12 @@ type Config struct {
 	// node then has no peer port, and followers forward to the leader's
 	// HTTP address.
 	Transport raft.Transport
-	// Faults deliberately break guarantees. They exist only so that the
-	// fault checker can show it catches a broken build; never set them in
-	// production.
+	// Faults deliberately break guarantees, so that the fault checker can
+	// show it catches a broken build. The default build has none (an
+	// empty struct); build with -tags raftlock_faults to get them.
 	Faults Faults
 }
 
-// Faults are deliberate bugs, for testing the tests.
-type Faults struct {
-	// SkipLockDelay ends every lock-delay as soon as it starts.
-	SkipLockDelay bool
-	// LocalReads answers reads from the local replica without confirming
-	// leadership (stale reads on followers and on deposed leaders).
-	LocalReads bool
-}
-
-// Any reports whether any fault is enabled.
-func (f Faults) Any() bool { return f.SkipLockDelay || f.LocalReads }
 
 func (c *Config) fill() error {
 	if c.ID == "" {

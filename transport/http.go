@@ -27,8 +27,9 @@ type Server struct {
 	log   hclog.Logger
 	mux   *http.ServeMux
 	proxy http.RoundTripper
-	// localReads answers read endpoints without forwarding (a deliberate
-	// fault; see WithUnsafeLocalReads).
+	// localReads answers read endpoints without forwarding: a deliberate
+	// fault, set only in a build with -tags raftlock_faults
+	// (WithUnsafeLocalReads).
 	localReads bool
 }
 
@@ -54,14 +55,6 @@ func WithProxyTransport(rt http.RoundTripper) ServerOption {
 			s.proxy = rt
 		}
 	}
-}
-
-// WithUnsafeLocalReads makes a follower answer reads (session info, lock
-// state, lock lists, sequencer checks) itself instead of forwarding them to
-// the leader. It breaks linearizability on purpose, so that the fault
-// checker can show that it notices; never use it in production.
-func WithUnsafeLocalReads() ServerOption {
-	return func(s *Server) { s.localReads = true }
 }
 
 // NewServer returns the HTTP API serving svc.

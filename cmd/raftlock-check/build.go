@@ -11,15 +11,24 @@ import (
 // daemonPackage is the import path of the server.
 const daemonPackage = "github.com/raftlock/raftlock/cmd/raftlockd"
 
+// faultsTag is the build tag that compiles raftlockd's --unsafe-fault in.
+const faultsTag = "raftlock_faults"
+
 // buildDaemon builds raftlockd into dir with go build; it must run inside
-// this module.
-func buildDaemon(ctx context.Context, dir string) (string, error) {
+// this module. With faults set it builds the checker-testing binary, whose
+// --unsafe-fault breaks guarantees on purpose (-tags raftlock_faults); the
+// default binary has no such flag.
+func buildDaemon(ctx context.Context, dir string, faults bool) (string, error) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
 	}
 	bin := filepath.Join(dir, "raftlockd")
-	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, daemonPackage).CombinedOutput()
+	args := []string{"build", "-o", bin}
+	if faults {
+		args = append(args, "-tags", faultsTag)
+	}
+	out, err := exec.CommandContext(ctx, gobin, append(args, daemonPackage)...).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build %s (run inside the raftlock module, or pass --raftlockd): %w\n%s", daemonPackage, err, out)
 	}

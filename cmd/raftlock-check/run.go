@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	bin := cfg.Raftlockd
 	if bin == "" {
 		logf("building raftlockd")
-		if bin, err = buildDaemon(ctx, dir); err != nil {
+		if bin, err = buildDaemon(ctx, dir, cfg.UnsafeFault != ""); err != nil {
 			return nil, err
 		}
 	}

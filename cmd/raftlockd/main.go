@@ -67,19 +67,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		"Raft election timeout ("+raftRange+"; at least --raft-heartbeat-timeout)")
 	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout,
 		"Raft leader lease timeout, not a read lease ("+raftRange+"; at most --raft-heartbeat-timeout)")
-	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
-		for _, f := range strings.Split(v, ",") {
-			switch strings.TrimSpace(f) {
-			case "skip-lock-delay":
-				o.faults.SkipLockDelay = true
-			case "local-reads":
-				o.faults.LocalReads = true
-			default:
-				return fmt.Errorf("unknown fault %q (want skip-lock-delay or local-reads)", f)
-			}
-		}
-		return nil
-	})
+	addFaultFlags(fs, &o.faults)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
 	}
@@ -263,10 +251,7 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 		return nil, err
 	}
 	s := &server{node: n, errc: make(chan error, 1)}
-	sopts := []transport.ServerOption{transport.WithLogger(nlog)}
-	if o.faults.LocalReads {
-		sopts = append(sopts, transport.WithUnsafeLocalReads())
-	}
+	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}

@@ -1,0 +1,38 @@
+//go:build raftlock_faults
+
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// addFaultFlags adds --unsafe-fault, which exists only in a build with
+// -tags raftlock_faults (the fault checker's "can it fail" runs).
+func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
+	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			switch strings.TrimSpace(name) {
+			case "skip-lock-delay":
+				f.SkipLockDelay = true
+			case "local-reads":
+				f.LocalReads = true
+			default:
+				return fmt.Errorf("unknown fault %q (want skip-lock-delay or local-reads)", name)
+			}
+		}
+		return nil
+	})
+}
+
+// faultServerOptions are the HTTP server's options for the enabled faults.
+func faultServerOptions(f node.Faults) []transport.ServerOption {
+	if f.LocalReads {
+		return []transport.ServerOption{transport.WithUnsafeLocalReads()}
+	}
+	return nil
+}

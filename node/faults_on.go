@@ -1,0 +1,19 @@
+//go:build raftlock_faults
+
+package node
+
+// Faults are deliberate bugs, for testing the fault checker: they exist
+// only in a build with -tags raftlock_faults.
+type Faults struct {
+	// SkipLockDelay ends every lock-delay as soon as it starts.
+	SkipLockDelay bool
+	// LocalReads answers reads from the local replica without confirming
+	// leadership (stale reads on followers and on deposed leaders).
+	LocalReads bool
+}
+
+// Any reports whether any fault is enabled.
+func (f Faults) Any() bool { return f.SkipLockDelay || f.LocalReads }
+
+func (f Faults) skipLockDelay() bool { return f.SkipLockDelay }
+func (f Faults) localReads() bool    { return f.LocalReads }
