@@ -100,7 +100,7 @@ type Acquire struct {
 	// WaitFor is how long the waiter keeps its place (nanoseconds; with
 	// Wait). Every leader times it on its own clock from the moment it
 	// learns of it; 0 on an entry written before waits were replicated
-	// means session.MaxWait.
+	// means api.MaxWait.
 	WaitFor int64  `json:"wait_for,omitempty"`
 	Value   string `json:"value,omitempty"`
 }

@@ -90,7 +90,7 @@ type Waiter struct {
 	Value   string         `json:"value,omitempty"`
 	// WaitFor is how long the waiter keeps its place, in nanoseconds (0:
 	// recorded before waits were replicated; the leader uses
-	// session.MaxWait), and WaitSet the log index of the acquire that set
+	// api.MaxWait), and WaitSet the log index of the acquire that set
 	// it: a retried wait sets both again. The leader times WaitFor on its
 	// own monotonic clock from the moment it learns of the wait (a new
 	// leader from its promotion): a wait may run long after a failover,

@@ -9,16 +9,17 @@ import (
 	"sort"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
 var (
-	_ session.Backend   = (*Node)(nil)
+	_ api.Backend       = (*Node)(nil)
 	_ transport.Service = (*Node)(nil)
 )
 
@@ -39,7 +40,7 @@ func (n *Node) verifyRead(ctx context.Context) error {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return cerr
 		}
-		return session.Errorf(session.CodeNoLeader, "leadership not confirmed: %v", err)
+		return api.Errorf(api.CodeNoLeader, "leadership not confirmed: %v", err)
 	}
 	return nil
 }
@@ -47,52 +48,52 @@ func (n *Node) verifyRead(ctx context.Context) error {
 func newSessionID() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", session.Errorf(session.CodeInternal, "session id: %v", err)
+		return "", api.Errorf(api.CodeInternal, "session id: %v", err)
 	}
 	return hex.EncodeToString(b[:]), nil
 }
 
 // OpenSession creates a session; the id is 128 random bits drawn by the
 // leader. Zero TTL and lock-delay take the defaults.
-func (n *Node) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	if req.TTL == 0 {
-		req.TTL = session.DefaultTTL
+		req.TTL = api.DefaultTTL
 	}
 	switch req.LockDelay {
 	case 0:
-		req.LockDelay = session.DefaultLockDelay
-	case session.NoLockDelay:
+		req.LockDelay = api.DefaultLockDelay
+	case api.NoLockDelay:
 		req.LockDelay = 0
 	}
-	if err := session.CheckTTL("ttl", req.TTL); err != nil {
-		return session.Info{}, err
+	if err := api.CheckTTL("ttl", req.TTL); err != nil {
+		return api.Info{}, err
 	}
-	if err := session.CheckLockDelay("lock_delay", req.LockDelay); err != nil {
-		return session.Info{}, err
+	if err := api.CheckLockDelay("lock_delay", req.LockDelay); err != nil {
+		return api.Info{}, err
 	}
-	if err := session.CheckText("session name", req.Name, 0, session.MaxSessionNameBytes); err != nil {
-		return session.Info{}, err
+	if err := api.CheckText("session name", req.Name, 0, api.MaxSessionNameBytes); err != nil {
+		return api.Info{}, err
 	}
 	id, err := newSessionID()
 	if err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdOpenSession, OpenSession: &fsm.OpenSession{
 		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay)}})
 	if err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	if err := mapStatus(res, "open session"); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
-	return session.Info{ID: id, Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}, nil
+	return api.Info{ID: id, Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}, nil
 }
 
 // KeepAlive extends the session's lease to now+ttl on the leader, without a
 // Raft write, after confirming leadership. The caller should count its lease
 // from when it sent the request.
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
+	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
 		return 0, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -100,7 +101,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	}
 	ttl, ok := n.leases.KeepAlive(id)
 	if !ok {
-		return 0, session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+		return 0, api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
 	}
 	return ttl, nil
 }
@@ -108,7 +109,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 // CloseSession ends a session and releases its locks at once, without
 // lock-delay.
 func (n *Node) CloseSession(ctx context.Context, id string) error {
-	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
+	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCloseSession, CloseSession: &fsm.SessionRef{ID: id}})
@@ -119,18 +120,18 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 }
 
 // SessionInfo describes a session and the locks it holds.
-func (n *Node) SessionInfo(ctx context.Context, id string) (session.Info, error) {
-	if err := session.CheckText("session", id, 1, session.MaxSessionIDBytes); err != nil {
-		return session.Info{}, err
+func (n *Node) SessionInfo(ctx context.Context, id string) (api.Info, error) {
+	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
+		return api.Info{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	s, ok := n.fsm.Session(id)
 	if !ok {
-		return session.Info{}, session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+		return api.Info{}, api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
 	}
-	info := session.Info{ID: s.ID, Name: s.Name, TTL: time.Duration(s.TTL), LockDelay: time.Duration(s.LockDelay), Locks: []string{}}
+	info := api.Info{ID: s.ID, Name: s.Name, TTL: time.Duration(s.TTL), LockDelay: time.Duration(s.LockDelay), Locks: []string{}}
 	for name := range s.Locks {
 		if l, ok := n.fsm.Lock(name); ok {
 			for _, h := range l.Holders {
@@ -145,9 +146,9 @@ func (n *Node) SessionInfo(ctx context.Context, id string) (session.Info, error)
 	return info, nil
 }
 
-func (n *Node) grant(name string, token uint64, mode sequencer.Mode) session.Grant {
+func (n *Node) grant(name string, token uint64, mode sequencer.Mode) api.Grant {
 	m := mode
-	return session.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
+	return api.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
 		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: sequencer.Token(token)},
 		Term:      n.raft.CurrentTerm()}
 }
@@ -161,21 +162,21 @@ func (n *Node) grant(name string, token uint64, mode sequencer.Mode) session.Gra
 // (wait_timeout), a release by the queued holder ends it (wait_cancelled),
 // and a request whose ctx ends, or whose node stops leading
 // (unknown_outcome), leaves it as it is.
-func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
-	if err := session.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
-		return session.Grant{}, err
+func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
+	if err := api.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
+		return api.Grant{}, err
 	}
 	if req.Mode == 0 {
 		req.Mode = sequencer.Exclusive
 	}
 	if err := checkMode(req.Mode); err != nil {
-		return session.Grant{}, err
+		return api.Grant{}, err
 	}
-	if err := session.CheckWait("wait", req.Wait); err != nil {
-		return session.Grant{}, err
+	if err := api.CheckWait("wait", req.Wait); err != nil {
+		return api.Grant{}, err
 	}
-	if err := session.CheckValue(req.Value); err != nil {
-		return session.Grant{}, err
+	if err := api.CheckValue(req.Value); err != nil {
+		return api.Grant{}, err
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
 	var ch chan waitResult
@@ -191,7 +192,7 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
 			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
 		if err != nil {
-			return session.Grant{}, err
+			return api.Grant{}, err
 		}
 	}
 	switch res.Status {
@@ -199,11 +200,11 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 		return n.grant(req.Name, res.Token, res.Mode), nil
 	case fsm.StatusQueued:
 	case fsm.StatusModeMismatch:
-		return session.Grant{}, session.Errorf(session.CodeInvalidArgument,
+		return api.Grant{}, api.Errorf(api.CodeInvalidArgument,
 			"acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s", req.Name, req.Holder,
 			res.Mode, req.Mode)
 	default:
-		return session.Grant{}, mapStatus(res, "acquire "+req.Name)
+		return api.Grant{}, mapStatus(res, "acquire "+req.Name)
 	}
 
 	// The place in the queue belongs to the replicated state now: this
@@ -219,20 +220,20 @@ func (n *Node) Acquire(ctx context.Context, req session.AcquireRequest) (session
 		}
 		switch r.why {
 		case fsm.WaitTimedOut:
-			return session.Grant{}, session.Errorf(session.CodeWaitTimeout, "acquire %s: not granted within %v; no longer queued", req.Name, req.Wait)
+			return api.Grant{}, api.Errorf(api.CodeWaitTimeout, "acquire %s: not granted within %v; no longer queued", req.Name, req.Wait)
 		case fsm.WaitCancelled:
-			return session.Grant{}, session.Errorf(session.CodeWaitCancelled, "acquire %s: the wait was cancelled by its holder (released while queued)", req.Name)
+			return api.Grant{}, api.Errorf(api.CodeWaitCancelled, "acquire %s: the wait was cancelled by its holder (released while queued)", req.Name)
 		default:
-			return session.Grant{}, session.Errorf(session.CodeSessionNotFound, "acquire %s: the wait ended: session closed or expired", req.Name)
+			return api.Grant{}, api.Errorf(api.CodeSessionNotFound, "acquire %s: the wait ended: session closed or expired", req.Name)
 		}
 	case <-done:
-		return session.Grant{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+		return api.Grant{}, &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf(
 			"acquire %s: this node stopped leading while the request waited; the place in the queue is kept: retry the same request (same holder) to learn its outcome", req.Name)}
 	case <-backstop.C:
-		return session.Grant{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+		return api.Grant{}, &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf(
 			"acquire %s: the wait's end was not seen within %v; retry the same request (same holder) to learn its outcome", req.Name, req.Wait+waitBackstop)}
 	case <-ctx.Done():
-		return session.Grant{}, ctx.Err()
+		return api.Grant{}, ctx.Err()
 	}
 }
 
@@ -242,8 +243,8 @@ const waitBackstop = 30 * time.Second
 
 // Release gives a lock up. Releasing a lock held by someone else is
 // refused (not_holder); releasing a free lock is a no-op.
-func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
-	if err := session.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
+func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) error {
+	if err := api.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{
@@ -254,24 +255,24 @@ func (n *Node) Release(ctx context.Context, req session.ReleaseRequest) error {
 	return mapStatus(res, "release "+req.Name)
 }
 
-func lockState(l fsm.Lock) session.LockState {
-	st := session.LockState{Name: l.Name, Mode: l.Mode, Holders: []session.Holder{},
+func lockState(l fsm.Lock) api.LockState {
+	st := api.LockState{Name: l.Name, Mode: l.Mode, Holders: []api.Holder{},
 		Waiters: len(l.Waiters), Index: l.Index}
 	for _, w := range l.Waiters {
-		st.Queue = append(st.Queue, session.QueuedHolder{Holder: w.Holder, Mode: w.Mode})
+		st.Queue = append(st.Queue, api.QueuedHolder{Holder: w.Holder, Mode: w.Mode})
 	}
 	if len(l.Holders) == 0 {
 		st.Mode = 0
 	}
 	for _, h := range l.Holders {
-		st.Holders = append(st.Holders, session.Holder{Session: h.Session, Holder: h.Holder,
+		st.Holders = append(st.Holders, api.Holder{Session: h.Session, Holder: h.Holder,
 			Token: sequencer.Token(h.Token), Value: h.Value})
 	}
 	if l.Delayed {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
 	}
 	for _, g := range l.Grants {
-		st.Grants = append(st.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: g.Mode,
+		st.Grants = append(st.Grants, api.PastGrant{Token: sequencer.Token(g.Token), Mode: g.Mode,
 			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
 	}
 	// A lock recorded before histories were kept has none yet (GrantsSince
@@ -284,12 +285,12 @@ func lockState(l fsm.Lock) session.LockState {
 }
 
 // Lock returns the state of one lock (a free lock has no holders).
-func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error) {
-	if err := session.ValidateLockName(name); err != nil {
-		return session.LockState{}, err
+func (n *Node) Lock(ctx context.Context, name string) (api.LockState, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	return n.lockState(name), nil
 }
@@ -299,10 +300,10 @@ func (n *Node) Lock(ctx context.Context, name string) (session.LockState, error)
 // applied index, read with it atomically, so that its Index never goes
 // backwards, and an empty history reaching back to the last entry that
 // forgot grants (fsm.FSM.LockRecord).
-func (n *Node) lockState(name string) session.LockState {
+func (n *Node) lockState(name string) api.LockState {
 	l, ok, applied := n.fsm.LockRecord(name)
 	if !ok {
-		return session.LockState{Name: name, Holders: []session.Holder{}, Index: applied,
+		return api.LockState{Name: name, Holders: []api.Holder{}, Index: applied,
 			GrantsSince: sequencer.Token(l.GrantsSince)}
 	}
 	return lockState(l)
@@ -311,18 +312,18 @@ func (n *Node) lockState(name string) session.LockState {
 // WatchLock answers the lock's state once its Index is above index, or the
 // current state when wait has passed. It blocks on the node's change
 // notifications, never polls, and confirms leadership before answering.
-func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
-	if err := session.ValidateLockName(name); err != nil {
-		return session.LockState{}, err
+func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
 	}
 	if wait == 0 {
-		wait = session.DefaultWatchWait
+		wait = api.DefaultWatchWait
 	}
-	if err := session.CheckWatchWait("wait", wait); err != nil {
-		return session.LockState{}, err
+	if err := api.CheckWatchWait("wait", wait); err != nil {
+		return api.LockState{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -339,26 +340,26 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 		case <-timer.C:
 			return st, n.verifyRead(ctx)
 		case <-lost:
-			return session.LockState{}, n.noLeader()
+			return api.LockState{}, n.noLeader()
 		case <-n.stop:
-			return session.LockState{}, n.noLeader()
+			return api.LockState{}, n.noLeader()
 		case <-ctx.Done():
-			return session.LockState{}, ctx.Err()
+			return api.LockState{}, ctx.Err()
 		}
 	}
 }
 
 // Locks lists the locks (held, waited for or delayed) whose names start
 // with prefix.
-func (n *Node) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
-	if err := session.CheckPrefix(prefix); err != nil {
+func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
+	if err := api.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
 		return nil, err
 	}
 	ls := n.fsm.Locks(prefix)
-	out := make([]session.LockState, 0, len(ls))
+	out := make([]api.LockState, 0, len(ls))
 	for _, l := range ls {
 		out = append(out, lockState(l))
 	}
@@ -368,18 +369,18 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]session.LockState, e
 // CheckSequencer tells whether a sequencer is still current: the lock is
 // held in that mode by a grant with exactly that token. CurrentToken is the
 // highest token among the lock's holders (0 when free).
-func (n *Node) CheckSequencer(ctx context.Context, text string) (session.SequencerCheck, error) {
+func (n *Node) CheckSequencer(ctx context.Context, text string) (api.SequencerCheck, error) {
 	seq, err := sequencer.Parse(text)
 	if err != nil {
-		return session.SequencerCheck{}, invalid("%v", err)
+		return api.SequencerCheck{}, invalid("%v", err)
 	}
-	if err := session.ValidateLockName(seq.Name); err != nil {
-		return session.SequencerCheck{}, err
+	if err := api.ValidateLockName(seq.Name); err != nil {
+		return api.SequencerCheck{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
-		return session.SequencerCheck{}, err
+		return api.SequencerCheck{}, err
 	}
-	var out session.SequencerCheck
+	var out api.SequencerCheck
 	l, ok := n.fsm.Lock(seq.Name)
 	if !ok {
 		return out, nil

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/session"
@@ -169,7 +171,7 @@ func (c *benchCluster) leader(b *testing.B) int {
 
 // httpBackend returns a client of the cluster's HTTP API that starts at the
 // leader, on a connection pool of conns.
-func (c *benchCluster) httpBackend(b *testing.B, leader, conns int) session.Backend {
+func (c *benchCluster) httpBackend(b *testing.B, leader, conns int) api.Backend {
 	b.Helper()
 	addrs := append([]string{c.addrs[leader]}, slices.Delete(slices.Clone(c.addrs), leader, leader+1)...)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
@@ -188,8 +190,8 @@ func BenchmarkCluster(b *testing.B) {
 	c := newBenchCluster(b, false)
 	l := c.leader(b)
 	b.Logf("leader n%d", l+1)
-	backend := session.Backend(c.nodes[l])
-	runClusterBenches(b, func(int) session.Backend { return backend })
+	backend := api.Backend(c.nodes[l])
+	runClusterBenches(b, func(int) api.Backend { return backend })
 }
 
 // BenchmarkClusterHTTP measures pairs through the HTTP API.
@@ -197,10 +199,10 @@ func BenchmarkClusterHTTP(b *testing.B) {
 	c := newBenchCluster(b, true)
 	l := c.leader(b)
 	b.Logf("leader n%d", l+1)
-	runClusterBenches(b, func(clients int) session.Backend { return c.httpBackend(b, l, clients+8) })
+	runClusterBenches(b, func(clients int) api.Backend { return c.httpBackend(b, l, clients+8) })
 }
 
-func runClusterBenches(b *testing.B, backend func(clients int) session.Backend) {
+func runClusterBenches(b *testing.B, backend func(clients int) api.Backend) {
 	for _, n := range benchClientCounts {
 		b.Run(fmt.Sprintf("clients=%d", n), func(b *testing.B) { benchPairs(b, backend(n), n, false) })
 	}
@@ -209,7 +211,7 @@ func runClusterBenches(b *testing.B, backend func(clients int) session.Backend) 
 
 // benchPairs runs b.N pairs spread over clients, each client with its own
 // session, on one lock each or (contended) on one lock for all.
-func benchPairs(b *testing.B, backend session.Backend, clients int, contended bool) {
+func benchPairs(b *testing.B, backend api.Backend, clients int, contended bool) {
 	b.ReportAllocs()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -217,7 +219,7 @@ func benchPairs(b *testing.B, backend session.Backend, clients int, contended bo
 	run := time.Now().UnixNano()
 	sessions := make([]*session.Session, clients)
 	for i := range sessions {
-		s, err := session.Open(ctx, backend, session.TTL(15*time.Second), session.LockDelay(session.NoLockDelay))
+		s, err := session.Open(ctx, backend, session.TTL(15*time.Second), session.LockDelay(api.NoLockDelay))
 		if err != nil {
 			b.Fatalf("open session: %v", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -62,7 +64,7 @@ func (hc *httpCluster) client(t *testing.T) *transport.Client {
 
 // openSession opens a client session through b, failing the test on an
 // error, and closes it when the test ends.
-func openSession(t *testing.T, ctx context.Context, b session.Backend, opts ...session.Option) *session.Session {
+func openSession(t *testing.T, ctx context.Context, b api.Backend, opts ...session.Option) *session.Session {
 	t.Helper()
 	s, err := session.Open(ctx, b, opts...)
 	if err != nil {
@@ -87,7 +89,7 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.TryLock(ctx, "jobs/compactor"); !errors.Is(err, session.ErrLockBusy) {
+	if _, err := s2.TryLock(ctx, "jobs/compactor"); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("TryLock on a held lock: %v, want lock_busy", err)
 	}
 	got := make(chan *session.Lock, 1)

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session"
 )
 
 // clockSkew is how far the skewed node's wall clock runs ahead.
@@ -59,11 +60,11 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	})
 	// The delay is started, and stamped, by a leader with a correct clock.
 	transferLeadership(t, c, 0)
-	probe := mustOpen(t, c, session.OpenRequest{TTL: 30 * time.Second})
+	probe := mustOpen(t, c, api.OpenRequest{TTL: 30 * time.Second})
 	stopKA := c.keepAlive(probe.ID, 300*time.Millisecond)
 	defer stopKA()
-	dying := mustOpen(t, c, session.OpenRequest{TTL: ttl, LockDelay: lockDelay})
-	g := mustAcquire(t, c, session.AcquireRequest{Name: "skew/lock", Session: dying.ID, Holder: "h"})
+	dying := mustOpen(t, c, api.OpenRequest{TTL: ttl, LockDelay: lockDelay})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "skew/lock", Session: dying.ID, Holder: "h"})
 	until := awaitLockDelay(t, c, "skew/lock")
 	nodes := c.snapshotNodes()
 	if st := nodes[skewed].Raft().State(); st == raft.Leader {
@@ -79,15 +80,15 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	t.Logf("n%d leads %v after the transfer started; the delay was stamped to end at %v, %v from then on the correct clock",
 		skewed+1, time.Since(promoted), until, time.Until(until))
 
-	try := session.AcquireRequest{Name: "skew/lock", Session: probe.ID, Holder: "probe"}
-	var got session.Grant
+	try := api.AcquireRequest{Name: "skew/lock", Session: probe.ID, Holder: "probe"}
+	var got api.Grant
 	for {
 		var err error
 		err = c.do(func(n *Node) (err error) { got, err = n.Acquire(ctxT(t), try); return })
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, session.ErrLockBusy) {
+		if !errors.Is(err, api.ErrLockBusy) {
 			t.Fatalf("try-acquire during the lock-delay: %v, want lock_busy", err)
 		}
 		if time.Since(promoted) > lockDelay+30*time.Second {
@@ -125,13 +126,13 @@ func loadFSMFixture(t *testing.T, name string) *fsm.FSM {
 // recorded length, under the name (lock, DelayUntil) its EndDelay must
 // carry; a delay whose length is unknown (state written before lengths
 // were replicated, as in the old snapshot fixture) waits
-// session.MaxLockDelay, the longest lock-delay there is: never shorter.
+// api.MaxLockDelay, the longest lock-delay there is: never shorter.
 func TestDelayOfUnknownLengthIsRestartedForTheCap(t *testing.T) {
 	for _, tc := range []struct {
 		fixture string
 		want    time.Duration
 	}{
-		{"snapshot-v1-without-delay-for.json", session.MaxLockDelay},
+		{"snapshot-v1-without-delay-for.json", api.MaxLockDelay},
 		{"snapshot-v1.json", 10 * time.Second}, // recorded: the sessions' lock-delay
 	} {
 		f := loadFSMFixture(t, tc.fixture)
@@ -159,7 +160,7 @@ func TestDelayOfUnknownLengthIsRestartedForTheCap(t *testing.T) {
 		{Name: "old", Delayed: true, DelayUntil: 7},
 		{Name: "held", Holders: []fsm.Holder{{Session: "s", Holder: "h", Token: 3}}},
 	})
-	want := []restartedDelay{{delayKey{"short", 5}, time.Second}, {delayKey{"old", 7}, session.MaxLockDelay}}
+	want := []restartedDelay{{delayKey{"short", 5}, time.Second}, {delayKey{"old", 7}, api.MaxLockDelay}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delays restarted %v, want %v", got, want)
 	}

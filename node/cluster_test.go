@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -147,8 +148,8 @@ func (c *testCluster) do(op func(n *Node) error) error {
 	for {
 		n, _ := c.leader()
 		err := op(n)
-		code := session.CodeOf(err)
-		if (code != session.CodeNoLeader && code != session.CodeUnknownOutcome) || time.Now().After(deadline) {
+		code := api.CodeOf(err)
+		if (code != api.CodeNoLeader && code != api.CodeUnknownOutcome) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -161,18 +162,18 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-func mustOpen(t *testing.T, c *testCluster, req session.OpenRequest) session.Info {
+func mustOpen(t *testing.T, c *testCluster, req api.OpenRequest) api.Info {
 	t.Helper()
-	var info session.Info
+	var info api.Info
 	if err := c.do(func(n *Node) (err error) { info, err = n.OpenSession(ctxT(t), req); return }); err != nil {
 		t.Fatalf("open session: %v", err)
 	}
 	return info
 }
 
-func mustAcquire(t *testing.T, c *testCluster, req session.AcquireRequest) session.Grant {
+func mustAcquire(t *testing.T, c *testCluster, req api.AcquireRequest) api.Grant {
 	t.Helper()
-	var g session.Grant
+	var g api.Grant
 	if err := c.do(func(n *Node) (err error) { g, err = n.Acquire(ctxT(t), req); return }); err != nil {
 		t.Fatalf("acquire %s: %v", req.Name, err)
 	}
@@ -201,7 +202,7 @@ func (c *testCluster) keepAlive(id string, every time.Duration) (stop func() err
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				_, err := n.KeepAlive(ctx, id)
 				cancel()
-				if errors.Is(err, session.ErrSessionNotFound) {
+				if errors.Is(err, api.ErrSessionNotFound) {
 					result <- err
 					return
 				}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
-// Backend returns the session.Backend through which an application that
+// Backend returns the api.Backend through which an application that
 // embeds this node takes sessions and locks: while this node leads, calls
 // run in-process; otherwise they go over HTTP to the leader, found through
 // the replicated member table. Every node of such a cluster must therefore
@@ -19,7 +20,7 @@ import (
 // standalone cluster gives through transport.Client. A call that loses its
 // leader midway fails with a retryable code, and session.Session retries it
 // at the new leader with the same holder id.
-func (n *Node) Backend() session.Backend {
+func (n *Node) Backend() api.Backend {
 	n.backendOnce.Do(func() {
 		// The resolver always answers, so the fixed address list is unused.
 		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs))
@@ -54,17 +55,17 @@ type embedded struct {
 	remote *transport.Client
 }
 
-var _ session.Backend = (*embedded)(nil)
+var _ api.Backend = (*embedded)(nil)
 
 // pick returns the backend for one call.
-func (e *embedded) pick() session.Backend {
+func (e *embedded) pick() api.Backend {
 	if e.n.IsLeader() {
 		return e.n
 	}
 	return e.remote
 }
 
-func (e *embedded) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+func (e *embedded) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	return e.pick().OpenSession(ctx, req)
 }
 
@@ -76,30 +77,30 @@ func (e *embedded) CloseSession(ctx context.Context, id string) error {
 	return e.pick().CloseSession(ctx, id)
 }
 
-func (e *embedded) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+func (e *embedded) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	return e.pick().SessionInfo(ctx, id)
 }
 
-func (e *embedded) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (e *embedded) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	return e.pick().Acquire(ctx, req)
 }
 
-func (e *embedded) Release(ctx context.Context, req session.ReleaseRequest) error {
+func (e *embedded) Release(ctx context.Context, req api.ReleaseRequest) error {
 	return e.pick().Release(ctx, req)
 }
 
-func (e *embedded) Lock(ctx context.Context, name string) (session.LockState, error) {
+func (e *embedded) Lock(ctx context.Context, name string) (api.LockState, error) {
 	return e.pick().Lock(ctx, name)
 }
 
-func (e *embedded) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+func (e *embedded) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
 	return e.pick().Locks(ctx, prefix)
 }
 
-func (e *embedded) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+func (e *embedded) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
 	return e.pick().CheckSequencer(ctx, seq)
 }
 
-func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	return e.pick().WatchLock(ctx, name, index, wait)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
 )
@@ -22,11 +24,11 @@ func (hc *httpCluster) kill(i int) {
 
 // countingBackend counts the Acquire calls made through it.
 type countingBackend struct {
-	session.Backend
+	api.Backend
 	acquires atomic.Int64
 }
 
-func (b *countingBackend) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (b *countingBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	b.acquires.Add(1)
 	return b.Backend.Acquire(ctx, req)
 }
@@ -69,7 +71,7 @@ func TestEmbeddedBackendOnEveryReplica(t *testing.T) {
 	}
 	// The node itself (not its Backend) answers only on the leader.
 	follower := c.nodes[(li+1)%3]
-	if _, err := follower.Lock(ctx, "embedded/0"); !errors.Is(err, session.ErrNoLeader) {
+	if _, err := follower.Lock(ctx, "embedded/0"); !errors.Is(err, api.ErrNoLeader) {
 		t.Fatalf("follower's own Lock: %v, want no_leader", err)
 	}
 }
@@ -152,7 +154,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			_, li := c.leader()
 			ctx := ctxT(t)
 			client := c.client(t)
-			var waiterBackend session.Backend = client
+			var waiterBackend api.Backend = client
 			if via == "embedded" {
 				// A replica that survives: the one after the leader.
 				waiterBackend = c.nodes[(li+1)%3].Backend()
@@ -246,7 +248,7 @@ func TestWatchLock(t *testing.T) {
 	// applied index, so an unrelated entry (an election's, another
 	// session's) may wake the watch with the lock still free: watch again
 	// from the new index until the state changes, as session.Watch does.
-	woke := make(chan session.LockState, 1)
+	woke := make(chan api.LockState, 1)
 	go func() {
 		idx := free.Index
 		for {
@@ -300,7 +302,7 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 	leader, li := c.leader()
 	ctx := ctxT(t)
 	client := c.client(t)
-	backends := map[string]session.Backend{"http": client, "embedded follower": c.nodes[(li+1)%3].Backend()}
+	backends := map[string]api.Backend{"http": client, "embedded follower": c.nodes[(li+1)%3].Backend()}
 	for what, b := range backends {
 		name := "cancel/" + what
 		holder := openSession(t, ctx, b, session.TTL(5*time.Second))

@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -282,11 +283,11 @@ func (n *Node) expireDue() {
 // delayLength is how long a leader times a lock-delay whose replicated
 // length is delayFor (fsm.Lock.DelayFor, nanoseconds), from when it arms the
 // timer. A length of 0 is unknown (state written before lengths were
-// replicated): such a delay waits session.MaxLockDelay, the longest any
+// replicated): such a delay waits api.MaxLockDelay, the longest any
 // lock-delay can be, for a delay may run long but never short.
 func delayLength(delayFor int64) time.Duration {
 	if delayFor <= 0 {
-		return session.MaxLockDelay
+		return api.MaxLockDelay
 	}
 	return time.Duration(delayFor)
 }
@@ -353,10 +354,10 @@ func (n *Node) placeKept(k waitKey, m sequencer.Mode, d time.Duration) bool {
 
 // waitLength is how long a leader times a wait whose replicated length is
 // waitFor (nanoseconds) from when it arms the timer; 0 (a wait recorded
-// before lengths were replicated) waits session.MaxWait.
+// before lengths were replicated) waits api.MaxWait.
 func waitLength(waitFor int64) time.Duration {
 	if waitFor <= 0 {
-		return session.MaxWait
+		return api.MaxWait
 	}
 	return time.Duration(waitFor)
 }
@@ -393,7 +394,7 @@ func (n *Node) scheduleTimer(k leaderTimer, d time.Duration) {
 }
 
 // propose stamps the leader's time into cmd, replicates it and returns the
-// state machine's result. Errors are *session.Error: no_leader when the
+// state machine's result. Errors are *api.Error: no_leader when the
 // entry surely was not appended, unknown_outcome when it may have been.
 func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error) {
 	if !n.ready.Load() {
@@ -405,21 +406,21 @@ func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 	cmd.Now = n.cfg.Now().UnixNano()
 	data, err := cmd.Encode()
 	if err != nil {
-		return fsm.Result{}, session.Errorf(session.CodeInternal, "%v", err)
+		return fsm.Result{}, api.Errorf(api.CodeInternal, "%v", err)
 	}
 	f := n.raft.Apply(data, DefaultApplyTimeout)
 	if err := waitFuture(ctx, f); err != nil {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			// Raft has the entry: it may still commit; the idempotent
 			// retry learns the outcome.
-			return fsm.Result{}, &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf(
+			return fsm.Result{}, &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf(
 				"request ended before its outcome was known (%v): retry the same request", cerr)}
 		}
 		return fsm.Result{}, mapRaftError(err)
 	}
 	res, ok := f.Response().(fsm.Result)
 	if !ok {
-		return fsm.Result{}, session.Errorf(session.CodeInternal, "unexpected apply response %T", f.Response())
+		return fsm.Result{}, api.Errorf(api.CodeInternal, "unexpected apply response %T", f.Response())
 	}
 	return res, nil
 }
@@ -444,14 +445,14 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 func (n *Node) noLeader() error {
 	select {
 	case <-n.stop:
-		return session.Errorf(session.CodeNoLeader, "node %s: %v", n.cfg.ID, errShutdown)
+		return api.Errorf(api.CodeNoLeader, "node %s: %v", n.cfg.ID, errShutdown)
 	default:
 	}
 	_, id := n.raft.LeaderWithID()
 	if id == "" {
-		return session.Errorf(session.CodeNoLeader, "node %s: no leader known", n.cfg.ID)
+		return api.Errorf(api.CodeNoLeader, "node %s: no leader known", n.cfg.ID)
 	}
-	return session.Errorf(session.CodeNoLeader, "node %s is not the leader (leader: %s)", n.cfg.ID, id)
+	return api.Errorf(api.CodeNoLeader, "node %s is not the leader (leader: %s)", n.cfg.ID, id)
 }
 
 // mapRaftError maps Raft's errors onto API errors, once, here (nil stays
@@ -462,11 +463,11 @@ func mapRaftError(err error) error {
 		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
-		return session.Errorf(session.CodeNoLeader, "%v", err)
+		return api.Errorf(api.CodeNoLeader, "%v", err)
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout):
-		return &session.Error{Code: session.CodeUnknownOutcome, Message: fmt.Sprintf("%v: retry the same request", err)}
+		return &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf("%v: retry the same request", err)}
 	default:
-		return session.Errorf(session.CodeInternal, "raft: %v", err)
+		return api.Errorf(api.CodeInternal, "raft: %v", err)
 	}
 }
 
@@ -476,15 +477,15 @@ func mapStatus(r fsm.Result, what string) error {
 	case fsm.StatusOK, fsm.StatusGranted, fsm.StatusQueued:
 		return nil
 	case fsm.StatusSessionNotFound:
-		return session.Errorf(session.CodeSessionNotFound, "%s: session not found (unknown, closed or expired)", what)
+		return api.Errorf(api.CodeSessionNotFound, "%s: session not found (unknown, closed or expired)", what)
 	case fsm.StatusLockBusy:
-		return session.Errorf(session.CodeLockBusy, "%s: lock is held or in its lock-delay", what)
+		return api.Errorf(api.CodeLockBusy, "%s: lock is held or in its lock-delay", what)
 	case fsm.StatusNotHolder:
-		return session.Errorf(session.CodeNotHolder, "%s: this session/holder does not hold the lock", what)
+		return api.Errorf(api.CodeNotHolder, "%s: this session/holder does not hold the lock", what)
 	case fsm.StatusInvalid:
-		return session.Errorf(session.CodeInvalidArgument, "%s: invalid command", what)
+		return api.Errorf(api.CodeInvalidArgument, "%s: invalid command", what)
 	default:
-		return session.Errorf(session.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
+		return api.Errorf(api.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
 	}
 }
 

@@ -2,7 +2,7 @@
 // stable store in bbolt, file snapshots), the lock state machine, the
 // leader's lease table and timers, and leader-only reads. Its methods are the
 // in-process API that the HTTP server and embedding applications use; they
-// implement session.Backend and transport.Service.
+// implement api.Backend and transport.Service.
 package node
 
 import (
@@ -16,13 +16,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -55,7 +56,7 @@ const (
 
 // NoFailoverGrace as Config.FailoverGrace asks for no extra grace: a new
 // leader restarts every deadline at now+ttl (a zero FailoverGrace takes
-// DefaultFailoverGrace). Like session.NoLockDelay it is negative, a value no
+// DefaultFailoverGrace). Like api.NoLockDelay it is negative, a value no
 // real grace can take.
 const NoFailoverGrace time.Duration = -1
 
@@ -123,7 +124,6 @@ type Config struct {
 	Faults Faults
 }
 
-
 func (c *Config) fill() error {
 	if c.ID == "" {
 		return fmt.Errorf("node: config: empty ID")
@@ -154,7 +154,7 @@ func (c *Config) fill() error {
 	if c.ExpiryInterval == 0 {
 		c.ExpiryInterval = DefaultExpiryInterval
 	}
-	if err := session.CheckDuration("ExpiryInterval", c.ExpiryInterval, MinExpiryInterval, MaxExpiryInterval); err != nil {
+	if err := api.CheckDuration("ExpiryInterval", c.ExpiryInterval, MinExpiryInterval, MaxExpiryInterval); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.MaxExpiriesPerTick == 0 {

@@ -6,17 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // Killing the leader: a new leader serves, held locks keep their tokens,
 // live sessions survive, and the next grant gets a larger token.
 func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	s := mustOpen(t, c, session.OpenRequest{Name: "holder", TTL: 2 * time.Second})
+	s := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: 2 * time.Second})
 	stopKA := c.keepAlive(s.ID, 300*time.Millisecond)
-	g := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
 
 	_, li := c.leader()
 	killed := time.Now()
@@ -25,7 +26,7 @@ func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 	t.Logf("new leader n%s after %v", n.ID(), time.Since(killed))
 
 	// The lock is still held with the same token.
-	var st session.LockState
+	var st api.LockState
 	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "jobs/a"); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +34,7 @@ func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 		t.Fatalf("after failover lock = %+v, want held by %s with token %d", st, s.ID, g.Token)
 	}
 	// A retried acquire returns the same grant.
-	if g2 := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"}); g2.Token != g.Token {
+	if g2 := mustAcquire(t, c, api.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"}); g2.Token != g.Token {
 		t.Fatalf("retried acquire token %d, want %d", g2.Token, g.Token)
 	}
 	// The session outlives TTL + failover grace with keepalives flowing.
@@ -49,11 +50,11 @@ func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 	}
 	// The next grant of the lock gets a larger token.
 	if err := c.do(func(n *Node) error {
-		return n.Release(ctxT(t), session.ReleaseRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
+		return n.Release(ctxT(t), api.ReleaseRequest{Name: "jobs/a", Session: s.ID, Holder: "h1"})
 	}); err != nil {
 		t.Fatal(err)
 	}
-	g3 := mustAcquire(t, c, session.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h2"})
+	g3 := mustAcquire(t, c, api.AcquireRequest{Name: "jobs/a", Session: s.ID, Holder: "h2"})
 	if g3.Token <= g.Token {
 		t.Fatalf("token after failover %d, want > %d", g3.Token, g.Token)
 	}
@@ -68,15 +69,15 @@ func TestExpiryThenLockDelay(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	const ttl, delay = 1 * time.Second, 1500 * time.Millisecond
 	opened := time.Now()
-	dead := mustOpen(t, c, session.OpenRequest{TTL: ttl, LockDelay: delay})
-	g := mustAcquire(t, c, session.AcquireRequest{Name: "svc/leader", Session: dead.ID, Holder: "h"})
-	other := mustOpen(t, c, session.OpenRequest{TTL: 10 * time.Second})
+	dead := mustOpen(t, c, api.OpenRequest{TTL: ttl, LockDelay: delay})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "svc/leader", Session: dead.ID, Holder: "h"})
+	other := mustOpen(t, c, api.OpenRequest{TTL: 10 * time.Second})
 	stopKA := c.keepAlive(other.ID, 500*time.Millisecond)
 	defer stopKA()
 
 	eventually(t, 10*time.Second, "expiry", func() error {
 		err := c.do(func(n *Node) error { _, err := n.SessionInfo(ctxT(t), dead.ID); return err })
-		if errors.Is(err, session.ErrSessionNotFound) {
+		if errors.Is(err, api.ErrSessionNotFound) {
 			return nil
 		}
 		return errors.New("session still alive")
@@ -84,10 +85,10 @@ func TestExpiryThenLockDelay(t *testing.T) {
 	if el := time.Since(opened); el < ttl {
 		t.Fatalf("session expired after %v, before its ttl %v", el, ttl)
 	}
-	var got session.Grant
+	var got api.Grant
 	eventually(t, 10*time.Second, "acquire after lock-delay", func() error {
 		return c.do(func(n *Node) (err error) {
-			got, err = n.Acquire(ctxT(t), session.AcquireRequest{Name: "svc/leader", Session: other.ID, Holder: "h2"})
+			got, err = n.Acquire(ctxT(t), api.AcquireRequest{Name: "svc/leader", Session: other.ID, Holder: "h2"})
 			return err
 		})
 	})
@@ -105,23 +106,23 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	n, _ := c.leader()
 	ctx := ctxT(t)
-	s, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	s, err := n.OpenSession(ctx, api.OpenRequest{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g1, err := n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: "a"})
+	g1, err := n.Acquire(ctx, api.AcquireRequest{Name: "q", Session: s.ID, Holder: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type res struct {
-		g   session.Grant
+		g   api.Grant
 		err error
 	}
 	results := make(chan res, 2)
 	for _, h := range []string{"b", "c"} {
 		h := h
 		go func() {
-			g, err := n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: h, Wait: 20 * time.Second})
+			g, err := n.Acquire(ctx, api.AcquireRequest{Name: "q", Session: s.ID, Holder: h, Wait: 20 * time.Second})
 			results <- res{g, err}
 		}()
 		eventually(t, 5*time.Second, "queued "+h, func() error {
@@ -132,7 +133,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 			return nil
 		})
 	}
-	if err := n.Release(ctx, session.ReleaseRequest{Name: "q", Session: s.ID, Holder: "a"}); err != nil {
+	if err := n.Release(ctx, api.ReleaseRequest{Name: "q", Session: s.ID, Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	r := <-results
@@ -144,8 +145,8 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 		t.Fatalf("holder after handoff %+v, want b (FIFO) with token %d", st.Holders, r.g.Token)
 	}
 	// A short wait behind b times out and leaves the queue.
-	_, err = n.Acquire(ctx, session.AcquireRequest{Name: "q", Session: s.ID, Holder: "d", Wait: 200 * time.Millisecond})
-	if !errors.Is(err, session.ErrWaitTimeout) {
+	_, err = n.Acquire(ctx, api.AcquireRequest{Name: "q", Session: s.ID, Holder: "d", Wait: 200 * time.Millisecond})
+	if !errors.Is(err, api.ErrWaitTimeout) {
 		t.Fatalf("short wait: %v, want wait_timeout", err)
 	}
 	if st, _ := n.Lock(ctx, "q"); st.Waiters != 1 {
@@ -156,7 +157,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = <-results
-	if !errors.Is(r.err, session.ErrSessionNotFound) {
+	if !errors.Is(r.err, api.ErrSessionNotFound) {
 		t.Fatalf("waiter of a closed session: %v, want session_not_found", r.err)
 	}
 	if st, _ := n.Lock(ctx, "q"); len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
@@ -167,35 +168,35 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 // Stopping and restarting all three nodes keeps sessions, locks and tokens.
 func TestFullClusterRestart(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	s := mustOpen(t, c, session.OpenRequest{TTL: 30 * time.Second})
-	g := mustAcquire(t, c, session.AcquireRequest{Name: "db/primary", Session: s.ID, Holder: "h", Value: "10.0.0.1:5432"})
-	sh := mustAcquire(t, c, session.AcquireRequest{Name: "cfg", Session: s.ID, Holder: "r", Mode: sequencer.Shared})
+	s := mustOpen(t, c, api.OpenRequest{TTL: 30 * time.Second})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "db/primary", Session: s.ID, Holder: "h", Value: "10.0.0.1:5432"})
+	sh := mustAcquire(t, c, api.AcquireRequest{Name: "cfg", Session: s.ID, Holder: "r", Mode: sequencer.Shared})
 	// Snapshot every node, so that the restart restores a snapshot and
 	// replays the log after it.
 	for _, n := range c.snapshotNodes() {
 		eventually(t, 10*time.Second, "snapshot", func() error { return n.Raft().Snapshot().Error() })
 	}
-	mustAcquire(t, c, session.AcquireRequest{Name: "after-snapshot", Session: s.ID, Holder: "h"})
+	mustAcquire(t, c, api.AcquireRequest{Name: "after-snapshot", Session: s.ID, Holder: "h"})
 	c.stopAll()
 	for i := range c.nodes {
 		c.start(i)
 	}
 	c.leader()
-	var st session.LockState
+	var st api.LockState
 	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "db/primary"); return }); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Value != "10.0.0.1:5432" {
 		t.Fatalf("after restart lock = %+v, want token %d", st, g.Token)
 	}
-	var info session.Info
+	var info api.Info
 	if err := c.do(func(n *Node) (err error) { info, err = n.SessionInfo(ctxT(t), s.ID); return }); err != nil {
 		t.Fatalf("session after restart: %v", err)
 	}
 	if len(info.Locks) != 3 {
 		t.Fatalf("session locks after restart %v, want 3", info.Locks)
 	}
-	var chk session.SequencerCheck
+	var chk api.SequencerCheck
 	if err := c.do(func(n *Node) (err error) { chk, err = n.CheckSequencer(ctxT(t), sh.Sequencer.String()); return }); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestFullClusterRestart(t *testing.T) {
 			t.Fatalf("sequencer %s: %+v, want not valid with current token %d", bad, chk, sh.Token)
 		}
 	}
-	g2 := mustAcquire(t, c, session.AcquireRequest{Name: "other", Session: s.ID, Holder: "h"})
+	g2 := mustAcquire(t, c, api.AcquireRequest{Name: "other", Session: s.ID, Holder: "h"})
 	if g2.Token <= sh.Token {
 		t.Fatalf("token after restart %d, want > %d", g2.Token, sh.Token)
 	}
@@ -227,22 +228,22 @@ func TestFullClusterRestart(t *testing.T) {
 func TestTimersMoveToNewLeader(t *testing.T) {
 	const grace = 1 * time.Second
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.FailoverGrace = grace })
-	waiter := mustOpen(t, c, session.OpenRequest{TTL: 30 * time.Second})
+	waiter := mustOpen(t, c, api.OpenRequest{TTL: 30 * time.Second})
 	stopKA := c.keepAlive(waiter.ID, 300*time.Millisecond)
 	defer stopKA()
-	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: 3 * time.Second})
-	g := mustAcquire(t, c, session.AcquireRequest{Name: "delayed", Session: dying.ID, Holder: "h"})
+	dying := mustOpen(t, c, api.OpenRequest{TTL: time.Second, LockDelay: 3 * time.Second})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "delayed", Session: dying.ID, Holder: "h"})
 	awaitLockDelay(t, c, "delayed")
-	silent := mustOpen(t, c, session.OpenRequest{TTL: 2 * time.Second, LockDelay: time.Second})
+	silent := mustOpen(t, c, api.OpenRequest{TTL: 2 * time.Second, LockDelay: time.Second})
 	_, li := c.leader()
 	c.stop(li)
 	promoted := time.Now()
 	c.leader()
 
 	// The waiter queued on the new leader gets the lock when the delay ends.
-	var got session.Grant
+	var got api.Grant
 	if err := c.do(func(n *Node) (err error) {
-		got, err = n.Acquire(ctxT(t), session.AcquireRequest{Name: "delayed", Session: waiter.ID, Holder: "w", Wait: 20 * time.Second})
+		got, err = n.Acquire(ctxT(t), api.AcquireRequest{Name: "delayed", Session: waiter.ID, Holder: "w", Wait: 20 * time.Second})
 		return err
 	}); err != nil {
 		t.Fatalf("waiter after failover: %v", err)
@@ -253,7 +254,7 @@ func TestTimersMoveToNewLeader(t *testing.T) {
 	// The silent session expires on the new leader, not before ttl+grace.
 	eventually(t, 15*time.Second, "silent session expires", func() error {
 		err := c.do(func(n *Node) error { _, err := n.SessionInfo(ctxT(t), silent.ID); return err })
-		if errors.Is(err, session.ErrSessionNotFound) {
+		if errors.Is(err, api.ErrSessionNotFound) {
 			return nil
 		}
 		return errors.New("still alive")
@@ -270,8 +271,8 @@ func TestTimersMoveToNewLeader(t *testing.T) {
 // next leader as soon as it serves: the lock does not stay unavailable.
 func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
-	dying := mustOpen(t, c, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
-	mustAcquire(t, c, session.AcquireRequest{Name: "gap", Session: dying.ID, Holder: "h"})
+	dying := mustOpen(t, c, api.OpenRequest{TTL: time.Second, LockDelay: time.Second})
+	mustAcquire(t, c, api.AcquireRequest{Name: "gap", Session: dying.ID, Holder: "h"})
 	until := awaitLockDelay(t, c, "gap")
 	c.stopAll()
 	// The delay ends while no node runs.
@@ -280,7 +281,7 @@ func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
 		c.start(i)
 	}
 	eventually(t, 10*time.Second, "delay ended by the new leader", func() error {
-		var st session.LockState
+		var st api.LockState
 		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "gap"); return })
 		if err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
 			return fmt.Errorf("lock %+v, %v: still delayed", st, err)
@@ -301,11 +302,11 @@ func TestDelayTimerRetriesFailedProposal(t *testing.T) {
 	})
 	n, _ := c.leader()
 	ctx := ctxT(t)
-	dying, err := n.OpenSession(ctx, session.OpenRequest{TTL: time.Second, LockDelay: time.Second})
+	dying, err := n.OpenSession(ctx, api.OpenRequest{TTL: time.Second, LockDelay: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Acquire(ctx, session.AcquireRequest{Name: "retry", Session: dying.ID, Holder: "h"}); err != nil {
+	if _, err := n.Acquire(ctx, api.AcquireRequest{Name: "retry", Session: dying.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	until := awaitLockDelay(t, c, "retry")
@@ -329,7 +330,7 @@ func awaitLockDelay(t *testing.T, c *testCluster, name string) time.Time {
 	t.Helper()
 	var until time.Time
 	eventually(t, 10*time.Second, "lock-delay of "+name+" starts", func() error {
-		var st session.LockState
+		var st api.LockState
 		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), name); return })
 		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
 			return errors.New("not delayed yet")

@@ -10,27 +10,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
 )
 
-// heldWatch is a session.Backend whose first blocking lock read (index
+// heldWatch is a api.Backend whose first blocking lock read (index
 // above 0) goes to the cluster as usual, but whose answer is held until
 // release is closed: the observer riding on it is stuck in that query, as
 // behind a frozen node, while the test changes the lock.
 type heldWatch struct {
-	session.Backend
+	api.Backend
 	once    sync.Once
 	sent    chan struct{} // closed when the held query has been sent
 	release chan struct{}
 }
 
-func newHeldWatch(b session.Backend) *heldWatch {
+func newHeldWatch(b api.Backend) *heldWatch {
 	return &heldWatch{Backend: b, sent: make(chan struct{}), release: make(chan struct{})}
 }
 
 // WatchLock holds the answer of the first blocking query until release.
-func (h *heldWatch) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+func (h *heldWatch) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	held := false
 	if index > 0 {
 		h.once.Do(func() { held = true })
@@ -44,7 +46,7 @@ func (h *heldWatch) WatchLock(ctx context.Context, name string, index uint64, wa
 	case <-h.release:
 		return st, err
 	case <-ctx.Done():
-		return session.LockState{}, ctx.Err()
+		return api.LockState{}, ctx.Err()
 	}
 }
 
@@ -163,7 +165,7 @@ func TestLockStateCarriesTheGrantHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []session.PastGrant{
+	want := []api.PastGrant{
 		{Token: l.Token(), Mode: sequencer.Exclusive, Holder: st.Grants[0].Holder, Value: "addr-1", SessionName: "alice"},
 		{Token: r.Token(), Mode: sequencer.Shared, Holder: st.Grants[1].Holder, SessionName: "alice"},
 	}

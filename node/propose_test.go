@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // TestProposalHonoursItsContext pins the context contract down to the Raft
@@ -23,7 +23,7 @@ func TestProposalHonoursItsContext(t *testing.T) {
 	})
 	leader, li := c.leader()
 	ctx := context.Background()
-	s, err := leader.OpenSession(ctx, session.OpenRequest{Name: "ctx", TTL: time.Minute})
+	s, err := leader.OpenSession(ctx, api.OpenRequest{Name: "ctx", TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +35,8 @@ func TestProposalHonoursItsContext(t *testing.T) {
 
 	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	_, err = leader.Acquire(wctx, session.AcquireRequest{Name: "ctx/lock", Session: s.ID, Holder: "h"})
-	if session.CodeOf(err) != session.CodeUnknownOutcome || !strings.Contains(err.Error(), "request ended") {
+	_, err = leader.Acquire(wctx, api.AcquireRequest{Name: "ctx/lock", Session: s.ID, Holder: "h"})
+	if api.CodeOf(err) != api.CodeUnknownOutcome || !strings.Contains(err.Error(), "request ended") {
 		t.Fatalf("acquire whose ctx ended before the commit: %v; want unknown_outcome for the ended request", err)
 	}
 

@@ -3,8 +3,9 @@ package node
 import (
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // Bounds of the node's duration settings. Like the session limits, they are
@@ -12,7 +13,7 @@ import (
 // checks its flags against them with the same validators.
 const (
 	// MaxFailoverGrace bounds Config.FailoverGrace. A grace longer than the
-	// longest lease (session.MaxTTL) would keep the locks of clients that
+	// longest lease (api.MaxTTL) would keep the locks of clients that
 	// died during a failover unavailable for longer than any lease they
 	// could have asked for.
 	MaxFailoverGrace = 5 * time.Minute
@@ -25,11 +26,11 @@ const (
 	// MinExpiryInterval and MaxExpiryInterval bound Config.ExpiryInterval:
 	// the expiry ticker runs at least once per shortest lease.
 	MinExpiryInterval = time.Millisecond
-	MaxExpiryInterval = session.MinTTL
+	MaxExpiryInterval = api.MinTTL
 )
 
 func invalid(format string, args ...any) error {
-	return session.Errorf(session.CodeInvalidArgument, format, args...)
+	return api.Errorf(api.CodeInvalidArgument, format, args...)
 }
 
 // CheckFailoverGrace checks a failover grace as it will be applied:
@@ -38,7 +39,7 @@ func invalid(format string, args ...any) error {
 // or a Config field). A Config's zero (the default) and NoFailoverGrace are
 // resolved before this check.
 func CheckFailoverGrace(what string, d time.Duration) error {
-	return session.CheckDuration(what, d, 0, MaxFailoverGrace)
+	return api.CheckDuration(what, d, 0, MaxFailoverGrace)
 }
 
 // Timeout is one Raft timeout and the name its errors give it: a flag such
@@ -56,7 +57,7 @@ type Timeout struct {
 // shorter than the heartbeat timeout.
 func CheckRaftTimeouts(heartbeat, election, leaderLease Timeout) error {
 	for _, t := range []Timeout{heartbeat, election, leaderLease} {
-		if err := session.CheckDuration(t.Name, t.Value, MinRaftTimeout, MaxRaftTimeout); err != nil {
+		if err := api.CheckDuration(t.Name, t.Value, MinRaftTimeout, MaxRaftTimeout); err != nil {
 			return err
 		}
 	}

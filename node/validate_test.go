@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // Every malformed or out-of-range request gets its API code, and the
@@ -19,23 +20,23 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	n, _ := c.leader()
 	ctx := ctxT(t)
-	s, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	s, err := n.OpenSession(ctx, api.OpenRequest{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := n.OpenSession(ctx, session.OpenRequest{TTL: 30 * time.Second})
+	other, err := n.OpenSession(ctx, api.OpenRequest{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Acquire(ctx, session.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
+	if _, err := n.Acquire(ctx, api.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	before := n.FSM().Dump()
 	before = before[:bytes.Index(before, []byte(`"now"`))] // ignore the clock
 
-	acq := func(mut func(*session.AcquireRequest)) func() error {
+	acq := func(mut func(*api.AcquireRequest)) func() error {
 		return func() error {
-			r := session.AcquireRequest{Name: "x", Session: s.ID, Holder: "h2"}
+			r := api.AcquireRequest{Name: "x", Session: s.ID, Holder: "h2"}
 			mut(&r)
 			_, err := n.Acquire(ctx, r)
 			return err
@@ -44,48 +45,48 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	cases := []struct {
 		name string
 		call func() error
-		code session.Code
+		code api.Code
 	}{
-		{"empty name", acq(func(r *session.AcquireRequest) { r.Name = "" }), session.CodeInvalidArgument},
-		{"2 KiB name", acq(func(r *session.AcquireRequest) { r.Name = strings.Repeat("a", 2048) }), session.CodeInvalidArgument},
-		{"513-byte name", acq(func(r *session.AcquireRequest) { r.Name = strings.Repeat("a", 513) }), session.CodeInvalidArgument},
-		{"control character", acq(func(r *session.AcquireRequest) { r.Name = "a\x00b" }), session.CodeInvalidArgument},
-		{"newline", acq(func(r *session.AcquireRequest) { r.Name = "a\nb" }), session.CodeInvalidArgument},
-		{"invalid utf-8", acq(func(r *session.AcquireRequest) { r.Name = "a\xffb" }), session.CodeInvalidArgument},
-		{"empty holder", acq(func(r *session.AcquireRequest) { r.Holder = "" }), session.CodeInvalidArgument},
-		{"bad mode", acq(func(r *session.AcquireRequest) { r.Mode = 7 }), session.CodeInvalidArgument},
-		{"negative wait", acq(func(r *session.AcquireRequest) { r.Wait = -time.Second }), session.CodeInvalidArgument},
-		{"huge wait", acq(func(r *session.AcquireRequest) { r.Wait = 24 * time.Hour }), session.CodeInvalidArgument},
-		{"oversize value", acq(func(r *session.AcquireRequest) { r.Value = strings.Repeat("v", session.MaxValueBytes+1) }), session.CodeTooLarge},
-		{"unknown session", acq(func(r *session.AcquireRequest) { r.Session = "00000000000000000000000000000000" }), session.CodeSessionNotFound},
-		{"busy", acq(func(r *session.AcquireRequest) { r.Name = "held"; r.Session = other.ID }), session.CodeLockBusy},
-		{"negative ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: -time.Second}); return err }, session.CodeInvalidArgument},
-		{"huge ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: 1000 * time.Hour}); return err }, session.CodeInvalidArgument},
-		{"tiny ttl", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{TTL: time.Millisecond}); return err }, session.CodeInvalidArgument},
+		{"empty name", acq(func(r *api.AcquireRequest) { r.Name = "" }), api.CodeInvalidArgument},
+		{"2 KiB name", acq(func(r *api.AcquireRequest) { r.Name = strings.Repeat("a", 2048) }), api.CodeInvalidArgument},
+		{"513-byte name", acq(func(r *api.AcquireRequest) { r.Name = strings.Repeat("a", 513) }), api.CodeInvalidArgument},
+		{"control character", acq(func(r *api.AcquireRequest) { r.Name = "a\x00b" }), api.CodeInvalidArgument},
+		{"newline", acq(func(r *api.AcquireRequest) { r.Name = "a\nb" }), api.CodeInvalidArgument},
+		{"invalid utf-8", acq(func(r *api.AcquireRequest) { r.Name = "a\xffb" }), api.CodeInvalidArgument},
+		{"empty holder", acq(func(r *api.AcquireRequest) { r.Holder = "" }), api.CodeInvalidArgument},
+		{"bad mode", acq(func(r *api.AcquireRequest) { r.Mode = 7 }), api.CodeInvalidArgument},
+		{"negative wait", acq(func(r *api.AcquireRequest) { r.Wait = -time.Second }), api.CodeInvalidArgument},
+		{"huge wait", acq(func(r *api.AcquireRequest) { r.Wait = 24 * time.Hour }), api.CodeInvalidArgument},
+		{"oversize value", acq(func(r *api.AcquireRequest) { r.Value = strings.Repeat("v", api.MaxValueBytes+1) }), api.CodeTooLarge},
+		{"unknown session", acq(func(r *api.AcquireRequest) { r.Session = "00000000000000000000000000000000" }), api.CodeSessionNotFound},
+		{"busy", acq(func(r *api.AcquireRequest) { r.Name = "held"; r.Session = other.ID }), api.CodeLockBusy},
+		{"negative ttl", func() error { _, err := n.OpenSession(ctx, api.OpenRequest{TTL: -time.Second}); return err }, api.CodeInvalidArgument},
+		{"huge ttl", func() error { _, err := n.OpenSession(ctx, api.OpenRequest{TTL: 1000 * time.Hour}); return err }, api.CodeInvalidArgument},
+		{"tiny ttl", func() error { _, err := n.OpenSession(ctx, api.OpenRequest{TTL: time.Millisecond}); return err }, api.CodeInvalidArgument},
 		{"huge lock-delay", func() error {
-			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: 2 * session.MaxLockDelay})
+			_, err := n.OpenSession(ctx, api.OpenRequest{LockDelay: 2 * api.MaxLockDelay})
 			return err
-		}, session.CodeInvalidArgument},
+		}, api.CodeInvalidArgument},
 		{"negative lock-delay", func() error {
-			_, err := n.OpenSession(ctx, session.OpenRequest{LockDelay: -2 * time.Second})
+			_, err := n.OpenSession(ctx, api.OpenRequest{LockDelay: -2 * time.Second})
 			return err
-		}, session.CodeInvalidArgument},
-		{"session name with control char", func() error { _, err := n.OpenSession(ctx, session.OpenRequest{Name: "a\tb"}); return err }, session.CodeInvalidArgument},
+		}, api.CodeInvalidArgument},
+		{"session name with control char", func() error { _, err := n.OpenSession(ctx, api.OpenRequest{Name: "a\tb"}); return err }, api.CodeInvalidArgument},
 		{"release by non-holder", func() error {
-			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: other.ID, Holder: "h"})
-		}, session.CodeNotHolder},
+			return n.Release(ctx, api.ReleaseRequest{Name: "held", Session: other.ID, Holder: "h"})
+		}, api.CodeNotHolder},
 		{"release by unknown session", func() error {
-			return n.Release(ctx, session.ReleaseRequest{Name: "held", Session: "nope", Holder: "h"})
-		}, session.CodeSessionNotFound},
-		{"keepalive unknown", func() error { _, err := n.KeepAlive(ctx, "nope"); return err }, session.CodeSessionNotFound},
-		{"close unknown", func() error { return n.CloseSession(ctx, "nope") }, session.CodeSessionNotFound},
-		{"info unknown", func() error { _, err := n.SessionInfo(ctx, "nope"); return err }, session.CodeSessionNotFound},
-		{"lock bad name", func() error { _, err := n.Lock(ctx, ""); return err }, session.CodeInvalidArgument},
-		{"sequencer garbage", func() error { _, err := n.CheckSequencer(ctx, "garbage"); return err }, session.CodeInvalidArgument},
-		{"sequencer token 0", func() error { _, err := n.CheckSequencer(ctx, "rl1:x:0:held"); return err }, session.CodeInvalidArgument},
+			return n.Release(ctx, api.ReleaseRequest{Name: "held", Session: "nope", Holder: "h"})
+		}, api.CodeSessionNotFound},
+		{"keepalive unknown", func() error { _, err := n.KeepAlive(ctx, "nope"); return err }, api.CodeSessionNotFound},
+		{"close unknown", func() error { return n.CloseSession(ctx, "nope") }, api.CodeSessionNotFound},
+		{"info unknown", func() error { _, err := n.SessionInfo(ctx, "nope"); return err }, api.CodeSessionNotFound},
+		{"lock bad name", func() error { _, err := n.Lock(ctx, ""); return err }, api.CodeInvalidArgument},
+		{"sequencer garbage", func() error { _, err := n.CheckSequencer(ctx, "garbage"); return err }, api.CodeInvalidArgument},
+		{"sequencer token 0", func() error { _, err := n.CheckSequencer(ctx, "rl1:x:0:held"); return err }, api.CodeInvalidArgument},
 	}
 	for _, tc := range cases {
-		if got := session.CodeOf(tc.call()); got != tc.code {
+		if got := api.CodeOf(tc.call()); got != tc.code {
 			t.Errorf("%s: code %q, want %q", tc.name, got, tc.code)
 		}
 	}
@@ -95,10 +96,10 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 		t.Fatalf("state changed by refused requests:\nbefore %s\nafter  %s", before, after)
 	}
 	// Lock-delay: zero takes the default, NoLockDelay asks for none.
-	for req, want := range map[session.OpenRequest]time.Duration{
-		{}:                               session.DefaultLockDelay,
-		{LockDelay: session.NoLockDelay}: 0,
-		{LockDelay: 3 * time.Second}:     3 * time.Second,
+	for req, want := range map[api.OpenRequest]time.Duration{
+		{}:                           api.DefaultLockDelay,
+		{LockDelay: api.NoLockDelay}: 0,
+		{LockDelay: 3 * time.Second}: 3 * time.Second,
 	} {
 		info, err := n.OpenSession(ctx, req)
 		if err != nil || info.LockDelay != want {
@@ -109,7 +110,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 		}
 	}
 	// Still serving.
-	g, err := n.Acquire(ctx, session.AcquireRequest{Name: "x", Session: other.ID, Holder: "h", Mode: sequencer.Shared})
+	g, err := n.Acquire(ctx, api.AcquireRequest{Name: "x", Session: other.ID, Holder: "h", Mode: sequencer.Shared})
 	if err != nil || g.Token == 0 {
 		t.Fatalf("acquire after bad input: %+v %v", g, err)
 	}
@@ -148,7 +149,7 @@ func TestNewRefusesOutOfRangeDurations(t *testing.T) {
 			t.Errorf("%s: New accepted the config", tc.name)
 			continue
 		}
-		if !errors.Is(err, session.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: New: %v, want invalid_argument %q", tc.name, err, tc.want)
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -190,7 +191,7 @@ func TestNoFailoverGraceRestartsDeadlinesAtNowPlusTTL(t *testing.T) {
 			cfg.FailoverGrace = tc.grace
 			cfg.Now = func() time.Time { return frozen }
 		})
-		s := mustOpen(t, c, session.OpenRequest{TTL: ttl})
+		s := mustOpen(t, c, api.OpenRequest{TTL: ttl})
 		c.stop(0)
 		c.start(0) // a new leadership: Reset from the replicated sessions
 		n, _ := c.leader()

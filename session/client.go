@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -146,7 +148,7 @@ func OnEvent(f func(Event)) Option { return func(c *sessionConfig) { c.onEvent =
 // keepalives from one goroutine, tracks Safe/Jeopardy/Expired, and acquires
 // locks on the session's behalf. Its methods are safe for concurrent use.
 type Session struct {
-	b         Backend
+	b         api.Backend
 	clock     Clock
 	id        string
 	name      string
@@ -184,28 +186,28 @@ type Session struct {
 // failures (no_leader, unknown_outcome, transport errors) are retried with
 // backoff until ctx is done; an orphan session left by a retried open
 // expires by itself after its TTL.
-func Open(ctx context.Context, b Backend, opts ...Option) (*Session, error) {
+func Open(ctx context.Context, b api.Backend, opts ...Option) (*Session, error) {
 	cfg := sessionConfig{grace: DefaultGracePeriod}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if b == nil {
-		return nil, Errorf(CodeInvalidArgument, "session: nil backend")
+		return nil, api.Errorf(api.CodeInvalidArgument, "session: nil backend")
 	}
 	if cfg.grace < 0 {
-		return nil, Errorf(CodeInvalidArgument, "session: negative grace period %v", cfg.grace)
+		return nil, api.Errorf(api.CodeInvalidArgument, "session: negative grace period %v", cfg.grace)
 	}
 	if cfg.clock == nil {
 		cfg.clock = RealClock()
 	}
 	var (
-		info Info
+		info api.Info
 		sent time.Time
 	)
 	err := retryTransient(ctx, cfg.clock, func(ctx context.Context) error {
 		sent = cfg.clock.Now()
 		var err error
-		info, err = b.OpenSession(ctx, OpenRequest{Name: cfg.name, TTL: cfg.ttl, LockDelay: cfg.lockDelay})
+		info, err = b.OpenSession(ctx, api.OpenRequest{Name: cfg.name, TTL: cfg.ttl, LockDelay: cfg.lockDelay})
 		return err
 	})
 	if err != nil {
@@ -216,7 +218,7 @@ func Open(ctx context.Context, b Backend, opts ...Option) (*Session, error) {
 		ttl = cfg.ttl
 	}
 	if ttl <= 0 {
-		ttl = DefaultTTL
+		ttl = api.DefaultTTL
 	}
 	s := &Session{
 		b:         b,
@@ -319,7 +321,7 @@ func (s *Session) Close(ctx context.Context) error {
 	err := retryTransient(ctx, s.clock, func(ctx context.Context) error {
 		return s.b.CloseSession(ctx, s.id)
 	})
-	if errors.Is(err, ErrSessionNotFound) {
+	if errors.Is(err, api.ErrSessionNotFound) {
 		return nil
 	}
 	return err
@@ -335,7 +337,7 @@ func (s *Session) loseAllLocked() {
 
 // overErr is the error of an operation on a session that is over.
 func (s *Session) overErr() error {
-	return Errorf(CodeSessionNotFound, "session %s is %s", s.id, s.State())
+	return api.Errorf(api.CodeSessionNotFound, "session %s is %s", s.id, s.State())
 }
 
 // ---- keepalive loop ----
@@ -531,7 +533,7 @@ func (s *Session) run(opened time.Time) {
 						s.releaseLapsed(ttl)
 					}
 				}
-			case errors.Is(r.err, ErrSessionNotFound):
+			case errors.Is(r.err, api.ErrSessionNotFound):
 				s.mu.Lock()
 				s.gone = true
 				s.mu.Unlock()
@@ -695,7 +697,7 @@ type Lock struct {
 	holder string
 	mode   sequencer.Mode
 	value  string
-	grant  Grant
+	grant  api.Grant
 	lost   chan struct{}
 
 	unlockMu sync.Mutex // serialises Unlock
@@ -740,7 +742,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	}
 	actx, stop := s.link(ctx)
 	defer stop()
-	req := AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
+	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
 	backoff := minRetryBackoff
 	uncertain := false // an attempt may have been granted without our knowing
 	giveUp := func() (*Lock, error) {
@@ -758,7 +760,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	for {
 		rctx, rcancel := actx, context.CancelFunc(func() {})
 		if wait {
-			req.Wait = MaxWait
+			req.Wait = api.MaxWait
 			if dl, ok := ctx.Deadline(); ok {
 				rem := time.Until(dl)
 				if rem <= 0 {
@@ -786,15 +788,15 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 			uncertain = true
 			continue
 		}
-		var apiErr *Error
+		var apiErr *api.Error
 		isAPI := errors.As(err, &apiErr)
 		switch {
-		case isAPI && apiErr.Code == CodeWaitTimeout && wait:
+		case isAPI && apiErr.Code == api.CodeWaitTimeout && wait:
 			uncertain = false
 			backoff = minRetryBackoff
 			continue
 		case isRetryable(err):
-			if !isAPI || apiErr.Code == CodeUnknownOutcome {
+			if !isAPI || apiErr.Code == api.CodeUnknownOutcome {
 				uncertain = true
 			}
 			if sleepClock(actx, s.clock, backoff) != nil {
@@ -803,7 +805,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 			backoff = min(2*backoff, maxRetryBackoff)
 			continue
 		default:
-			if isAPI && apiErr.Code == CodeLockBusy {
+			if isAPI && apiErr.Code == api.CodeLockBusy {
 				uncertain = false
 			}
 			if uncertain {
@@ -815,7 +817,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 }
 
 // register turns a grant into a Lock handle of the session.
-func (s *Session) register(req AcquireRequest, g Grant) (*Lock, error) {
+func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 	if g.Name == "" {
 		g.Name = req.Name
 	}
@@ -830,7 +832,7 @@ func (s *Session) register(req AcquireRequest, g Grant) (*Lock, error) {
 	defer s.mu.Unlock()
 	if s.state.over() {
 		// Closed: CloseSession released it; expired: it is gone anyway.
-		return nil, Errorf(CodeSessionNotFound, "session %s is %s", s.id, s.state)
+		return nil, api.Errorf(api.CodeSessionNotFound, "session %s is %s", s.id, s.state)
 	}
 	s.locks[l] = struct{}{}
 	if s.lapsed {
@@ -857,7 +859,7 @@ func (s *Session) releaseAbandoned(name, holder string) {
 		ctx, cancel := context.WithTimeout(s.ctx, ttl)
 		defer cancel()
 		_ = retryTransient(ctx, s.clock, func(ctx context.Context) error {
-			return s.b.Release(ctx, ReleaseRequest{Name: name, Session: s.id, Holder: holder})
+			return s.b.Release(ctx, api.ReleaseRequest{Name: name, Session: s.id, Holder: holder})
 		})
 	}()
 }
@@ -938,9 +940,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	actx, stop := s.link(ctx)
 	defer stop()
 	err := retryTransient(actx, s.clock, func(ctx context.Context) error {
-		return s.b.Release(ctx, ReleaseRequest{Name: l.name, Session: s.id, Holder: l.holder})
+		return s.b.Release(ctx, api.ReleaseRequest{Name: l.name, Session: s.id, Holder: l.holder})
 	})
-	definitive := err == nil || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrSessionNotFound)
+	definitive := err == nil || errors.Is(err, api.ErrNotHolder) || errors.Is(err, api.ErrSessionNotFound)
 	if err != nil && !definitive {
 		if cerr := ctx.Err(); cerr != nil {
 			return cerr
@@ -970,9 +972,9 @@ func newHolderID() string {
 // isRetryable reports whether err is transient: no_leader, unknown_outcome
 // or a transport error (any error that is not an *Error).
 func isRetryable(err error) bool {
-	var e *Error
+	var e *api.Error
 	if errors.As(err, &e) {
-		return e.Code == CodeNoLeader || e.Code == CodeUnknownOutcome
+		return e.Code == api.CodeNoLeader || e.Code == api.CodeUnknownOutcome
 	}
 	return true
 }

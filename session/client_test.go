@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -29,7 +31,7 @@ type fakeSession struct {
 
 type fakeHolder struct {
 	session, holder, value string
-	grant                  Grant
+	grant                  api.Grant
 }
 
 type fakeLock struct {
@@ -62,9 +64,9 @@ type fakeBackend struct {
 	// expire makes sessions whose deadline passed unknown (the fake does not
 	// extend deadlines across a leader change as a real cluster does).
 	expire   bool
-	acqReqs  []AcquireRequest
+	acqReqs  []api.AcquireRequest
 	grants   int
-	releases []ReleaseRequest
+	releases []api.ReleaseRequest
 	closes   []string
 	waiting  int
 
@@ -110,7 +112,7 @@ func (f *fakeBackend) dropSession(id string) {
 func (f *fakeBackend) liveLocked(id string) (*fakeSession, error) {
 	s, ok := f.sessions[id]
 	if !ok || (f.expire && !f.clock.Now().Before(s.deadline)) {
-		return nil, Errorf(CodeSessionNotFound, "session %q not found", id)
+		return nil, api.Errorf(api.CodeSessionNotFound, "session %q not found", id)
 	}
 	return s, nil
 }
@@ -131,28 +133,28 @@ func (f *fakeBackend) releaseSessionLocked(id string) {
 	f.notifyLocked()
 }
 
-func (f *fakeBackend) OpenSession(ctx context.Context, req OpenRequest) (Info, error) {
+func (f *fakeBackend) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.openFaults) > 0 {
 		err := f.openFaults[0]
 		f.openFaults = f.openFaults[1:]
-		return Info{}, err
+		return api.Info{}, err
 	}
 	ttl := req.TTL
 	if ttl == 0 {
-		ttl = DefaultTTL
+		ttl = api.DefaultTTL
 	}
 	delay := req.LockDelay // as the cluster grants it
 	switch delay {
 	case 0:
-		delay = DefaultLockDelay
-	case NoLockDelay:
+		delay = api.DefaultLockDelay
+	case api.NoLockDelay:
 		delay = 0
 	}
 	id := fmt.Sprintf("s%d", len(f.sessions)+len(f.closes)+1)
 	f.sessions[id] = &fakeSession{ttl: ttl, deadline: f.clock.Now().Add(ttl)}
-	return Info{ID: id, Name: req.Name, TTL: ttl, LockDelay: delay}, nil
+	return api.Info{ID: id, Name: req.Name, TTL: ttl, LockDelay: delay}, nil
 }
 
 func (f *fakeBackend) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
@@ -193,26 +195,26 @@ func (f *fakeBackend) CloseSession(ctx context.Context, id string) error {
 	defer f.mu.Unlock()
 	f.closes = append(f.closes, id)
 	if _, ok := f.sessions[id]; !ok {
-		return Errorf(CodeSessionNotFound, "session %q not found", id)
+		return api.Errorf(api.CodeSessionNotFound, "session %q not found", id)
 	}
 	delete(f.sessions, id)
 	f.releaseSessionLocked(id)
 	return nil
 }
 
-func (f *fakeBackend) SessionInfo(ctx context.Context, id string) (Info, error) {
+func (f *fakeBackend) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, err := f.liveLocked(id)
 	if err != nil {
-		return Info{}, err
+		return api.Info{}, err
 	}
-	return Info{ID: id, TTL: s.ttl}, nil
+	return api.Info{ID: id, TTL: s.ttl}, nil
 }
 
 // tryGrantLocked grants req if possible (or returns the existing grant of
 // the same holder).
-func (f *fakeBackend) tryGrantLocked(req AcquireRequest) (Grant, bool) {
+func (f *fakeBackend) tryGrantLocked(req api.AcquireRequest) (api.Grant, bool) {
 	l := f.locks[req.Name]
 	if l != nil {
 		for _, h := range l.holders {
@@ -221,7 +223,7 @@ func (f *fakeBackend) tryGrantLocked(req AcquireRequest) (Grant, bool) {
 			}
 		}
 		if req.Mode == sequencer.Exclusive || l.mode == sequencer.Exclusive {
-			return Grant{}, false
+			return api.Grant{}, false
 		}
 	} else {
 		l = &fakeLock{mode: req.Mode}
@@ -230,13 +232,13 @@ func (f *fakeBackend) tryGrantLocked(req AcquireRequest) (Grant, bool) {
 	f.index++
 	f.grants++
 	tok := sequencer.Token(f.index)
-	g := Grant{Name: req.Name, Mode: req.Mode, Token: tok, Sequencer: sequencer.Sequencer{Name: req.Name, Mode: req.Mode, Token: tok}, Term: 1}
+	g := api.Grant{Name: req.Name, Mode: req.Mode, Token: tok, Sequencer: sequencer.Sequencer{Name: req.Name, Mode: req.Mode, Token: tok}, Term: 1}
 	l.holders = append(l.holders, fakeHolder{session: req.Session, holder: req.Holder, value: req.Value, grant: g})
 	f.notifyLocked()
 	return g, true
 }
 
-func (f *fakeBackend) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
+func (f *fakeBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	f.mu.Lock()
 	f.acqReqs = append(f.acqReqs, req)
 	if len(f.acqFaults) > 0 {
@@ -246,12 +248,12 @@ func (f *fakeBackend) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 			f.tryGrantLocked(req)
 		}
 		f.mu.Unlock()
-		return Grant{}, fault.err
+		return api.Grant{}, fault.err
 	}
 	for {
 		if _, err := f.liveLocked(req.Session); err != nil {
 			f.mu.Unlock()
-			return Grant{}, err
+			return api.Grant{}, err
 		}
 		if g, ok := f.tryGrantLocked(req); ok {
 			f.mu.Unlock()
@@ -259,7 +261,7 @@ func (f *fakeBackend) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 		}
 		if req.Wait == 0 {
 			f.mu.Unlock()
-			return Grant{}, Errorf(CodeLockBusy, "lock %q is busy", req.Name)
+			return api.Grant{}, api.Errorf(api.CodeLockBusy, "lock %q is busy", req.Name)
 		}
 		ch := f.changed
 		f.waiting++
@@ -272,12 +274,12 @@ func (f *fakeBackend) Acquire(ctx context.Context, req AcquireRequest) (Grant, e
 			f.mu.Lock()
 			f.waiting--
 			f.mu.Unlock()
-			return Grant{}, ctx.Err()
+			return api.Grant{}, ctx.Err()
 		}
 	}
 }
 
-func (f *fakeBackend) Release(ctx context.Context, req ReleaseRequest) error {
+func (f *fakeBackend) Release(ctx context.Context, req api.ReleaseRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.releases = append(f.releases, req)
@@ -299,7 +301,7 @@ func (f *fakeBackend) Release(ctx context.Context, req ReleaseRequest) error {
 			}
 		}
 	}
-	return Errorf(CodeNotHolder, "not a holder of %q", req.Name)
+	return api.Errorf(api.CodeNotHolder, "not a holder of %q", req.Name)
 }
 
 func (f *fakeBackend) holders(name string) []fakeHolder {
@@ -312,18 +314,18 @@ func (f *fakeBackend) holders(name string) []fakeHolder {
 }
 
 // lockStateLocked describes a lock; the fake's index is global.
-func (f *fakeBackend) lockStateLocked(name string) LockState {
-	st := LockState{Name: name, Holders: []Holder{}, Index: f.index}
+func (f *fakeBackend) lockStateLocked(name string) api.LockState {
+	st := api.LockState{Name: name, Holders: []api.Holder{}, Index: f.index}
 	if l := f.locks[name]; l != nil {
 		st.Mode = l.mode
 		for _, h := range l.holders {
-			st.Holders = append(st.Holders, Holder{Session: h.session, Holder: h.holder, Token: h.grant.Token, Value: h.value})
+			st.Holders = append(st.Holders, api.Holder{Session: h.session, Holder: h.holder, Token: h.grant.Token, Value: h.value})
 		}
 	}
 	return st
 }
 
-func (f *fakeBackend) Lock(ctx context.Context, name string) (LockState, error) {
+func (f *fakeBackend) Lock(ctx context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lockStateLocked(name), nil
@@ -331,14 +333,14 @@ func (f *fakeBackend) Lock(ctx context.Context, name string) (LockState, error) 
 
 // WatchLock blocks on the fake's change channel; watchFaults are answered
 // first, one per call.
-func (f *fakeBackend) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (LockState, error) {
+func (f *fakeBackend) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.watchCalls++
 	if len(f.watchFaults) > 0 {
 		err := f.watchFaults[0]
 		f.watchFaults = f.watchFaults[1:]
-		return LockState{}, err
+		return api.LockState{}, err
 	}
 	for {
 		st := f.lockStateLocked(name)
@@ -352,18 +354,18 @@ func (f *fakeBackend) WatchLock(ctx context.Context, name string, index uint64, 
 			f.mu.Lock()
 		case <-ctx.Done():
 			f.mu.Lock()
-			return LockState{}, ctx.Err()
+			return api.LockState{}, ctx.Err()
 		}
 	}
 }
-func (f *fakeBackend) Locks(ctx context.Context, prefix string) ([]LockState, error) {
-	return nil, Errorf(CodeInternal, "not implemented")
+func (f *fakeBackend) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
+	return nil, api.Errorf(api.CodeInternal, "not implemented")
 }
-func (f *fakeBackend) CheckSequencer(ctx context.Context, seq string) (SequencerCheck, error) {
-	return SequencerCheck{}, Errorf(CodeInternal, "not implemented")
+func (f *fakeBackend) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
+	return api.SequencerCheck{}, api.Errorf(api.CodeInternal, "not implemented")
 }
 
-var _ Backend = (*fakeBackend)(nil)
+var _ api.Backend = (*fakeBackend)(nil)
 
 // ---- helpers ----
 
@@ -625,7 +627,7 @@ func TestLeaseCountedFromSendTime(t *testing.T) {
 	if n := len(r.fb.keepAliveTimes()); n != 1 {
 		t.Fatalf("%d keepalives, want 1", n)
 	}
-	r.fb.setKA(kaBehavior{err: Errorf(CodeNoLeader, "no leader")})
+	r.fb.setKA(kaBehavior{err: api.Errorf(api.CodeNoLeader, "no leader")})
 	close(gate)
 	eventually(t, "slow ack to be handled", func() bool {
 		s.mu.Lock()
@@ -646,7 +648,7 @@ func TestLeaseCountedFromSendTime(t *testing.T) {
 	if len(evs) != 1 || evs[0].State != Jeopardy || !evs[0].At.Equal(at(4*time.Second)) {
 		t.Fatalf("events %v, want one jeopardy at t0+4s", evs)
 	}
-	if !errors.Is(evs[0].Err, ErrNoLeader) {
+	if !errors.Is(evs[0].Err, api.ErrNoLeader) {
 		t.Fatalf("jeopardy cause %v, want no_leader", evs[0].Err)
 	}
 }
@@ -757,7 +759,7 @@ func TestJeopardyPastGraceExpires(t *testing.T) {
 	if n := r.fc.Waiters(); n != 0 {
 		t.Fatalf("%d timers still armed after expiry", n)
 	}
-	if _, err := s.TryLock(ctx, "b"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := s.TryLock(ctx, "b"); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("TryLock on expired session: %v", err)
 	}
 	if err := l.Unlock(ctx); err != nil {
@@ -782,7 +784,7 @@ func TestSessionNotFoundExpiresAtOnce(t *testing.T) {
 		t.Fatalf("state %v lost=%v", s.State(), isClosed(l.Lost()))
 	}
 	evs := drain(s)
-	if len(evs) != 1 || evs[0].State != Expired || !errors.Is(evs[0].Err, ErrSessionNotFound) || !evs[0].At.Equal(at(10*time.Second)) {
+	if len(evs) != 1 || evs[0].State != Expired || !errors.Is(evs[0].Err, api.ErrSessionNotFound) || !evs[0].At.Equal(at(10*time.Second)) {
 		t.Fatalf("events %+v, want one expired(session_not_found) at t0+10s", evs)
 	}
 	if err := s.Close(context.Background()); err != nil {
@@ -822,7 +824,7 @@ func TestOnEventMayCloseSession(t *testing.T) {
 		}
 	}))
 	sp.Store(s)
-	r.fb.setKA(kaBehavior{err: Errorf(CodeNoLeader, "no leader")})
+	r.fb.setKA(kaBehavior{err: api.Errorf(api.CodeNoLeader, "no leader")})
 	r.runTo(s, at(3*time.Second))
 	select {
 	case err := <-closed:
@@ -851,7 +853,7 @@ func TestEventsDropOldestWhenFull(t *testing.T) {
 
 func TestOpenRetriesTransientErrors(t *testing.T) {
 	r := newRig(t)
-	r.fb.openFaults = []error{Errorf(CodeNoLeader, "no leader"), errors.New("connection reset")}
+	r.fb.openFaults = []error{api.Errorf(api.CodeNoLeader, "no leader"), errors.New("connection reset")}
 	done := make(chan *Session, 1)
 	go func() {
 		s, err := Open(context.Background(), r.fb, WithClock(r.fc), TTL(3*time.Second))
@@ -877,7 +879,7 @@ func TestOpenRetriesTransientErrors(t *testing.T) {
 		t.Fatalf("lease end %v", end.Sub(t0))
 	}
 	r.fb.openFaults = nil
-	if _, err := Open(context.Background(), r.fb, GracePeriod(-1)); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := Open(context.Background(), r.fb, GracePeriod(-1)); !errors.Is(err, api.ErrInvalidArgument) {
 		t.Fatalf("negative grace: %v", err)
 	}
 }
@@ -889,11 +891,11 @@ func TestLockRetriesWithSameHolderAndOneGrant(t *testing.T) {
 	s := r.open(TTL(60 * time.Second))
 	r.fb.mu.Lock()
 	r.fb.acqFaults = []acquireFault{
-		{err: Errorf(CodeNoLeader, "no leader")},
+		{err: api.Errorf(api.CodeNoLeader, "no leader")},
 		{err: errors.New("read tcp: connection reset by peer")},
-		{err: Errorf(CodeWaitTimeout, "wait timed out")},
-		{err: Errorf(CodeUnknownOutcome, "leadership lost"), apply: true},
-		{err: Errorf(CodeNoLeader, "no leader")},
+		{err: api.Errorf(api.CodeWaitTimeout, "wait timed out")},
+		{err: api.Errorf(api.CodeUnknownOutcome, "leadership lost"), apply: true},
+		{err: api.Errorf(api.CodeNoLeader, "no leader")},
 	}
 	r.fb.mu.Unlock()
 	type res struct {
@@ -923,7 +925,7 @@ func TestLockRetriesWithSameHolderAndOneGrant(t *testing.T) {
 		t.Fatal(got.err)
 	}
 	r.fb.mu.Lock()
-	reqs := append([]AcquireRequest(nil), r.fb.acqReqs...)
+	reqs := append([]api.AcquireRequest(nil), r.fb.acqReqs...)
 	grants := r.fb.grants
 	r.fb.mu.Unlock()
 	if len(reqs) != 6 {
@@ -937,8 +939,8 @@ func TestLockRetriesWithSameHolderAndOneGrant(t *testing.T) {
 		if q.Holder != holder || q.Session != s.ID() || q.Name != "jobs/a" || q.Mode != sequencer.Exclusive || q.Value != "me" {
 			t.Fatalf("request %d = %+v, want same holder %s", i, q, holder)
 		}
-		if q.Wait != MaxWait {
-			t.Fatalf("request %d wait %v, want %v (a wait with no deadline keeps its place for MaxWait per request)", i, q.Wait, MaxWait)
+		if q.Wait != api.MaxWait {
+			t.Fatalf("request %d wait %v, want %v (a wait with no deadline keeps its place for MaxWait per request)", i, q.Wait, api.MaxWait)
 		}
 	}
 	if grants != 1 {
@@ -992,10 +994,10 @@ func TestTryLockBusyAndSharedModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s2.TryLock(ctx, "a"); !errors.Is(err, ErrLockBusy) || CodeOf(err) != CodeLockBusy {
+	if _, err := s2.TryLock(ctx, "a"); !errors.Is(err, api.ErrLockBusy) || api.CodeOf(err) != api.CodeLockBusy {
 		t.Fatalf("TryLock of a held lock: %v, want lock_busy", err)
 	}
-	if _, err := s2.TryRLock(ctx, "a"); !errors.Is(err, ErrLockBusy) {
+	if _, err := s2.TryRLock(ctx, "a"); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("TryRLock of an exclusively held lock: %v", err)
 	}
 	r1, err := s1.RLock(ctx, "b")
@@ -1009,7 +1011,7 @@ func TestTryLockBusyAndSharedModes(t *testing.T) {
 	if r1.Mode() != sequencer.Shared || r2.Sequencer().Mode != sequencer.Shared {
 		t.Fatal("shared grant not in shared mode")
 	}
-	if _, err := s2.TryLock(ctx, "b"); !errors.Is(err, ErrLockBusy) {
+	if _, err := s2.TryLock(ctx, "b"); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("TryLock of a shared lock: %v", err)
 	}
 	r.fb.mu.Lock()
@@ -1064,7 +1066,7 @@ func TestLockCancelReturnsPromptly(t *testing.T) {
 	}
 	// Cancel during backoff too.
 	r.fb.mu.Lock()
-	r.fb.acqFaults = []acquireFault{{err: Errorf(CodeNoLeader, "no leader")}}
+	r.fb.acqFaults = []acquireFault{{err: api.Errorf(api.CodeNoLeader, "no leader")}}
 	r.fb.mu.Unlock()
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	go func() {
@@ -1091,11 +1093,11 @@ func TestLockFailsWhenSessionExpires(t *testing.T) {
 		errc <- err
 	}()
 	eventually(t, "waiter to queue", func() bool { r.fb.mu.Lock(); defer r.fb.mu.Unlock(); return r.fb.waiting == 1 })
-	r.fb.setKA(kaBehavior{err: Errorf(CodeNoLeader, "no leader")})
+	r.fb.setKA(kaBehavior{err: api.Errorf(api.CodeNoLeader, "no leader")})
 	r.runTo(s2, at(4*time.Second))
 	select {
 	case err := <-errc:
-		if !errors.Is(err, ErrSessionNotFound) {
+		if !errors.Is(err, api.ErrSessionNotFound) {
 			t.Fatalf("Lock on expired session = %v", err)
 		}
 	case <-time.After(5 * time.Second):
@@ -1150,7 +1152,7 @@ func TestCloseLosesLocksAndClosesSessionOnce(t *testing.T) {
 	if _, r2, _ := r.fb.counts(); r2 != releases {
 		t.Fatal("Unlock after Close called Release")
 	}
-	if _, err := s.Lock(ctx, "c"); !errors.Is(err, ErrSessionNotFound) {
+	if _, err := s.Lock(ctx, "c"); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("Lock after Close: %v", err)
 	}
 }
@@ -1192,7 +1194,7 @@ func TestUnlockRetriesTransientErrors(t *testing.T) {
 	}
 	// The next Release fails once with no_leader.
 	r.fb.mu.Lock()
-	r.fb.relFaults = []error{Errorf(CodeNoLeader, "no leader")}
+	r.fb.relFaults = []error{api.Errorf(api.CodeNoLeader, "no leader")}
 	r.fb.mu.Unlock()
 	done := make(chan error, 1)
 	go func() { done <- l.Unlock(ctx) }()
@@ -1280,7 +1282,7 @@ func TestLostClosesByLeaseEndWithoutLockDelay(t *testing.T) {
 	// No lock-delay: the cluster may re-grant at lease end (3s); Lost and
 	// jeopardy come together, the margin (1% + 100ms) before it.
 	want := 3*time.Second - 130*time.Millisecond
-	r, s, l := lostTimeline(t, NoLockDelay, want)
+	r, s, l := lostTimeline(t, api.NoLockDelay, want)
 	if s.State() != Safe {
 		t.Fatalf("state %v before Lost, want safe", s.State())
 	}

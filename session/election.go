@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -85,9 +87,9 @@ func (s *Session) Observe(ctx context.Context, name string) (<-chan Leader, erro
 
 // CurrentLeader returns the current leader of the election name (a
 // linearizable read on the cluster's leader), or ErrElectionNoLeader.
-func CurrentLeader(ctx context.Context, b Backend, name string) (Leader, error) {
+func CurrentLeader(ctx context.Context, b api.Backend, name string) (Leader, error) {
 	if b == nil {
-		return Leader{}, Errorf(CodeInvalidArgument, "leader: nil backend")
+		return Leader{}, api.Errorf(api.CodeInvalidArgument, "leader: nil backend")
 	}
 	st, err := b.Lock(ctx, name)
 	if err != nil {
@@ -122,7 +124,7 @@ func CurrentLeader(ctx context.Context, b Backend, name string) (Leader, error) 
 // set. A server from before histories (answers with GrantsSince 0) gets the
 // old behaviour: Observe reports the leader each answer shows, and may skip
 // leaders without setting Gap. The channel is closed when ctx is done.
-func Observe(ctx context.Context, b Backend, name string) (<-chan Leader, error) {
+func Observe(ctx context.Context, b api.Backend, name string) (<-chan Leader, error) {
 	states, err := Watch(ctx, b, name)
 	if err != nil {
 		return nil, fmt.Errorf("observe %s: %w", name, err)
@@ -172,7 +174,7 @@ func Observe(ctx context.Context, b Backend, name string) (<-chan Leader, error)
 // state's history does not reach back to known. A state without history (a
 // server from before histories) gives its current leader only, and cannot
 // tell.
-func electedAfter(st LockState, known sequencer.Token) ([]Leader, bool) {
+func electedAfter(st api.LockState, known sequencer.Token) ([]Leader, bool) {
 	if st.GrantsSince == 0 {
 		if ld, ok := leaderOf(st); ok && ld.Token() > known {
 			return []Leader{ld}, false
@@ -191,7 +193,7 @@ func electedAfter(st LockState, known sequencer.Token) ([]Leader, bool) {
 
 // pastLeader is the leader an exclusive grant of an election lock's history
 // made; Session is set while that grant still holds the lock.
-func pastLeader(st LockState, g PastGrant) Leader {
+func pastLeader(st api.LockState, g api.PastGrant) Leader {
 	ld := Leader{Election: st.Name, Value: g.Value, SessionName: g.SessionName,
 		Sequencer: sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: g.Token}}
 	for _, h := range st.Holders {
@@ -204,7 +206,7 @@ func pastLeader(st LockState, g PastGrant) Leader {
 
 // leaderOf reads the leader out of an election lock's state: its exclusive
 // holder, with its session's name from the history when it is there.
-func leaderOf(st LockState) (Leader, bool) {
+func leaderOf(st api.LockState) (Leader, bool) {
 	if st.Mode != sequencer.Exclusive || len(st.Holders) != 1 {
 		return Leader{}, false
 	}

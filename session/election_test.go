@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -13,28 +15,28 @@ import (
 // exactly what each of the watch's queries saw), and Lock answers current.
 // Nothing else is used.
 type scriptedLock struct {
-	Backend
-	answers chan LockState
-	current LockState
+	api.Backend
+	answers chan api.LockState
+	current api.LockState
 }
 
-func newScriptedLock() *scriptedLock { return &scriptedLock{answers: make(chan LockState)} }
+func newScriptedLock() *scriptedLock { return &scriptedLock{answers: make(chan api.LockState)} }
 
-func (s *scriptedLock) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (LockState, error) {
+func (s *scriptedLock) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	select {
 	case st := <-s.answers:
 		return st, nil
 	case <-ctx.Done():
-		return LockState{}, ctx.Err()
+		return api.LockState{}, ctx.Err()
 	}
 }
 
-func (s *scriptedLock) Lock(ctx context.Context, name string) (LockState, error) {
+func (s *scriptedLock) Lock(ctx context.Context, name string) (api.LockState, error) {
 	return s.current, nil
 }
 
 // answer hands st to the next query, once one asks.
-func (s *scriptedLock) answer(t *testing.T, ctx context.Context, st LockState) {
+func (s *scriptedLock) answer(t *testing.T, ctx context.Context, st api.LockState) {
 	t.Helper()
 	select {
 	case s.answers <- st:
@@ -45,22 +47,22 @@ func (s *scriptedLock) answer(t *testing.T, ctx context.Context, st LockState) {
 
 // pastGrant is an exclusive grant of the election "e" by session name
 // "sess-"+value.
-func pastGrant(tok sequencer.Token, value string) PastGrant {
-	return PastGrant{Token: tok, Mode: sequencer.Exclusive, Holder: "h-" + value, Value: value, SessionName: "sess-" + value}
+func pastGrant(tok sequencer.Token, value string) api.PastGrant {
+	return api.PastGrant{Token: tok, Mode: sequencer.Exclusive, Holder: "h-" + value, Value: value, SessionName: "sess-" + value}
 }
 
 // freeElection is the free election "e" at index, with history grants
 // complete since since.
-func freeElection(index uint64, since sequencer.Token, grants ...PastGrant) LockState {
-	return LockState{Name: "e", Holders: []Holder{}, Index: index, Grants: grants, GrantsSince: since}
+func freeElection(index uint64, since sequencer.Token, grants ...api.PastGrant) api.LockState {
+	return api.LockState{Name: "e", Holders: []api.Holder{}, Index: index, Grants: grants, GrantsSince: since}
 }
 
 // ledElection is the election "e" led by the last of grants.
-func ledElection(index uint64, since sequencer.Token, grants ...PastGrant) LockState {
+func ledElection(index uint64, since sequencer.Token, grants ...api.PastGrant) api.LockState {
 	st := freeElection(index, since, grants...)
 	g := grants[len(grants)-1]
 	st.Mode = sequencer.Exclusive
-	st.Holders = []Holder{{Session: "sid-" + g.Value, Holder: g.Holder, Token: g.Token, Value: g.Value}}
+	st.Holders = []api.Holder{{Session: "sid-" + g.Value, Holder: g.Holder, Token: g.Token, Value: g.Value}}
 	return st
 }
 
@@ -82,7 +84,7 @@ func wantLeader(t *testing.T, got Leader, value string, tok sequencer.Token, ses
 func TestObserveReportsEveryLeaderElectedBetweenTwoQueries(t *testing.T) {
 	ctx, f, obs := observeScripted(t)
 	f.answer(t, ctx, freeElection(10, 1)) // nobody leads when Observe starts
-	reader := PastGrant{Token: 25, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"}
+	reader := api.PastGrant{Token: 25, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"}
 	a, b, c := pastGrant(20, "a"), pastGrant(30, "b"), pastGrant(40, "c")
 	f.answer(t, ctx, freeElection(45, 1, a, reader, b, c))
 	wantLeader(t, recv(t, obs, "a"), "a", 20, "", false)
@@ -139,7 +141,7 @@ func TestObserveFlagsAGapWhenTheHistoryNoLongerReachesBack(t *testing.T) {
 // the leader of each answer, as before histories, and cannot flag a gap.
 func TestObserveWithoutHistoryReportsEachAnswersLeader(t *testing.T) {
 	ctx, f, obs := observeScripted(t)
-	old := func(st LockState) LockState { st.Grants, st.GrantsSince = nil, 0; return st }
+	old := func(st api.LockState) api.LockState { st.Grants, st.GrantsSince = nil, 0; return st }
 	f.answer(t, ctx, old(ledElection(20, 1, pastGrant(20, "a"))))
 	if first := recv(t, obs, "a"); first.Value != "a" || first.Token() != 20 || first.Gap || first.SessionName != "" {
 		t.Fatalf("first leader without history: %+v", first)

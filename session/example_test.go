@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // A session holds a lock and passes its sequencer to the resource it
 // protects; Lost tells it when to stop.
 func ExampleSession_Lock() {
 	ctx := context.Background()
-	var b Backend = newFakeBackend(RealClock()) // transport.Client or node.Node in real code
+	var b api.Backend = newFakeBackend(RealClock()) // transport.Client or node.Node in real code
 	s, err := Open(ctx, b, TTL(30*time.Second), Name("worker-1"))
 	if err != nil {
 		fmt.Println(err)
@@ -26,7 +28,7 @@ func ExampleSession_Lock() {
 	fmt.Println(l.Sequencer(), s.State())
 
 	_, err = s.TryLock(ctx, "jobs/nightly")
-	fmt.Println(CodeOf(err))
+	fmt.Println(api.CodeOf(err))
 
 	select {
 	case <-l.Lost():
@@ -49,7 +51,7 @@ func ExampleSession_Lock() {
 // done. Others find the leader with Leader or follow it with Observe.
 func ExampleSession_Campaign() {
 	ctx := context.Background()
-	var b Backend = newFakeBackend(RealClock()) // transport.Client or node.Node.Backend() in real code
+	var b api.Backend = newFakeBackend(RealClock()) // transport.Client or node.Node.Backend() in real code
 	s, err := Open(ctx, b, TTL(15*time.Second))
 	if err != nil {
 		fmt.Println(err)

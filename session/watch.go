@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // watchSlice is how long one blocking query of Watch waits for a change;
@@ -22,18 +24,18 @@ const (
 // stops answering delays a change by at most 15 s (one query's wait and
 // slack) before the watch asks another. The channel
 // is closed when ctx is done. Only the name is checked up front.
-func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error) {
+func Watch(ctx context.Context, b api.Backend, name string) (<-chan api.LockState, error) {
 	if b == nil {
-		return nil, Errorf(CodeInvalidArgument, "watch: nil backend")
+		return nil, api.Errorf(api.CodeInvalidArgument, "watch: nil backend")
 	}
-	if err := ValidateLockName(name); err != nil {
+	if err := api.ValidateLockName(name); err != nil {
 		return nil, err
 	}
-	out := make(chan LockState)
+	out := make(chan api.LockState)
 	go func() {
 		defer close(out)
 		var (
-			last    LockState
+			last    api.LockState
 			sent    bool
 			index   uint64
 			backoff = minRetryBackoff
@@ -83,7 +85,7 @@ func Watch(ctx context.Context, b Backend, name string) (<-chan LockState, error
 // from their Index: same mode, holders (in order), waiters, delay and grant
 // history (its grants and how far back it reaches), so that a watch reports
 // grants made and undone between two of its queries.
-func SameLockState(a, b LockState) bool {
+func SameLockState(a, b api.LockState) bool {
 	return a.Name == b.Name && a.Mode == b.Mode && a.Waiters == b.Waiters &&
 		a.DelayUntil.Equal(b.DelayUntil) && slices.Equal(a.Holders, b.Holders) &&
 		a.GrantsSince == b.GrantsSince && slices.Equal(a.Grants, b.Grants)
@@ -95,6 +97,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // Watch streams the state of the lock name; see the package function Watch.
-func (s *Session) Watch(ctx context.Context, name string) (<-chan LockState, error) {
+func (s *Session) Watch(ctx context.Context, name string) (<-chan api.LockState, error) {
 	return Watch(ctx, s.b, name)
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -28,7 +30,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 // state did not change; transient errors are retried.
 func TestWatchStreamsChanges(t *testing.T) {
 	f := newFakeBackend(RealClock())
-	f.watchFaults = []error{Errorf(CodeNoLeader, "failover")}
+	f.watchFaults = []error{api.Errorf(api.CodeNoLeader, "failover")}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, err := Open(ctx, f, TTL(10*time.Second))
@@ -71,10 +73,10 @@ func TestWatchStreamsChanges(t *testing.T) {
 
 func TestWatchRefusesBadName(t *testing.T) {
 	f := newFakeBackend(RealClock())
-	if _, err := Watch(context.Background(), f, ""); CodeOf(err) != CodeInvalidArgument {
+	if _, err := Watch(context.Background(), f, ""); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Fatalf("empty name: %v", err)
 	}
-	if _, err := Watch(context.Background(), nil, "x"); CodeOf(err) != CodeInvalidArgument {
+	if _, err := Watch(context.Background(), nil, "x"); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Fatalf("nil backend: %v", err)
 	}
 }

@@ -18,8 +18,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // Defaults of the Client.
@@ -48,7 +49,7 @@ const (
 )
 
 // Client is the Go client of the HTTP/JSON API of a raftlock cluster. It
-// implements session.Backend. Any node answers (followers forward to the
+// implements api.Backend. Any node answers (followers forward to the
 // leader), so the client talks to one address at a time and moves to the
 // next after a connection failure or a no_leader answer.
 //
@@ -194,7 +195,7 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 // CloseIdleConnections closes the client's idle connections.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
-var _ session.Backend = (*Client)(nil)
+var _ api.Backend = (*Client)(nil)
 
 // call is one API call.
 type call struct {
@@ -214,7 +215,7 @@ type call struct {
 
 // attemptError is the outcome of one failed attempt.
 type attemptError struct {
-	err *session.Error
+	err *api.Error
 	// rotate: the node did not serve; try the next address.
 	rotate bool
 }
@@ -222,7 +223,7 @@ type attemptError struct {
 // do runs a call with retries; it returns the answer's header.
 func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	backoff := c.minBackoff
-	var last *session.Error
+	var last *api.Error
 	var rotated uint64  // failed attempts of this call that asked to rotate
 	var failed []string // addresses where this call's attempts asked to rotate
 	for {
@@ -239,7 +240,7 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 			pos, viaLeader = c.pick(idx, failed)
 		}
 		if len(addrs) == 0 {
-			last = session.Errorf(session.CodeNoLeader, "no address to reach the cluster at")
+			last = api.Errorf(api.CodeNoLeader, "no address to reach the cluster at")
 			if err := sleepCtx(ctx, backoff); err != nil {
 				return nil, fmt.Errorf("raftlock %s %s: %w (gave up: %w)", cl.method, cl.path, last, err)
 			}
@@ -260,10 +261,10 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 		}
 		last = ae.err
 		code := ae.err.Code
-		if code == session.CodeUnknownOutcome {
+		if code == api.CodeUnknownOutcome {
 			cl.uncertain = true
 		}
-		retry := code == session.CodeNoLeader || (code == session.CodeUnknownOutcome && cl.idempotent)
+		retry := code == api.CodeNoLeader || (code == api.CodeUnknownOutcome && cl.idempotent)
 		if ae.rotate {
 			rotated++
 			failed = append(failed, addr)
@@ -363,9 +364,9 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		c.noAnswer(addr, dialFailed || rctx.Err() != nil)
 		if dialFailed || cl.method == http.MethodGet {
 			// Surely not processed (or a read): no_leader, try another node.
-			return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "cannot reach %s: %v", addr, err)}, nil
+			return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "cannot reach %s: %v", addr, err)}, nil
 		}
-		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeUnknownOutcome,
+		return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeUnknownOutcome,
 			"connection to %s failed after the request was sent: %v; it may or may not have been processed", addr, err)}, nil
 	}
 	defer resp.Body.Close()
@@ -375,11 +376,11 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			return nil, nil, ctx.Err()
 		}
 		c.noAnswer(addr, rctx.Err() != nil)
-		code := session.CodeUnknownOutcome
+		code := api.CodeUnknownOutcome
 		if cl.method == http.MethodGet {
-			code = session.CodeNoLeader
+			code = api.CodeNoLeader
 		}
-		return nil, &attemptError{rotate: true, err: session.Errorf(code, "reading the answer of %s: %v", addr, err)}, nil
+		return nil, &attemptError{rotate: true, err: api.Errorf(code, "reading the answer of %s: %v", addr, err)}, nil
 	}
 	hdr, ae, err := c.answer(addr, cl, resp, data)
 	c.answered(addr, resp.Header, ae != nil && ae.rotate)
@@ -398,8 +399,8 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	}
 	var er ErrorReply
 	if err := json.Unmarshal(data, &er); err == nil && er.Error.Code != "" {
-		e := &session.Error{Code: session.Code(er.Error.Code), Message: er.Error.Message}
-		return nil, &attemptError{err: e, rotate: e.Code == session.CodeNoLeader}, nil
+		e := &api.Error{Code: api.Code(er.Error.Code), Message: er.Error.Message}
+		return nil, &attemptError{err: e, rotate: e.Code == api.CodeNoLeader}, nil
 	}
 	// Not an API answer: something between us and the node.
 	text := strings.TrimSpace(string(data))
@@ -408,9 +409,9 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	}
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return nil, &attemptError{rotate: true, err: session.Errorf(session.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+		return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 	}
-	return nil, &attemptError{err: session.Errorf(session.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+	return nil, &attemptError{err: api.Errorf(api.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 }
 
 // pick chooses where the next attempt of a call without a resolver goes,
@@ -536,16 +537,16 @@ func termOf(h http.Header) uint64 {
 // was not processed (dial failure, no_leader); an unknown outcome is
 // returned as an error with code unknown_outcome, since a retry could open
 // a second session.
-func (c *Client) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+func (c *Client) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	var out OpenSessionReply
 	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out,
 		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireLockDelay(req.LockDelay)})}
 	if _, err := c.do(ctx, cl); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	info, err := SessionReply{ID: out.ID, Name: req.Name, TTL: out.TTL, LockDelay: out.LockDelay}.Info()
 	if err != nil {
-		return session.Info{}, fmt.Errorf("raftlock open session: %w", err)
+		return api.Info{}, fmt.Errorf("raftlock open session: %w", err)
 	}
 	return info, nil
 }
@@ -571,22 +572,22 @@ func (c *Client) KeepAlive(ctx context.Context, id string) (time.Duration, error
 func (c *Client) CloseSession(ctx context.Context, id string) error {
 	cl := &call{method: http.MethodDelete, path: "/v1/sessions/" + url.PathEscape(id), out: &CloseReply{}, idempotent: true}
 	_, err := c.do(ctx, cl)
-	if err != nil && cl.uncertain && errors.Is(err, session.ErrSessionNotFound) {
+	if err != nil && cl.uncertain && errors.Is(err, api.ErrSessionNotFound) {
 		return nil
 	}
 	return err
 }
 
 // SessionInfo describes a session.
-func (c *Client) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+func (c *Client) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	var out SessionReply
 	cl := &call{method: http.MethodGet, path: "/v1/sessions/" + url.PathEscape(id), out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	info, err := out.Info()
 	if err != nil {
-		return session.Info{}, fmt.Errorf("raftlock session info: %w", err)
+		return api.Info{}, fmt.Errorf("raftlock session info: %w", err)
 	}
 	return info, nil
 }
@@ -595,7 +596,7 @@ func (c *Client) SessionInfo(ctx context.Context, id string) (session.Info, erro
 // queue up to Wait). A retried attempt asks for the wait that remains, so
 // the whole call waits about Wait at most; the ctx can end it sooner. The
 // Grant's Term is the X-Raftlock-Term of the answer.
-func (c *Client) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	var out GrantReply
 	mode := ""
 	if req.Mode != 0 {
@@ -618,17 +619,17 @@ func (c *Client) Acquire(ctx context.Context, req session.AcquireRequest) (sessi
 		}}
 	hdr, err := c.do(ctx, cl)
 	if err != nil {
-		return session.Grant{}, err
+		return api.Grant{}, err
 	}
 	g, err := out.Grant(termOf(hdr))
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("raftlock acquire %s: %w", req.Name, err)
+		return api.Grant{}, fmt.Errorf("raftlock acquire %s: %w", req.Name, err)
 	}
 	return g, nil
 }
 
 // Release gives a lock up.
-func (c *Client) Release(ctx context.Context, req session.ReleaseRequest) error {
+func (c *Client) Release(ctx context.Context, req api.ReleaseRequest) error {
 	cl := &call{method: http.MethodPost, path: "/v1/release", out: &ReleaseReply{}, idempotent: true,
 		body: fixed(ReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})}
 	_, err := c.do(ctx, cl)
@@ -636,26 +637,26 @@ func (c *Client) Release(ctx context.Context, req session.ReleaseRequest) error 
 }
 
 // Lock returns the state of one lock.
-func (c *Client) Lock(ctx context.Context, name string) (session.LockState, error) {
+func (c *Client) Lock(ctx context.Context, name string) (api.LockState, error) {
 	var out LockReply
 	cl := &call{method: http.MethodGet, path: "/v1/lock", query: url.Values{"name": {name}}, out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	l, err := out.State()
 	if err != nil {
-		return session.LockState{}, fmt.Errorf("raftlock lock: %w", err)
+		return api.LockState{}, fmt.Errorf("raftlock lock: %w", err)
 	}
 	return l, nil
 }
 
 // WatchLock is a blocking query (GET /v1/lock?name=&index=&wait=): it
 // answers once the lock's index is above index, or with the current state
-// after wait (zero: the server's default, session.DefaultWatchWait). A
+// after wait (zero: the server's default, api.DefaultWatchWait). A
 // retried attempt asks for the wait that remains.
-func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	if wait <= 0 {
-		wait = session.DefaultWatchWait
+		wait = api.DefaultWatchWait
 	}
 	var out LockReply
 	start := time.Now()
@@ -675,17 +676,17 @@ func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait 
 		return url.Values{"name": {name}, "index": {strconv.FormatUint(index, 10)}, "wait": {left.String()}}
 	}
 	if _, err := c.do(ctx, cl); err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	l, err := out.State()
 	if err != nil {
-		return session.LockState{}, fmt.Errorf("raftlock watch %s: %w", name, err)
+		return api.LockState{}, fmt.Errorf("raftlock watch %s: %w", name, err)
 	}
 	return l, nil
 }
 
 // Locks lists the locks whose names start with prefix.
-func (c *Client) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+func (c *Client) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
 	var out LocksReply
 	cl := &call{method: http.MethodGet, path: "/v1/locks", out: &out, idempotent: true}
 	if prefix != "" {
@@ -694,7 +695,7 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]session.LockState,
 	if _, err := c.do(ctx, cl); err != nil {
 		return nil, err
 	}
-	ls := make([]session.LockState, 0, len(out.Locks))
+	ls := make([]api.LockState, 0, len(out.Locks))
 	for _, l := range out.Locks {
 		st, err := l.State()
 		if err != nil {
@@ -706,14 +707,14 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]session.LockState,
 }
 
 // CheckSequencer asks whether a sequencer is still current.
-func (c *Client) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+func (c *Client) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
 	var out CheckReply
 	cl := &call{method: http.MethodPost, path: "/v1/sequencer/check", out: &out, idempotent: true,
 		body: fixed(CheckBody{Sequencer: seq})}
 	if _, err := c.do(ctx, cl); err != nil {
-		return session.SequencerCheck{}, err
+		return api.SequencerCheck{}, err
 	}
-	return session.SequencerCheck{Valid: out.Valid, CurrentToken: sequencer.Token(out.CurrentToken)}, nil
+	return api.SequencerCheck{Valid: out.Valid, CurrentToken: sequencer.Token(out.CurrentToken)}, nil
 }
 
 // Cluster describes the cluster as the leader sees it.

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // hostCounter is a RoundTripper that counts a Client's requests per
@@ -155,7 +155,7 @@ func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
 	leader.setLeader(LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Self: true, Term: 3})
 	follower.setLeader(LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Term: 3})
 	ctx := testCtx(t)
-	s, err := leader.OpenSession(ctx, session.OpenRequest{})
+	s, err := leader.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func skipsSuspect(t *testing.T, bad string) {
 	c, cnt := newCountingClient(t, []string{bad, good}, WithRequestTimeout(400*time.Millisecond))
 	setSuspectFor(c, time.Hour)
 	ctx := testCtx(t)
-	s, err := f.OpenSession(ctx, session.OpenRequest{})
+	s, err := f.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +303,7 @@ func skipsSuspect(t *testing.T, bad string) {
 	}
 	// A no_leader answer rotates the client back onto the suspect address:
 	// the retry skips it.
-	f.injectErr("KeepAlive", session.Errorf(session.CodeNoLeader, "election"))
+	f.injectErr("KeepAlive", api.Errorf(api.CodeNoLeader, "election"))
 	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -351,11 +351,11 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 			leader.setLeader(LeaderInfo{ID: "b", HTTPAddr: la, Self: true, Term: 3})
 			follower.setLeader(LeaderInfo{ID: "b", HTTPAddr: la, Term: 3})
 			ctx := testCtx(t)
-			s, err := leader.OpenSession(ctx, session.OpenRequest{})
+			s, err := leader.OpenSession(ctx, api.OpenRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := leader.Acquire(ctx, session.AcquireRequest{Name: "x", Session: s.ID, Holder: "other"}); err != nil {
+			if _, err := leader.Acquire(ctx, api.AcquireRequest{Name: "x", Session: s.ID, Holder: "other"}); err != nil {
 				t.Fatal(err)
 			}
 			c, cnt := newCountingClient(t, []string{hostOf(fts), la})
@@ -375,7 +375,7 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 			defer cancel()
 			done := make(chan error, 1)
 			go func() {
-				_, err := c.Acquire(wctx, session.AcquireRequest{Name: "x", Session: s.ID, Holder: "me", Wait: time.Minute})
+				_, err := c.Acquire(wctx, api.AcquireRequest{Name: "x", Session: s.ID, Holder: "me", Wait: time.Minute})
 				done <- err
 			}()
 			waitFor(t, "the acquire waiting at the leader", func() bool {
@@ -450,7 +450,7 @@ func TestClientClearsTheSuspicionOfAnAddressThatAnswers(t *testing.T) {
 	b.answers(http.StatusConflict, `{"error":{"code":"lock_busy","message":"busy"}}`)
 	c.cur.Store(1)
 	c.noAnswer(a.addr(), true)
-	if _, err := c.Health(testCtx(t)); !errors.Is(err, session.ErrLockBusy) {
+	if _, err := c.Health(testCtx(t)); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("health at b: %v, want lock_busy", err)
 	}
 	if cnt.count(b.addr()) != 1 || isSuspect(c, b.addr()) {

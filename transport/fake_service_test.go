@@ -11,8 +11,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // fakeService is an in-memory Service for tests: a map of sessions and
@@ -37,12 +38,12 @@ type fakeService struct {
 }
 
 type fakeSession struct {
-	Info session.Info
+	Info api.Info
 }
 
 type fakeLock struct {
 	Mode    sequencer.Mode
-	Holders []session.Holder
+	Holders []api.Holder
 	Waiters int
 	Index   uint64
 }
@@ -106,29 +107,29 @@ func (f *fakeService) Leader() LeaderInfo {
 	return f.leader
 }
 
-func (f *fakeService) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+func (f *fakeService) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("OpenSession"); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	if req.TTL == 0 {
-		req.TTL = session.DefaultTTL
+		req.TTL = api.DefaultTTL
 	}
 	switch req.LockDelay {
 	case 0:
-		req.LockDelay = session.DefaultLockDelay
-	case session.NoLockDelay:
+		req.LockDelay = api.DefaultLockDelay
+	case api.NoLockDelay:
 		req.LockDelay = 0
 	}
-	if req.TTL < session.MinTTL || req.TTL > session.MaxTTL || req.LockDelay < 0 || req.LockDelay > session.MaxLockDelay {
-		return session.Info{}, session.Errorf(session.CodeInvalidArgument, "duration out of range")
+	if req.TTL < api.MinTTL || req.TTL > api.MaxTTL || req.LockDelay < 0 || req.LockDelay > api.MaxLockDelay {
+		return api.Info{}, api.Errorf(api.CodeInvalidArgument, "duration out of range")
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	id := hex.EncodeToString(b[:])
 	f.index++
-	info := session.Info{ID: id, Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
+	info := api.Info{ID: id, Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
 	f.sessions[id] = &fakeSession{Info: info}
 	return info, nil
 }
@@ -141,7 +142,7 @@ func (f *fakeService) KeepAlive(ctx context.Context, id string) (time.Duration, 
 	}
 	s, ok := f.sessions[id]
 	if !ok {
-		return 0, session.Errorf(session.CodeSessionNotFound, "session %s not found", id)
+		return 0, api.Errorf(api.CodeSessionNotFound, "session %s not found", id)
 	}
 	return s.Info.TTL, nil
 }
@@ -153,7 +154,7 @@ func (f *fakeService) CloseSession(ctx context.Context, id string) error {
 		return err
 	}
 	if _, ok := f.sessions[id]; !ok {
-		return session.Errorf(session.CodeSessionNotFound, "session %s not found", id)
+		return api.Errorf(api.CodeSessionNotFound, "session %s not found", id)
 	}
 	delete(f.sessions, id)
 	f.index++
@@ -170,15 +171,15 @@ func (f *fakeService) CloseSession(ctx context.Context, id string) error {
 	return nil
 }
 
-func (f *fakeService) SessionInfo(ctx context.Context, id string) (session.Info, error) {
+func (f *fakeService) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("SessionInfo"); err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	s, ok := f.sessions[id]
 	if !ok {
-		return session.Info{}, session.Errorf(session.CodeSessionNotFound, "session %s not found", id)
+		return api.Info{}, api.Errorf(api.CodeSessionNotFound, "session %s not found", id)
 	}
 	info := s.Info
 	info.Locks = []string{}
@@ -201,14 +202,14 @@ func (f *fakeService) gc(name string) {
 }
 
 // tryAcquire grants or refuses at once. f.mu is held.
-func (f *fakeService) tryAcquire(req session.AcquireRequest) (session.Grant, bool) {
+func (f *fakeService) tryAcquire(req api.AcquireRequest) (api.Grant, bool) {
 	l := f.locks[req.Name]
 	if l == nil {
 		l = &fakeLock{}
 		f.locks[req.Name] = l
 	}
-	grant := func(tok sequencer.Token, m sequencer.Mode) session.Grant {
-		return session.Grant{Name: req.Name, Mode: m, Token: tok,
+	grant := func(tok sequencer.Token, m sequencer.Mode) api.Grant {
+		return api.Grant{Name: req.Name, Mode: m, Token: tok,
 			Sequencer: sequencer.Sequencer{Name: req.Name, Mode: m, Token: tok}, Term: f.leader.Term}
 	}
 	for _, h := range l.Holders {
@@ -217,32 +218,32 @@ func (f *fakeService) tryAcquire(req session.AcquireRequest) (session.Grant, boo
 		}
 	}
 	if len(l.Holders) > 0 && (l.Mode == sequencer.Exclusive || req.Mode == sequencer.Exclusive) {
-		return session.Grant{}, false
+		return api.Grant{}, false
 	}
 	f.index++
 	l.Mode = req.Mode
 	l.Index = f.index
-	l.Holders = append(l.Holders, session.Holder{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value})
+	l.Holders = append(l.Holders, api.Holder{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value})
 	return grant(sequencer.Token(f.index), req.Mode), true
 }
 
-func (f *fakeService) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (f *fakeService) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	f.mu.Lock()
 	if err := f.enter("Acquire"); err != nil {
 		f.mu.Unlock()
-		return session.Grant{}, err
+		return api.Grant{}, err
 	}
 	if req.Mode == 0 {
 		req.Mode = sequencer.Exclusive
 	}
-	if req.Name == "" || req.Holder == "" || len(req.Value) > session.MaxValueBytes || req.Wait < 0 ||
+	if req.Name == "" || req.Holder == "" || len(req.Value) > api.MaxValueBytes || req.Wait < 0 ||
 		(req.Mode != sequencer.Exclusive && req.Mode != sequencer.Shared) {
 		f.mu.Unlock()
-		return session.Grant{}, session.Errorf(session.CodeInvalidArgument, "bad acquire")
+		return api.Grant{}, api.Errorf(api.CodeInvalidArgument, "bad acquire")
 	}
 	if _, ok := f.sessions[req.Session]; !ok {
 		f.mu.Unlock()
-		return session.Grant{}, session.Errorf(session.CodeSessionNotFound, "session %s not found", req.Session)
+		return api.Grant{}, api.Errorf(api.CodeSessionNotFound, "session %s not found", req.Session)
 	}
 	if g, ok := f.tryAcquire(req); ok {
 		f.mu.Unlock()
@@ -251,7 +252,7 @@ func (f *fakeService) Acquire(ctx context.Context, req session.AcquireRequest) (
 	if req.Wait == 0 {
 		f.gc(req.Name)
 		f.mu.Unlock()
-		return session.Grant{}, session.Errorf(session.CodeLockBusy, "lock %s is busy", req.Name)
+		return api.Grant{}, api.Errorf(api.CodeLockBusy, "lock %s is busy", req.Name)
 	}
 	f.locks[req.Name].Waiters++
 	f.mu.Unlock()
@@ -271,15 +272,15 @@ func (f *fakeService) Acquire(ctx context.Context, req session.AcquireRequest) (
 		select {
 		case <-ctx.Done():
 			f.cancelled.Add(1)
-			return session.Grant{}, ctx.Err()
+			return api.Grant{}, ctx.Err()
 		case <-timer.C:
-			return session.Grant{}, session.Errorf(session.CodeWaitTimeout, "not granted within %v", req.Wait)
+			return api.Grant{}, api.Errorf(api.CodeWaitTimeout, "not granted within %v", req.Wait)
 		case <-tick.C:
 		}
 		f.mu.Lock()
 		if _, ok := f.sessions[req.Session]; !ok {
 			f.mu.Unlock()
-			return session.Grant{}, session.Errorf(session.CodeSessionNotFound, "session closed while waiting")
+			return api.Grant{}, api.Errorf(api.CodeSessionNotFound, "session closed while waiting")
 		}
 		g, ok := f.tryAcquire(req)
 		f.mu.Unlock()
@@ -289,14 +290,14 @@ func (f *fakeService) Acquire(ctx context.Context, req session.AcquireRequest) (
 	}
 }
 
-func (f *fakeService) Release(ctx context.Context, req session.ReleaseRequest) error {
+func (f *fakeService) Release(ctx context.Context, req api.ReleaseRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Release"); err != nil {
 		return err
 	}
 	if _, ok := f.sessions[req.Session]; !ok {
-		return session.Errorf(session.CodeSessionNotFound, "session %s not found", req.Session)
+		return api.Errorf(api.CodeSessionNotFound, "session %s not found", req.Session)
 	}
 	l := f.locks[req.Name]
 	if l == nil || len(l.Holders) == 0 {
@@ -311,40 +312,40 @@ func (f *fakeService) Release(ctx context.Context, req session.ReleaseRequest) e
 			return nil
 		}
 	}
-	return session.Errorf(session.CodeNotHolder, "not a holder of %s", req.Name)
+	return api.Errorf(api.CodeNotHolder, "not a holder of %s", req.Name)
 }
 
-func (f *fakeService) lockState(name string) session.LockState {
+func (f *fakeService) lockState(name string) api.LockState {
 	l := f.locks[name]
 	if l == nil || len(l.Holders) == 0 && l.Waiters == 0 {
-		return session.LockState{Name: name, Holders: []session.Holder{}, Index: f.index}
+		return api.LockState{Name: name, Holders: []api.Holder{}, Index: f.index}
 	}
-	st := session.LockState{Name: name, Mode: l.Mode, Holders: append([]session.Holder{}, l.Holders...), Waiters: l.Waiters, Index: l.Index}
+	st := api.LockState{Name: name, Mode: l.Mode, Holders: append([]api.Holder{}, l.Holders...), Waiters: l.Waiters, Index: l.Index}
 	if len(l.Holders) == 0 {
 		st.Mode = 0
 	}
 	return st
 }
 
-func (f *fakeService) Lock(ctx context.Context, name string) (session.LockState, error) {
+func (f *fakeService) Lock(ctx context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Lock"); err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	return f.lockState(name), nil
 }
 
 // WatchLock polls (it is a fake) until the lock's index passes index.
-func (f *fakeService) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+func (f *fakeService) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	f.mu.Lock()
 	err := f.enter("WatchLock")
 	f.mu.Unlock()
 	if err != nil {
-		return session.LockState{}, err
+		return api.LockState{}, err
 	}
 	if wait == 0 {
-		wait = session.DefaultWatchWait
+		wait = api.DefaultWatchWait
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -356,13 +357,13 @@ func (f *fakeService) WatchLock(ctx context.Context, name string, index uint64, 
 		}
 		select {
 		case <-ctx.Done():
-			return session.LockState{}, ctx.Err()
+			return api.LockState{}, ctx.Err()
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 }
 
-func (f *fakeService) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+func (f *fakeService) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Locks"); err != nil {
@@ -375,24 +376,24 @@ func (f *fakeService) Locks(ctx context.Context, prefix string) ([]session.LockS
 		}
 	}
 	sort.Strings(names)
-	out := []session.LockState{}
+	out := []api.LockState{}
 	for _, n := range names {
 		out = append(out, f.lockState(n))
 	}
 	return out, nil
 }
 
-func (f *fakeService) CheckSequencer(ctx context.Context, text string) (session.SequencerCheck, error) {
+func (f *fakeService) CheckSequencer(ctx context.Context, text string) (api.SequencerCheck, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("CheckSequencer"); err != nil {
-		return session.SequencerCheck{}, err
+		return api.SequencerCheck{}, err
 	}
 	seq, err := sequencer.Parse(text)
 	if err != nil {
-		return session.SequencerCheck{}, session.Errorf(session.CodeInvalidArgument, "%v", err)
+		return api.SequencerCheck{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
-	var out session.SequencerCheck
+	var out api.SequencerCheck
 	if l := f.locks[seq.Name]; l != nil {
 		for _, h := range l.Holders {
 			out.CurrentToken = max(out.CurrentToken, h.Token)

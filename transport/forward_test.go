@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // twoNodes is a leader and a follower that forwards to it.
@@ -29,11 +29,11 @@ func TestForwarding(t *testing.T) {
 	ctx := testCtx(t)
 
 	before := leader.calls.Load()
-	s, err := c.OpenSession(ctx, session.OpenRequest{Name: "via-follower"})
+	s, err := c.OpenSession(ctx, api.OpenRequest{Name: "via-follower"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Value: "v"})
+	g, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Value: "v"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestForwarding(t *testing.T) {
 	if err != nil || len(l.Holders) != 1 || l.Holders[0].Value != "v" {
 		t.Fatalf("lock via follower: %+v %v", l, err)
 	}
-	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "other"}); !errors.Is(err, session.ErrLockBusy) {
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "other"}); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("busy via follower: %v", err)
 	}
 	if n := leader.calls.Load() - before; n != 4 {
@@ -56,12 +56,12 @@ func TestForwarding(t *testing.T) {
 	// A waiting acquire passes through the proxy and is granted on release.
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "w", Wait: 5 * time.Second})
+		_, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "w", Wait: 5 * time.Second})
 		done <- err
 	}()
 	waitFor(t, "waiter queued on the leader", func() bool { l, _ := c.Lock(ctx, "f"); return l.Waiters == 1 })
 	time.Sleep(20 * time.Millisecond)
-	if err := c.Release(ctx, session.ReleaseRequest{Name: "f", Session: s.ID, Holder: "h"}); err != nil {
+	if err := c.Release(ctx, api.ReleaseRequest{Name: "f", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -147,7 +147,7 @@ func TestClientRotates(t *testing.T) {
 	ts := newTestServer(t, f)
 	c := newTestClient(t, closedAddr(t), hostOf(ts))
 	ctx := testCtx(t)
-	s, err := c.OpenSession(ctx, session.OpenRequest{})
+	s, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatalf("open with the first node down: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestClientRotates(t *testing.T) {
 	c3 := newTestClient(t, closedAddr(t), closedAddr(t))
 	sctx, cancel := testCtxTimeout(t, 50*time.Millisecond)
 	defer cancel()
-	if _, err := c3.KeepAlive(sctx, s.ID); !errors.Is(err, session.ErrNoLeader) {
+	if _, err := c3.KeepAlive(sctx, s.ID); !errors.Is(err, api.ErrNoLeader) {
 		t.Fatalf("all down: %v", err)
 	}
 }
@@ -205,12 +205,12 @@ func frozenAddr(t *testing.T) string {
 
 // frozenFirst is a live node behind a frozen one: a client whose first
 // address is frozen, the live node's fake service, and a session on it.
-func frozenFirst(t *testing.T) (*fakeService, *Client, session.Info) {
+func frozenFirst(t *testing.T) (*fakeService, *Client, api.Info) {
 	t.Helper()
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)
 	c := newTestClient(t, frozenAddr(t), hostOf(ts))
-	s, err := f.OpenSession(testCtx(t), session.OpenRequest{})
+	s, err := f.OpenSession(testCtx(t), api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,11 +278,11 @@ func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
 func TestForwardedRequestFollowsLeaderChange(t *testing.T) {
 	leader, follower, _, fURL := twoNodes(t)
 	ctx := testCtx(t)
-	s, err := leader.OpenSession(ctx, session.OpenRequest{})
+	s, err := leader.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := leader.Acquire(ctx, session.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Mode: 1}); err != nil {
+	if _, err := leader.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "h", Mode: 1}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan rawResp, 1)

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // FuzzHTTPHandlers sends random methods, paths and bodies to the server
@@ -109,4 +109,4 @@ func openFuzzSession(f *testing.F, srv http.Handler) string {
 	return r.ID
 }
 
-func sessionCode(s string) session.Code { return session.Code(s) }
+func sessionCode(s string) api.Code { return api.Code(s) }

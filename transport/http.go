@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"github.com/raftlock/raftlock/session/api"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/hashicorp/go-hclog"
 )
 
 // Server is the HTTP/JSON API of one replica (shared/API.md). It is an
@@ -47,7 +47,7 @@ func WithLogger(l hclog.Logger) ServerOption {
 
 // WithProxyTransport sets the RoundTripper a follower forwards requests to
 // the leader with. It must not time out a response sooner than the longest
-// waiting acquire (session.MaxWait). The default dials with a 5 s timeout
+// waiting acquire (api.MaxWait). The default dials with a 5 s timeout
 // and never times out responses.
 func WithProxyTransport(rt http.RoundTripper) ServerOption {
 	return func(s *Server) {
@@ -140,7 +140,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// ServeMux would redirect unclean paths; the API has none.
 	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
-		s.writeError(rw, r, session.Errorf(session.CodeNotFound, "no route %s %q", r.Method, r.URL.Path))
+		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %q", r.Method, r.URL.Path))
 		return
 	}
 	h, pattern := s.mux.Handler(r)
@@ -153,10 +153,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if allow := probe.header.Get("Allow"); allow != "" {
 				rw.Header().Set("Allow", allow)
 			}
-			s.writeError(rw, r, session.Errorf(session.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			s.writeError(rw, r, api.Errorf(api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
 			return
 		}
-		s.writeError(rw, r, session.Errorf(session.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
@@ -177,43 +177,43 @@ func (s *Server) recoverPanic(rw *responseWriter, r *http.Request) {
 		// does not take a truncated answer for a whole one.
 		panic(http.ErrAbortHandler)
 	}
-	s.writeError(rw, r, session.Errorf(session.CodeInternal, "internal error"))
+	s.writeError(rw, r, api.Errorf(api.CodeInternal, "internal error"))
 }
 
 // StatusOf maps an error code onto its HTTP status (API.md).
-func StatusOf(code session.Code) int {
+func StatusOf(code api.Code) int {
 	switch code {
-	case session.CodeInvalidArgument:
+	case api.CodeInvalidArgument:
 		return http.StatusBadRequest
-	case session.CodeSessionNotFound, session.CodeNotFound:
+	case api.CodeSessionNotFound, api.CodeNotFound:
 		return http.StatusNotFound
-	case session.CodeLockBusy, session.CodeNotHolder, session.CodeWaitCancelled:
+	case api.CodeLockBusy, api.CodeNotHolder, api.CodeWaitCancelled:
 		return http.StatusConflict
-	case session.CodeWaitTimeout:
+	case api.CodeWaitTimeout:
 		return http.StatusRequestTimeout
-	case session.CodeNoLeader, session.CodeUnknownOutcome:
+	case api.CodeNoLeader, api.CodeUnknownOutcome:
 		return http.StatusServiceUnavailable
-	case session.CodeTooLarge:
+	case api.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case session.CodeMethodNotAllowed:
+	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	default:
 		return http.StatusInternalServerError
 	}
 }
 
-// apiError turns any error into an *session.Error. A context error means
+// apiError turns any error into an *api.Error. A context error means
 // the request ended (client gone, server shutting down) before its outcome
 // was known.
-func apiError(err error) *session.Error {
-	var e *session.Error
+func apiError(err error) *api.Error {
+	var e *api.Error
 	if errors.As(err, &e) {
 		return e
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return session.Errorf(session.CodeUnknownOutcome, "request ended before its outcome was known: %v", err)
+		return api.Errorf(api.CodeUnknownOutcome, "request ended before its outcome was known: %v", err)
 	}
-	return session.Errorf(session.CodeInternal, "%v", err)
+	return api.Errorf(api.CodeInternal, "%v", err)
 }
 
 // writeError answers err as {"error":{"code","message"}}.

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // forward answers a request on a follower: it reverse-proxies it to the
@@ -20,16 +20,16 @@ import (
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
 	addr := li.forwardAddr()
 	if addr == "" {
-		s.writeError(w, r, session.Errorf(session.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
+		s.writeError(w, r, api.Errorf(api.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
 		return
 	}
 	if via := r.Header.Get(HeaderForwarded); via != "" {
-		s.writeError(w, r, session.Errorf(session.CodeNoLeader,
+		s.writeError(w, r, api.Errorf(api.CodeNoLeader,
 			"request forwarded here as to the leader (%s), but this node does not lead (its leader: %q)", via, li.ID))
 		return
 	}
 	if r.ContentLength > MaxBodyBytes {
-		s.writeError(w, r, session.Errorf(session.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
+		s.writeError(w, r, api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
 		return
 	}
 	target := &url.URL{Scheme: "http", Host: addr}
@@ -120,7 +120,7 @@ func proxyError(r *http.Request, li LeaderInfo, err error) error {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return session.Errorf(session.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.forwardAddr(), err)
+		return api.Errorf(api.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.forwardAddr(), err)
 	}
-	return session.Errorf(session.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.forwardAddr(), err)
+	return api.Errorf(api.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.forwardAddr(), err)
 }

@@ -10,12 +10,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 func invalidf(format string, args ...any) error {
-	return session.Errorf(session.CodeInvalidArgument, format, args...)
+	return api.Errorf(api.CodeInvalidArgument, format, args...)
 }
 
 // decodeBody reads the whole body (at most MaxBodyBytes) and decodes it
@@ -23,13 +24,13 @@ func invalidf(format string, args ...any) error {
 // decodes as {}.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if r.ContentLength > MaxBodyBytes {
-		return session.Errorf(session.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
+		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return session.Errorf(session.CodeTooLarge, "request body over the limit of %d bytes", MaxBodyBytes)
+			return api.Errorf(api.CodeTooLarge, "request body over the limit of %d bytes", MaxBodyBytes)
 		}
 		return invalidf("reading request body: %v", err)
 	}
@@ -90,24 +91,24 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	ttl, err := parseDuration("ttl", b.TTL, session.MaxTTL)
+	ttl, err := parseDuration("ttl", b.TTL, api.MaxTTL)
 	if err != nil {
 		return err
 	}
-	if ttl != 0 && ttl < session.MinTTL {
-		return invalidf("ttl %v out of range [%v, %v]", ttl, session.MinTTL, session.MaxTTL)
+	if ttl != 0 && ttl < api.MinTTL {
+		return invalidf("ttl %v out of range [%v, %v]", ttl, api.MinTTL, api.MaxTTL)
 	}
-	ld, err := parseDuration("lock_delay", b.LockDelay, session.MaxLockDelay)
+	ld, err := parseDuration("lock_delay", b.LockDelay, api.MaxLockDelay)
 	if err != nil {
 		return err
 	}
 	if ld == 0 && b.LockDelay != "" {
-		ld = session.NoLockDelay // an explicit "0s": no lock-delay; absent: the default
+		ld = api.NoLockDelay // an explicit "0s": no lock-delay; absent: the default
 	}
-	if err := session.CheckText("session name", b.Name, 0, session.MaxSessionNameBytes); err != nil {
+	if err := api.CheckText("session name", b.Name, 0, api.MaxSessionNameBytes); err != nil {
 		return err
 	}
-	info, err := s.svc.OpenSession(r.Context(), session.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
+	info, err := s.svc.OpenSession(r.Context(), api.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
 	if err != nil {
 		return err
 	}
@@ -117,7 +118,7 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 
 func sessionID(r *http.Request) (string, error) {
 	id := r.PathValue("id")
-	return id, session.CheckText("session", id, 1, session.MaxSessionIDBytes)
+	return id, api.CheckText("session", id, 1, api.MaxSessionIDBytes)
 }
 
 func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
@@ -172,21 +173,21 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if err := session.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
+	if err := api.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
 		return err
 	}
 	mode, err := sequencer.ParseMode(b.Mode)
 	if err != nil {
 		return invalidf("mode: %v", err)
 	}
-	wait, err := parseDuration("wait", b.Wait, session.MaxWait)
+	wait, err := parseDuration("wait", b.Wait, api.MaxWait)
 	if err != nil {
 		return err
 	}
-	if err := session.CheckValue(b.Value); err != nil {
+	if err := api.CheckValue(b.Value); err != nil {
 		return err
 	}
-	g, err := s.svc.Acquire(r.Context(), session.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
+	g, err := s.svc.Acquire(r.Context(), api.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
 		Mode: mode, Wait: wait, Value: b.Value})
 	if err != nil {
 		return err
@@ -200,10 +201,10 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if err := session.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
+	if err := api.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
 		return err
 	}
-	if err := s.svc.Release(r.Context(), session.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
+	if err := s.svc.Release(r.Context(), api.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ReleaseReply{Released: true})
@@ -212,14 +213,14 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 
 // handleLock answers GET /v1/lock?name=N, and as a blocking query
 // (Consul-style) with index=I: the answer comes once the lock's index is
-// above I, or after wait (default session.DefaultWatchWait).
+// above I, or after wait (default api.DefaultWatchWait).
 func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r, "name", "index", "wait")
 	if err != nil {
 		return err
 	}
 	name := q.Get("name")
-	if err := session.ValidateLockName(name); err != nil {
+	if err := api.ValidateLockName(name); err != nil {
 		return err
 	}
 	var index uint64
@@ -228,11 +229,11 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 			return invalidf("index: %q is not a non-negative integer", v)
 		}
 	}
-	wait, err := parseDuration("wait", q.Get("wait"), session.MaxWatchWait)
+	wait, err := parseDuration("wait", q.Get("wait"), api.MaxWatchWait)
 	if err != nil {
 		return err
 	}
-	var l session.LockState
+	var l api.LockState
 	if q.Has("index") || q.Has("wait") {
 		l, err = s.svc.WatchLock(r.Context(), name, index, wait)
 	} else {
@@ -252,7 +253,7 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	prefix := q.Get("prefix")
-	if err := session.CheckPrefix(prefix); err != nil {
+	if err := api.CheckPrefix(prefix); err != nil {
 		return err
 	}
 	ls, err := s.svc.Locks(r.Context(), prefix)
@@ -272,7 +273,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return invalidf("sequencer: %v", err)
 	}
-	if err := session.ValidateLockName(seq.Name); err != nil {
+	if err := api.ValidateLockName(seq.Name); err != nil {
 		return err
 	}
 	c, err := s.svc.CheckSequencer(r.Context(), b.Sequencer)

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 func newTestServer(t testing.TB, f *fakeService, opts ...ServerOption) *httptest.Server {
@@ -94,21 +95,21 @@ func TestRoundTrip(t *testing.T) {
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
 
-	info, err := c.OpenSession(ctx, session.OpenRequest{Name: "demo", TTL: 20 * time.Second, LockDelay: 5 * time.Second})
+	info, err := c.OpenSession(ctx, api.OpenRequest{Name: "demo", TTL: 20 * time.Second, LockDelay: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.ID == "" || info.Name != "demo" || info.TTL != 20*time.Second || info.LockDelay != 5*time.Second {
 		t.Fatalf("open: %+v", info)
 	}
-	def, err := c.OpenSession(ctx, session.OpenRequest{})
+	def, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if def.TTL != session.DefaultTTL || def.LockDelay != session.DefaultLockDelay {
+	if def.TTL != api.DefaultTTL || def.LockDelay != api.DefaultLockDelay {
 		t.Fatalf("open with defaults: %+v", def)
 	}
-	none, err := c.OpenSession(ctx, session.OpenRequest{LockDelay: session.NoLockDelay})
+	none, err := c.OpenSession(ctx, api.OpenRequest{LockDelay: api.NoLockDelay})
 	if err != nil || none.LockDelay != 0 {
 		t.Fatalf("open without lock-delay: %+v %v", none, err)
 	}
@@ -116,7 +117,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || ttl != 20*time.Second {
 		t.Fatalf("keepalive: %v %v", ttl, err)
 	}
-	g, err := c.Acquire(ctx, session.AcquireRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1", Value: "10.0.0.7:8080"})
+	g, err := c.Acquire(ctx, api.AcquireRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1", Value: "10.0.0.7:8080"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,15 +126,15 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("grant: %+v", g)
 	}
 	// Idempotent retry: the same grant.
-	g2, err := c.Acquire(ctx, session.AcquireRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1", Value: "10.0.0.7:8080"})
+	g2, err := c.Acquire(ctx, api.AcquireRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1", Value: "10.0.0.7:8080"})
 	if err != nil || g2 != g {
 		t.Fatalf("retried acquire: %+v %v, want %+v", g2, err, g)
 	}
-	gs, err := c.Acquire(ctx, session.AcquireRequest{Name: "jobs/shared", Session: info.ID, Holder: "r1", Mode: sequencer.Shared})
+	gs, err := c.Acquire(ctx, api.AcquireRequest{Name: "jobs/shared", Session: info.ID, Holder: "r1", Mode: sequencer.Shared})
 	if err != nil || gs.Mode != sequencer.Shared || gs.Sequencer.String() != "rl1:s:"+itoa(uint64(gs.Token))+":jobs/shared" {
 		t.Fatalf("shared grant: %+v %v", gs, err)
 	}
-	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "jobs/shared", Session: def.ID, Holder: "r2", Mode: sequencer.Shared}); err != nil {
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "jobs/shared", Session: def.ID, Holder: "r2", Mode: sequencer.Shared}); err != nil {
 		t.Fatal(err)
 	}
 	si, err := c.SessionInfo(ctx, info.ID)
@@ -148,7 +149,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l.Name != "jobs/a:b" || l.Mode != sequencer.Exclusive || len(l.Holders) != 1 || l.Holders[0] !=
-		(session.Holder{Session: info.ID, Holder: "h1", Token: g.Token, Value: "10.0.0.7:8080"}) || !l.DelayUntil.IsZero() {
+		(api.Holder{Session: info.ID, Holder: "h1", Token: g.Token, Value: "10.0.0.7:8080"}) || !l.DelayUntil.IsZero() {
 		t.Fatalf("lock: %+v", l)
 	}
 	free, err := c.Lock(ctx, "nobody/holds/this")
@@ -167,10 +168,10 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || !chk.Valid || chk.CurrentToken != g.Token {
 		t.Fatalf("check: %+v %v", chk, err)
 	}
-	if err := c.Release(ctx, session.ReleaseRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1"}); err != nil {
+	if err := c.Release(ctx, api.ReleaseRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Release(ctx, session.ReleaseRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1"}); err != nil {
+	if err := c.Release(ctx, api.ReleaseRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1"}); err != nil {
 		t.Fatalf("repeated release: %v", err)
 	}
 	chk, err = c.CheckSequencer(ctx, g.Sequencer.String())
@@ -195,10 +196,10 @@ func TestRoundTrip(t *testing.T) {
 	if err := c.CloseSession(ctx, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.SessionInfo(ctx, info.ID); !errors.Is(err, session.ErrSessionNotFound) {
+	if _, err := c.SessionInfo(ctx, info.ID); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("closed session: %v", err)
 	}
-	if err := c.CloseSession(ctx, info.ID); !errors.Is(err, session.ErrSessionNotFound) {
+	if err := c.CloseSession(ctx, info.ID); !errors.Is(err, api.ErrSessionNotFound) {
 		t.Fatalf("second close: %v", err)
 	}
 }
@@ -219,7 +220,7 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("headers: %v", r.header)
 	}
 	// An explicit "0s" lock-delay means none; an absent one the default.
-	for body, want := range map[string]string{`{"lock_delay":"0s"}`: "0s", `{}`: session.DefaultLockDelay.String()} {
+	for body, want := range map[string]string{`{"lock_delay":"0s"}`: "0s", `{}`: api.DefaultLockDelay.String()} {
 		r := rawDo(t, ts.URL, "POST", "/v1/sessions", strings.NewReader(body))
 		var got map[string]any
 		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || got["lock_delay"] != want {
@@ -245,7 +246,7 @@ func TestWireFormat(t *testing.T) {
 	}
 	// delay_until is RFC 3339 with nanoseconds when set.
 	du := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	lr := NewLockReply(session.LockState{Name: "d", DelayUntil: du, Holders: []session.Holder{}})
+	lr := NewLockReply(api.LockState{Name: "d", DelayUntil: du, Holders: []api.Holder{}})
 	if lr.DelayUntil != "2030-01-02T03:04:05.000000006Z" || lr.Mode != "" {
 		t.Fatalf("delay_until: %+v", lr)
 	}
@@ -268,30 +269,30 @@ func TestWaitingAcquire(t *testing.T) {
 	ts := newTestServer(t, f)
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
-	s, err := c.OpenSession(ctx, session.OpenRequest{})
+	s, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g1, err := c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: s.ID, Holder: "a"})
+	g1, err := c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A wait that times out.
 	start := time.Now()
-	_, err = c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: 50 * time.Millisecond})
-	if !errors.Is(err, session.ErrWaitTimeout) || time.Since(start) < 50*time.Millisecond {
+	_, err = c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: 50 * time.Millisecond})
+	if !errors.Is(err, api.ErrWaitTimeout) || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("wait timeout: %v after %v", err, time.Since(start))
 	}
 	// A wait that is granted on release.
 	done := make(chan error, 1)
-	var g2 session.Grant
+	var g2 api.Grant
 	go func() {
 		var err error
-		g2, err = c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: 5 * time.Second})
+		g2, err = c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: 5 * time.Second})
 		done <- err
 	}()
 	waitFor(t, "queued waiter", func() bool { l, _ := c.Lock(ctx, "w"); return l.Waiters == 1 })
-	if err := c.Release(ctx, session.ReleaseRequest{Name: "w", Session: s.ID, Holder: "a"}); err != nil {
+	if err := c.Release(ctx, api.ReleaseRequest{Name: "w", Session: s.ID, Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {
@@ -303,7 +304,7 @@ func TestWaitingAcquire(t *testing.T) {
 	// Cancelling the caller's ctx cancels the server-side wait.
 	wctx, cancel := context.WithCancel(ctx)
 	go func() {
-		_, err := c.Acquire(wctx, session.AcquireRequest{Name: "w", Session: s.ID, Holder: "c", Wait: time.Minute})
+		_, err := c.Acquire(wctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "c", Wait: time.Minute})
 		done <- err
 	}()
 	waitFor(t, "queued waiter", func() bool { l, _ := c.Lock(ctx, "w"); return l.Waiters == 1 })
@@ -325,64 +326,64 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-// TestErrorCodes: every code travels back into a *session.Error that
+// TestErrorCodes: every code travels back into a *api.Error that
 // matches its sentinel under errors.Is.
 func TestErrorCodes(t *testing.T) {
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
-	s, _ := c.OpenSession(ctx, session.OpenRequest{})
-	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "busy", Session: s.ID, Holder: "a"}); err != nil {
+	s, _ := c.OpenSession(ctx, api.OpenRequest{})
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "busy", Session: s.ID, Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	check := func(name string, err error, want *session.Error) {
+	check := func(name string, err error, want *api.Error) {
 		t.Helper()
-		var e *session.Error
+		var e *api.Error
 		if !errors.Is(err, want) || !errors.As(err, &e) || e.Code != want.Code || e.Message == "" {
 			t.Errorf("%s: error %v, want code %s", name, err, want.Code)
 		}
 	}
-	_, err := c.Acquire(ctx, session.AcquireRequest{Name: "busy", Session: s.ID, Holder: "b"})
-	check("busy", err, session.ErrLockBusy)
-	check("not holder", c.Release(ctx, session.ReleaseRequest{Name: "busy", Session: s.ID, Holder: "b"}), session.ErrNotHolder)
+	_, err := c.Acquire(ctx, api.AcquireRequest{Name: "busy", Session: s.ID, Holder: "b"})
+	check("busy", err, api.ErrLockBusy)
+	check("not holder", c.Release(ctx, api.ReleaseRequest{Name: "busy", Session: s.ID, Holder: "b"}), api.ErrNotHolder)
 	_, err = c.KeepAlive(ctx, "0123456789abcdef")
-	check("no session", err, session.ErrSessionNotFound)
-	_, err = c.Acquire(ctx, session.AcquireRequest{Name: "", Session: s.ID, Holder: "b"})
-	check("empty name", err, session.ErrInvalidArgument)
-	_, err = c.Acquire(ctx, session.AcquireRequest{Name: "v", Session: s.ID, Holder: "b", Value: strings.Repeat("x", session.MaxValueBytes+1)})
-	check("big value", err, session.ErrTooLarge)
+	check("no session", err, api.ErrSessionNotFound)
+	_, err = c.Acquire(ctx, api.AcquireRequest{Name: "", Session: s.ID, Holder: "b"})
+	check("empty name", err, api.ErrInvalidArgument)
+	_, err = c.Acquire(ctx, api.AcquireRequest{Name: "v", Session: s.ID, Holder: "b", Value: strings.Repeat("x", api.MaxValueBytes+1)})
+	check("big value", err, api.ErrTooLarge)
 	_, err = c.CheckSequencer(ctx, "not-a-sequencer")
-	check("bad sequencer", err, session.ErrInvalidArgument)
-	_, err = c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: time.Hour})
-	check("wait too long", err, session.ErrInvalidArgument)
-	_, err = c.OpenSession(ctx, session.OpenRequest{TTL: time.Millisecond})
-	check("ttl too short", err, session.ErrInvalidArgument)
+	check("bad sequencer", err, api.ErrInvalidArgument)
+	_, err = c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: time.Hour})
+	check("wait too long", err, api.ErrInvalidArgument)
+	_, err = c.OpenSession(ctx, api.OpenRequest{TTL: time.Millisecond})
+	check("ttl too short", err, api.ErrInvalidArgument)
 
 	// Codes only a real node produces, injected.
-	f.injectErr("OpenSession", session.Errorf(session.CodeUnknownOutcome, "leadership lost"))
+	f.injectErr("OpenSession", api.Errorf(api.CodeUnknownOutcome, "leadership lost"))
 	before := f.calls.Load()
-	_, err = c.OpenSession(ctx, session.OpenRequest{})
-	check("open: unknown outcome", err, session.ErrUnknownOutcome)
+	_, err = c.OpenSession(ctx, api.OpenRequest{})
+	check("open: unknown outcome", err, api.ErrUnknownOutcome)
 	if n := f.calls.Load() - before; n != 1 {
 		t.Errorf("open with unknown outcome was tried %d times, want 1 (not idempotent)", n)
 	}
 	f.injectErr("Lock", errors.New("disk on fire"))
 	_, err = c.Lock(ctx, "x")
-	if session.CodeOf(err) != session.CodeInternal {
+	if api.CodeOf(err) != api.CodeInternal {
 		t.Errorf("internal: %v", err)
 	}
 	// no_leader is retried until ctx ends.
-	f.injectErr("*", session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader,
-		session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader,
-		session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader,
-		session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader,
-		session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader,
-		session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader, session.ErrNoLeader)
+	f.injectErr("*", api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader)
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	_, err = c.KeepAlive(sctx, s.ID)
 	cancel()
-	check("no leader", err, session.ErrNoLeader)
+	check("no leader", err, api.ErrNoLeader)
 	f.mu.Lock()
 	f.inject = map[string][]error{}
 	f.mu.Unlock()
@@ -395,17 +396,17 @@ func TestRetries(t *testing.T) {
 	ts := newTestServer(t, f)
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
-	f.injectErr("OpenSession", session.ErrNoLeader, session.ErrNoLeader)
-	s, err := c.OpenSession(ctx, session.OpenRequest{})
+	f.injectErr("OpenSession", api.ErrNoLeader, api.ErrNoLeader)
+	s, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatalf("open after no_leader: %v", err)
 	}
-	f.injectErr("Acquire", session.ErrUnknownOutcome)
-	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
+	f.injectErr("Acquire", api.ErrUnknownOutcome)
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatalf("acquire after unknown outcome: %v", err)
 	}
-	f.injectErr("Release", session.ErrUnknownOutcome, session.ErrNoLeader)
-	if err := c.Release(ctx, session.ReleaseRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
+	f.injectErr("Release", api.ErrUnknownOutcome, api.ErrNoLeader)
+	if err := c.Release(ctx, api.ReleaseRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatalf("release after unknown outcome: %v", err)
 	}
 	// The first close applies but its answer is lost (unknown outcome);
@@ -413,7 +414,7 @@ func TestRetries(t *testing.T) {
 	f.mu.Lock()
 	delete(f.sessions, s.ID)
 	f.mu.Unlock()
-	f.injectErr("CloseSession", session.ErrUnknownOutcome)
+	f.injectErr("CloseSession", api.ErrUnknownOutcome)
 	if err := c.CloseSession(ctx, s.ID); err != nil {
 		t.Fatalf("close after unknown outcome: %v", err)
 	}
@@ -426,11 +427,11 @@ func TestBadInput(t *testing.T) {
 	ts := newTestServer(t, f)
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
-	s, err := c.OpenSession(ctx, session.OpenRequest{})
+	s, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Acquire(ctx, session.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	acq := func(extra string) string {
@@ -440,53 +441,53 @@ func TestBadInput(t *testing.T) {
 	tests := []struct {
 		name, method, path, body string
 		status                   int
-		code                     session.Code
+		code                     api.Code
 	}{
-		{"malformed", "POST", "/v1/acquire", `{"name":`, 400, session.CodeInvalidArgument},
-		{"not an object", "POST", "/v1/acquire", `[1,2]`, 400, session.CodeInvalidArgument},
-		{"unknown field", "POST", "/v1/acquire", acq(`,"bogus":1`), 400, session.CodeInvalidArgument},
-		{"trailing garbage", "POST", "/v1/acquire", acq(``) + `xyz`, 400, session.CodeInvalidArgument},
-		{"trailing object", "POST", "/v1/acquire", acq(``) + `{}`, 400, session.CodeInvalidArgument},
-		{"oversize body", "POST", "/v1/acquire", big, 413, session.CodeTooLarge},
-		{"oversize body open", "POST", "/v1/sessions", big, 413, session.CodeTooLarge},
-		{"oversize value", "POST", "/v1/acquire", acq(`,"value":"` + strings.Repeat("v", session.MaxValueBytes+1) + `"`), 413, session.CodeTooLarge},
-		{"bad mode", "POST", "/v1/acquire", acq(`,"mode":"EXCLUSIVE"`), 400, session.CodeInvalidArgument},
-		{"numeric mode", "POST", "/v1/acquire", acq(`,"mode":1`), 400, session.CodeInvalidArgument},
-		{"negative wait", "POST", "/v1/acquire", acq(`,"wait":"-1s"`), 400, session.CodeInvalidArgument},
-		{"garbage wait", "POST", "/v1/acquire", acq(`,"wait":"soon"`), 400, session.CodeInvalidArgument},
-		{"numeric wait", "POST", "/v1/acquire", acq(`,"wait":30`), 400, session.CodeInvalidArgument},
-		{"wait over max", "POST", "/v1/acquire", acq(`,"wait":"11m"`), 400, session.CodeInvalidArgument},
-		{"empty name", "POST", "/v1/acquire", `{"name":"","session":"` + s.ID + `","holder":"h"}`, 400, session.CodeInvalidArgument},
-		{"control char name", "POST", "/v1/acquire", `{"name":"a\u0001b","session":"` + s.ID + `","holder":"h"}`, 400, session.CodeInvalidArgument},
-		{"long name", "POST", "/v1/acquire", `{"name":"` + strings.Repeat("n", 513) + `","session":"` + s.ID + `","holder":"h"}`, 400, session.CodeInvalidArgument},
-		{"no holder", "POST", "/v1/acquire", `{"name":"new","session":"` + s.ID + `"}`, 400, session.CodeInvalidArgument},
-		{"busy", "POST", "/v1/acquire", `{"name":"held","session":"` + s.ID + `","holder":"other"}`, 409, session.CodeLockBusy},
-		{"not holder", "POST", "/v1/release", `{"name":"held","session":"` + s.ID + `","holder":"other"}`, 409, session.CodeNotHolder},
-		{"negative ttl", "POST", "/v1/sessions", `{"ttl":"-1s"}`, 400, session.CodeInvalidArgument},
-		{"garbage ttl", "POST", "/v1/sessions", `{"ttl":"15"}`, 400, session.CodeInvalidArgument},
-		{"ttl over max", "POST", "/v1/sessions", `{"ttl":"6m"}`, 400, session.CodeInvalidArgument},
-		{"negative lock delay", "POST", "/v1/sessions", `{"lock_delay":"-5s"}`, 400, session.CodeInvalidArgument},
-		{"lock delay over max", "POST", "/v1/sessions", `{"lock_delay":"61s"}`, 400, session.CodeInvalidArgument},
-		{"unknown session", "POST", "/v1/sessions/ffff/keepalive", ``, 404, session.CodeSessionNotFound},
-		{"keepalive body", "POST", "/v1/sessions/" + s.ID + "/keepalive", `{"x":1}`, 400, session.CodeInvalidArgument},
-		{"bad sequencer", "POST", "/v1/sequencer/check", `{"sequencer":"rl1:q:1:x"}`, 400, session.CodeInvalidArgument},
-		{"lock without name", "GET", "/v1/lock", ``, 400, session.CodeInvalidArgument},
-		{"lock unknown param", "GET", "/v1/lock?name=a&x=1", ``, 400, session.CodeInvalidArgument},
-		{"lock repeated param", "GET", "/v1/lock?name=a&name=b", ``, 400, session.CodeInvalidArgument},
-		{"lock bad query", "GET", "/v1/lock?name=%zz", ``, 400, session.CodeInvalidArgument},
-		{"watch bad index", "GET", "/v1/lock?name=a&index=-1", ``, 400, session.CodeInvalidArgument},
-		{"watch index not a number", "GET", "/v1/lock?name=a&index=x", ``, 400, session.CodeInvalidArgument},
-		{"watch bad wait", "GET", "/v1/lock?name=a&index=1&wait=soon", ``, 400, session.CodeInvalidArgument},
-		{"watch wait too long", "GET", "/v1/lock?name=a&index=1&wait=11m", ``, 400, session.CodeInvalidArgument},
-		{"watch negative wait", "GET", "/v1/lock?name=a&index=1&wait=-1s", ``, 400, session.CodeInvalidArgument},
-		{"member without id", "POST", "/v1/internal/members", `{"raft_addr":"a","http_addr":"b"}`, 400, session.CodeInvalidArgument},
-		{"unknown route", "GET", "/v1/nope", ``, 404, session.CodeNotFound},
-		{"root", "GET", "/", ``, 404, session.CodeNotFound},
-		{"unclean path", "GET", "/v1//cluster", ``, 404, session.CodeNotFound},
-		{"dot path", "GET", "/v1/x/../cluster", ``, 404, session.CodeNotFound},
-		{"wrong method", "GET", "/v1/acquire", ``, 405, session.CodeMethodNotAllowed},
-		{"wrong method sessions", "PUT", "/v1/sessions/" + s.ID, ``, 405, session.CodeMethodNotAllowed},
-		{"wrong method cluster", "DELETE", "/v1/cluster", ``, 405, session.CodeMethodNotAllowed},
+		{"malformed", "POST", "/v1/acquire", `{"name":`, 400, api.CodeInvalidArgument},
+		{"not an object", "POST", "/v1/acquire", `[1,2]`, 400, api.CodeInvalidArgument},
+		{"unknown field", "POST", "/v1/acquire", acq(`,"bogus":1`), 400, api.CodeInvalidArgument},
+		{"trailing garbage", "POST", "/v1/acquire", acq(``) + `xyz`, 400, api.CodeInvalidArgument},
+		{"trailing object", "POST", "/v1/acquire", acq(``) + `{}`, 400, api.CodeInvalidArgument},
+		{"oversize body", "POST", "/v1/acquire", big, 413, api.CodeTooLarge},
+		{"oversize body open", "POST", "/v1/sessions", big, 413, api.CodeTooLarge},
+		{"oversize value", "POST", "/v1/acquire", acq(`,"value":"` + strings.Repeat("v", api.MaxValueBytes+1) + `"`), 413, api.CodeTooLarge},
+		{"bad mode", "POST", "/v1/acquire", acq(`,"mode":"EXCLUSIVE"`), 400, api.CodeInvalidArgument},
+		{"numeric mode", "POST", "/v1/acquire", acq(`,"mode":1`), 400, api.CodeInvalidArgument},
+		{"negative wait", "POST", "/v1/acquire", acq(`,"wait":"-1s"`), 400, api.CodeInvalidArgument},
+		{"garbage wait", "POST", "/v1/acquire", acq(`,"wait":"soon"`), 400, api.CodeInvalidArgument},
+		{"numeric wait", "POST", "/v1/acquire", acq(`,"wait":30`), 400, api.CodeInvalidArgument},
+		{"wait over max", "POST", "/v1/acquire", acq(`,"wait":"11m"`), 400, api.CodeInvalidArgument},
+		{"empty name", "POST", "/v1/acquire", `{"name":"","session":"` + s.ID + `","holder":"h"}`, 400, api.CodeInvalidArgument},
+		{"control char name", "POST", "/v1/acquire", `{"name":"a\u0001b","session":"` + s.ID + `","holder":"h"}`, 400, api.CodeInvalidArgument},
+		{"long name", "POST", "/v1/acquire", `{"name":"` + strings.Repeat("n", 513) + `","session":"` + s.ID + `","holder":"h"}`, 400, api.CodeInvalidArgument},
+		{"no holder", "POST", "/v1/acquire", `{"name":"new","session":"` + s.ID + `"}`, 400, api.CodeInvalidArgument},
+		{"busy", "POST", "/v1/acquire", `{"name":"held","session":"` + s.ID + `","holder":"other"}`, 409, api.CodeLockBusy},
+		{"not holder", "POST", "/v1/release", `{"name":"held","session":"` + s.ID + `","holder":"other"}`, 409, api.CodeNotHolder},
+		{"negative ttl", "POST", "/v1/sessions", `{"ttl":"-1s"}`, 400, api.CodeInvalidArgument},
+		{"garbage ttl", "POST", "/v1/sessions", `{"ttl":"15"}`, 400, api.CodeInvalidArgument},
+		{"ttl over max", "POST", "/v1/sessions", `{"ttl":"6m"}`, 400, api.CodeInvalidArgument},
+		{"negative lock delay", "POST", "/v1/sessions", `{"lock_delay":"-5s"}`, 400, api.CodeInvalidArgument},
+		{"lock delay over max", "POST", "/v1/sessions", `{"lock_delay":"61s"}`, 400, api.CodeInvalidArgument},
+		{"unknown session", "POST", "/v1/sessions/ffff/keepalive", ``, 404, api.CodeSessionNotFound},
+		{"keepalive body", "POST", "/v1/sessions/" + s.ID + "/keepalive", `{"x":1}`, 400, api.CodeInvalidArgument},
+		{"bad sequencer", "POST", "/v1/sequencer/check", `{"sequencer":"rl1:q:1:x"}`, 400, api.CodeInvalidArgument},
+		{"lock without name", "GET", "/v1/lock", ``, 400, api.CodeInvalidArgument},
+		{"lock unknown param", "GET", "/v1/lock?name=a&x=1", ``, 400, api.CodeInvalidArgument},
+		{"lock repeated param", "GET", "/v1/lock?name=a&name=b", ``, 400, api.CodeInvalidArgument},
+		{"lock bad query", "GET", "/v1/lock?name=%zz", ``, 400, api.CodeInvalidArgument},
+		{"watch bad index", "GET", "/v1/lock?name=a&index=-1", ``, 400, api.CodeInvalidArgument},
+		{"watch index not a number", "GET", "/v1/lock?name=a&index=x", ``, 400, api.CodeInvalidArgument},
+		{"watch bad wait", "GET", "/v1/lock?name=a&index=1&wait=soon", ``, 400, api.CodeInvalidArgument},
+		{"watch wait too long", "GET", "/v1/lock?name=a&index=1&wait=11m", ``, 400, api.CodeInvalidArgument},
+		{"watch negative wait", "GET", "/v1/lock?name=a&index=1&wait=-1s", ``, 400, api.CodeInvalidArgument},
+		{"member without id", "POST", "/v1/internal/members", `{"raft_addr":"a","http_addr":"b"}`, 400, api.CodeInvalidArgument},
+		{"unknown route", "GET", "/v1/nope", ``, 404, api.CodeNotFound},
+		{"root", "GET", "/", ``, 404, api.CodeNotFound},
+		{"unclean path", "GET", "/v1//cluster", ``, 404, api.CodeNotFound},
+		{"dot path", "GET", "/v1/x/../cluster", ``, 404, api.CodeNotFound},
+		{"wrong method", "GET", "/v1/acquire", ``, 405, api.CodeMethodNotAllowed},
+		{"wrong method sessions", "PUT", "/v1/sessions/" + s.ID, ``, 405, api.CodeMethodNotAllowed},
+		{"wrong method cluster", "DELETE", "/v1/cluster", ``, 405, api.CodeMethodNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -528,11 +529,11 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestStatusOf(t *testing.T) {
-	for code, status := range map[session.Code]int{
-		session.CodeInvalidArgument: 400, session.CodeSessionNotFound: 404, session.CodeLockBusy: 409,
-		session.CodeNotHolder: 409, session.CodeWaitTimeout: 408, session.CodeNoLeader: 503,
-		session.CodeUnknownOutcome: 503, session.CodeTooLarge: 413, session.CodeInternal: 500,
-		session.CodeNotFound: 404, session.CodeMethodNotAllowed: 405, "something_new": 500,
+	for code, status := range map[api.Code]int{
+		api.CodeInvalidArgument: 400, api.CodeSessionNotFound: 404, api.CodeLockBusy: 409,
+		api.CodeNotHolder: 409, api.CodeWaitTimeout: 408, api.CodeNoLeader: 503,
+		api.CodeUnknownOutcome: 503, api.CodeTooLarge: 413, api.CodeInternal: 500,
+		api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, "something_new": 500,
 	} {
 		if got := StatusOf(code); got != status {
 			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
@@ -592,7 +593,7 @@ func TestWatchLockThroughClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	info, err := c.OpenSession(ctx, session.OpenRequest{TTL: 10 * time.Second})
+	info, err := c.OpenSession(ctx, api.OpenRequest{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -604,7 +605,7 @@ func TestWatchLockThroughClient(t *testing.T) {
 	if r.header.Get(HeaderIndex) != fmt.Sprint(free.Index) {
 		t.Fatalf("%s header %q, want %d", HeaderIndex, r.header.Get(HeaderIndex), free.Index)
 	}
-	got := make(chan session.LockState, 1)
+	got := make(chan api.LockState, 1)
 	go func() {
 		st, err := c.WatchLock(ctx, "w", free.Index, time.Minute)
 		if err != nil {
@@ -612,7 +613,7 @@ func TestWatchLockThroughClient(t *testing.T) {
 		}
 		got <- st
 	}()
-	g, err := c.Acquire(ctx, session.AcquireRequest{Name: "w", Session: info.ID, Holder: "h"})
+	g, err := c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: info.ID, Holder: "h"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // The wire types of the HTTP/JSON API (shared/API.md). The server encodes
@@ -112,7 +113,7 @@ type HolderReply struct {
 // lock has mode "" and no holders; DelayUntil is "" without a lock-delay.
 // Index (an addition to API.md) is the Raft index of the lock's last change.
 // Grants is the lock's recent grant history, oldest first, and GrantsSince
-// how far back it reaches (session.LockState); a server from before
+// how far back it reaches (api.LockState); a server from before
 // histories sends neither, and an empty history is left out.
 type LockReply struct {
 	Name        string           `json:"name"`
@@ -187,7 +188,7 @@ type ErrorBody struct {
 }
 
 // NewSessionReply encodes a session's description.
-func NewSessionReply(in session.Info) SessionReply {
+func NewSessionReply(in api.Info) SessionReply {
 	locks := in.Locks
 	if locks == nil {
 		locks = []string{}
@@ -196,42 +197,42 @@ func NewSessionReply(in session.Info) SessionReply {
 }
 
 // Info decodes a session's description.
-func (r SessionReply) Info() (session.Info, error) {
+func (r SessionReply) Info() (api.Info, error) {
 	ttl, err := parseWireDuration("ttl", r.TTL)
 	if err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	ld, err := parseWireDuration("lock_delay", r.LockDelay)
 	if err != nil {
-		return session.Info{}, err
+		return api.Info{}, err
 	}
 	locks := r.Locks
 	if locks == nil {
 		locks = []string{}
 	}
-	return session.Info{ID: r.ID, Name: r.Name, TTL: ttl, LockDelay: ld, Locks: locks}, nil
+	return api.Info{ID: r.ID, Name: r.Name, TTL: ttl, LockDelay: ld, Locks: locks}, nil
 }
 
 // NewGrantReply encodes a grant.
-func NewGrantReply(g session.Grant) GrantReply {
+func NewGrantReply(g api.Grant) GrantReply {
 	return GrantReply{Name: g.Name, Mode: modeString(g.Mode), Token: uint64(g.Token), Sequencer: g.Sequencer.String()}
 }
 
 // Grant decodes a grant; term is the X-Raftlock-Term of the answer.
-func (r GrantReply) Grant(term uint64) (session.Grant, error) {
+func (r GrantReply) Grant(term uint64) (api.Grant, error) {
 	seq, err := sequencer.Parse(r.Sequencer)
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("grant: %w", err)
+		return api.Grant{}, fmt.Errorf("grant: %w", err)
 	}
 	mode, err := sequencer.ParseMode(r.Mode)
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("grant: %w", err)
+		return api.Grant{}, fmt.Errorf("grant: %w", err)
 	}
-	return session.Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
+	return api.Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
 }
 
 // NewLockReply encodes a lock's state.
-func NewLockReply(l session.LockState) LockReply {
+func NewLockReply(l api.LockState) LockReply {
 	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
 		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
@@ -252,38 +253,38 @@ func NewLockReply(l session.LockState) LockReply {
 }
 
 // State decodes a lock's state.
-func (r LockReply) State() (session.LockState, error) {
-	out := session.LockState{Name: r.Name, Holders: make([]session.Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
+func (r LockReply) State() (api.LockState, error) {
+	out := api.LockState{Name: r.Name, Holders: make([]api.Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
 	if r.Mode != "" {
 		m, err := sequencer.ParseMode(r.Mode)
 		if err != nil {
-			return session.LockState{}, fmt.Errorf("lock %s: %w", r.Name, err)
+			return api.LockState{}, fmt.Errorf("lock %s: %w", r.Name, err)
 		}
 		out.Mode = m
 	}
 	for _, h := range r.Holders {
-		out.Holders = append(out.Holders, session.Holder{Session: h.Session, Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+		out.Holders = append(out.Holders, api.Holder{Session: h.Session, Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
 	}
 	for _, q := range r.Queue {
 		m, err := sequencer.ParseMode(q.Mode)
 		if err != nil {
-			return session.LockState{}, fmt.Errorf("lock %s: queue: %w", r.Name, err)
+			return api.LockState{}, fmt.Errorf("lock %s: queue: %w", r.Name, err)
 		}
-		out.Queue = append(out.Queue, session.QueuedHolder{Holder: q.Holder, Mode: m})
+		out.Queue = append(out.Queue, api.QueuedHolder{Holder: q.Holder, Mode: m})
 	}
 	for _, g := range r.Grants {
 		m, err := sequencer.ParseMode(g.Mode)
 		if err != nil {
-			return session.LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
+			return api.LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
 		}
-		out.Grants = append(out.Grants, session.PastGrant{Token: sequencer.Token(g.Token), Mode: m,
+		out.Grants = append(out.Grants, api.PastGrant{Token: sequencer.Token(g.Token), Mode: m,
 			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
 	}
 	out.GrantsSince = sequencer.Token(r.GrantsSince)
 	if r.DelayUntil != "" {
 		t, err := time.Parse(time.RFC3339Nano, r.DelayUntil)
 		if err != nil {
-			return session.LockState{}, fmt.Errorf("lock %s: delay_until: %w", r.Name, err)
+			return api.LockState{}, fmt.Errorf("lock %s: delay_until: %w", r.Name, err)
 		}
 		out.DelayUntil = t
 	}
@@ -291,7 +292,7 @@ func (r LockReply) State() (session.LockState, error) {
 }
 
 // NewLocksReply encodes a list of lock states.
-func NewLocksReply(ls []session.LockState) LocksReply {
+func NewLocksReply(ls []api.LockState) LocksReply {
 	out := LocksReply{Locks: make([]LockReply, 0, len(ls))}
 	for _, l := range ls {
 		out.Locks = append(out.Locks, NewLockReply(l))
@@ -300,7 +301,7 @@ func NewLocksReply(ls []session.LockState) LocksReply {
 }
 
 // NewCheckReply encodes the answer about a sequencer.
-func NewCheckReply(c session.SequencerCheck) CheckReply {
+func NewCheckReply(c api.SequencerCheck) CheckReply {
 	return CheckReply{Valid: c.Valid, CurrentToken: uint64(c.CurrentToken)}
 }
 
@@ -327,9 +328,9 @@ func parseWireDuration(field, s string) (time.Duration, error) {
 }
 
 // wireDuration is the wire form of an optional duration: "" for zero.
-// wireLockDelay is wireDuration, with session.NoLockDelay as "0s".
+// wireLockDelay is wireDuration, with api.NoLockDelay as "0s".
 func wireLockDelay(d time.Duration) string {
-	if d == session.NoLockDelay {
+	if d == api.NoLockDelay {
 		return "0s"
 	}
 	return wireDuration(d)

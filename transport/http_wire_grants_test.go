@@ -6,16 +6,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 )
 
 // A lock's grant history crosses the wire as "grants" (oldest first: token,
 // mode, holder, value, session_name; never a session id) and
 // "grants_since", and decodes to the same LockState.
 func TestLockReplyCarriesTheGrantHistory(t *testing.T) {
-	in := session.LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []session.Holder{{Session: "sid", Holder: "h2", Token: 9, Value: "b"}},
-		Index: 9, GrantsSince: 3, Grants: []session.PastGrant{
+	in := api.LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []api.Holder{{Session: "sid", Holder: "h2", Token: 9, Value: "b"}},
+		Index: 9, GrantsSince: 3, Grants: []api.PastGrant{
 			{Token: 5, Mode: sequencer.Exclusive, Holder: "h1", Value: "a", SessionName: "alice"},
 			{Token: 7, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"},
 			{Token: 9, Mode: sequencer.Exclusive, Holder: "h2", Value: "b", SessionName: "bob"},
@@ -55,7 +56,7 @@ func TestLockReplyWithoutGrantHistory(t *testing.T) {
 	if err != nil || out.Grants != nil || out.GrantsSince != 0 {
 		t.Fatalf("old answer decoded to %+v, %v; want no history and GrantsSince 0", out, err)
 	}
-	data, err := json.Marshal(NewLockReply(session.LockState{Name: "e", Holders: []session.Holder{}, Index: 4, GrantsSince: 5}))
+	data, err := json.Marshal(NewLockReply(api.LockState{Name: "e", Holders: []api.Holder{}, Index: 4, GrantsSince: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}

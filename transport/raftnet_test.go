@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/session/api"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/hashicorp/raft"
 )
 
 // newPeerPort opens a peer port on 127.0.0.1 serving svc's API; both close
@@ -120,7 +120,7 @@ func TestFollowerForwardsToTheLeadersPeerPort(t *testing.T) {
 	c := newTestClient(t, hostOf(fts))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := c.OpenSession(ctx, session.OpenRequest{Name: "via-peer-port"}); err != nil {
+	if _, err := c.OpenSession(ctx, api.OpenRequest{Name: "via-peer-port"}); err != nil {
 		t.Fatalf("open through the follower: %v", err)
 	}
 	if n := leader.calls.Load(); n != 1 {

@@ -3,7 +3,7 @@ package transport
 import (
 	"context"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // Member is one voter or non-voter of the cluster.
@@ -16,13 +16,13 @@ type Member struct {
 
 // Validate checks a member's fields: non-empty, bounded, printable.
 func (m Member) Validate() error {
-	if err := session.CheckText("member id", m.ID, 1, 128); err != nil {
+	if err := api.CheckText("member id", m.ID, 1, 128); err != nil {
 		return err
 	}
-	if err := session.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
+	if err := api.CheckText("raft_addr", m.RaftAddr, 1, 256); err != nil {
 		return err
 	}
-	return session.CheckText("http_addr", m.HTTPAddr, 1, 256)
+	return api.CheckText("http_addr", m.HTTPAddr, 1, 256)
 }
 
 // ClusterInfo is the cluster as the leader sees it.
@@ -53,7 +53,7 @@ type LeaderInfo struct {
 // Session and lock calls only succeed on the leader; the server forwards to
 // the leader when Leader reports another replica.
 type Service interface {
-	session.Backend
+	api.Backend
 	// Cluster answers GET /v1/cluster (leader only, after VerifyLeader).
 	Cluster(ctx context.Context) (ClusterInfo, error)
 	// Leader reports the local view of leadership, without network calls.

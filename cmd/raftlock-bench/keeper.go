@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -88,7 +89,7 @@ func (k *keeper) Open(ctx context.Context, n int, lat *bench.Latencies) (int64, 
 	_, err := bench.ForEach(ctx, n, k.workers, func(ctx context.Context, i int) error {
 		for {
 			sent := time.Now()
-			info, err := k.c.OpenSession(ctx, session.OpenRequest{TTL: k.ttl, LockDelay: session.NoLockDelay})
+			info, err := k.c.OpenSession(ctx, api.OpenRequest{TTL: k.ttl, LockDelay: api.NoLockDelay})
 			if err == nil {
 				lat.Add(time.Since(sent))
 				ttl := info.TTL
@@ -126,7 +127,7 @@ func (k *keeper) Hold(ctx context.Context, n int) error {
 			return nil
 		}
 		holder := fmt.Sprintf("h%d", i)
-		_, err := k.c.Acquire(ctx, session.AcquireRequest{Name: fmt.Sprintf("%s/%d", k.prefix, i), Session: s.id, Holder: holder})
+		_, err := k.c.Acquire(ctx, api.AcquireRequest{Name: fmt.Sprintf("%s/%d", k.prefix, i), Session: s.id, Holder: holder})
 		if err != nil {
 			return fmt.Errorf("acquire for session %s: %w", s.id, err)
 		}
@@ -171,7 +172,7 @@ func (k *keeper) Close(ctx context.Context) error {
 		s := open[i]
 		sent := time.Now()
 		err := k.c.CloseSession(ctx, s.id)
-		if errors.Is(err, session.ErrSessionNotFound) {
+		if errors.Is(err, api.ErrSessionNotFound) {
 			k.mu.Lock()
 			k.gone(s, sent)
 			k.mu.Unlock()
@@ -278,7 +279,7 @@ func (k *keeper) keepAlives() {
 			}
 			s.next = sent.Add(ttl / 3)
 			k.push(s)
-		case errors.Is(err, session.ErrSessionNotFound):
+		case errors.Is(err, api.ErrSessionNotFound):
 			k.gone(s, sent)
 		case k.ctx.Err() != nil:
 		default:

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -142,5 +144,5 @@ func (s *system) NewSessionLoad(o *bench.Options, lockPrefix string) bench.Sessi
 // openOptions are the options of every benchmark session: the same TTL as
 // the etcd leases, and no lock-delay (etcd has none).
 func openOptions(ttl time.Duration, name string) []session.Option {
-	return []session.Option{session.TTL(ttl), session.LockDelay(session.NoLockDelay), session.Name(name)}
+	return []session.Option{session.TTL(ttl), session.LockDelay(api.NoLockDelay), session.Name(name)}
 }

@@ -6,13 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/session"
 )
 
 // worker is one benchmark client: a Session (with its own keepalive loop)
 // doing acquire+release pairs on one lock with a blocking Lock.
 type worker struct {
-	b    session.Backend
+	b    api.Backend
 	lock string
 	ttl  time.Duration
 	name string

@@ -12,7 +12,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -98,7 +99,7 @@ func (t attemptCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(prefix), orig), orig}
 	var er transport.ErrorReply
-	sure := rerr == nil && json.Unmarshal(prefix, &er) == nil && session.Code(er.Error.Code) == session.CodeNoLeader
+	sure := rerr == nil && json.Unmarshal(prefix, &er) == nil && api.Code(er.Error.Code) == api.CodeNoLeader
 	a.add(!sure)
 	return resp, nil
 }

@@ -14,7 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -32,21 +33,21 @@ import (
 // an answer (like the transport's request timeout).
 const naiveSlack = 10 * time.Second
 
-// rawBackend is a session.Backend whose Acquire is one HTTP request to one
+// rawBackend is a api.Backend whose Acquire is one HTTP request to one
 // node, picked at random for every call; every other method is inner's.
 type rawBackend struct {
-	session.Backend
+	api.Backend
 	hc    *http.Client
 	addrs []string
 	pick  func(n int) int
 }
 
-// Acquire implements session.Backend with a single attempt. A request
+// Acquire implements api.Backend with a single attempt. A request
 // that could not be sent (a failed dial) is answered no_leader, as the
 // transport does: nothing reached the cluster. A request that broke after
 // it was sent, or timed out, is an error without an API code (unknown
 // outcome).
-func (b *rawBackend) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (b *rawBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	addr := b.addrs[b.pick(len(b.addrs))]
 	body := transport.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Wait: req.Wait.String(), Value: req.Value}
 	if req.Mode != 0 {
@@ -54,13 +55,13 @@ func (b *rawBackend) Acquire(ctx context.Context, req session.AcquireRequest) (s
 	}
 	data, err := json.Marshal(body)
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("naive acquire %s: encode: %w", req.Name, err)
+		return api.Grant{}, fmt.Errorf("naive acquire %s: encode: %w", req.Name, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, req.Wait+naiveSlack)
 	defer cancel()
 	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addr+"/v1/acquire", bytes.NewReader(data))
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("naive acquire %s: %w", req.Name, err)
+		return api.Grant{}, fmt.Errorf("naive acquire %s: %w", req.Name, err)
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
@@ -68,33 +69,33 @@ func (b *rawBackend) Acquire(ctx context.Context, req session.AcquireRequest) (s
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" && ctx.Err() == nil {
-			return session.Grant{}, session.Errorf(session.CodeNoLeader, "naive acquire %s: not sent to %s: %v", req.Name, addr, err)
+			return api.Grant{}, api.Errorf(api.CodeNoLeader, "naive acquire %s: not sent to %s: %v", req.Name, addr, err)
 		}
-		return session.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr, err)
+		return api.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return session.Grant{}, fmt.Errorf("naive acquire %s via %s: reading the answer: %w", req.Name, addr, err)
+		return api.Grant{}, fmt.Errorf("naive acquire %s via %s: reading the answer: %w", req.Name, addr, err)
 	}
 	if resp.StatusCode/100 == 2 {
 		var out transport.GrantReply
 		if err := json.Unmarshal(raw, &out); err != nil {
-			return session.Grant{}, fmt.Errorf("naive acquire %s via %s: decode grant: %w", req.Name, addr, err)
+			return api.Grant{}, fmt.Errorf("naive acquire %s via %s: decode grant: %w", req.Name, addr, err)
 		}
 		term, _ := strconv.ParseUint(resp.Header.Get(transport.HeaderTerm), 10, 64)
 		g, err := out.Grant(term)
 		if err != nil {
-			return session.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr, err)
+			return api.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr, err)
 		}
 		return g, nil
 	}
 	var er transport.ErrorReply
 	if err := json.Unmarshal(raw, &er); err == nil && er.Error.Code != "" {
-		return session.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr,
-			&session.Error{Code: session.Code(er.Error.Code), Message: er.Error.Message})
+		return api.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr,
+			&api.Error{Code: api.Code(er.Error.Code), Message: er.Error.Message})
 	}
-	return session.Grant{}, fmt.Errorf("naive acquire %s via %s: HTTP %d: %.200s", req.Name, addr, resp.StatusCode, raw)
+	return api.Grant{}, fmt.Errorf("naive acquire %s via %s: HTTP %d: %.200s", req.Name, addr, resp.StatusCode, raw)
 }
 
 // naiveHolderID returns a fresh holder id for one naive acquire.
@@ -112,10 +113,10 @@ func definiteNoPlace(err error, wait bool) bool {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	switch session.CodeOf(err) {
-	case session.CodeNoLeader, session.CodeWaitTimeout, codeWaitCancelled, session.CodeSessionNotFound:
+	switch api.CodeOf(err) {
+	case api.CodeNoLeader, api.CodeWaitTimeout, codeWaitCancelled, api.CodeSessionNotFound:
 		return true
-	case session.CodeLockBusy:
+	case api.CodeLockBusy:
 		return !wait
 	}
 	return false
@@ -126,10 +127,10 @@ func definiteNoPlace(err error, wait bool) bool {
 // writing) and releases it; answered definitely, it walks away; otherwise
 // it cancels its place (a release, retried by the Go client).
 func (w *workload) naiveWait(ctx context.Context, sid, name string) {
-	req := session.AcquireRequest{Name: name, Session: sid, Holder: naiveHolderID(),
+	req := api.AcquireRequest{Name: name, Session: sid, Holder: naiveHolderID(),
 		Wait: w.between(naiveWaitMin, naiveWaitMax)}
 	_, err := w.naive.Acquire(ctx, req)
-	rel := session.ReleaseRequest{Name: name, Session: sid, Holder: req.Holder}
+	rel := api.ReleaseRequest{Name: name, Session: sid, Holder: req.Holder}
 	switch {
 	case err == nil:
 		sleep(ctx, w.between(holdMin, holdMax))

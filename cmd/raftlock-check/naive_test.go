@@ -16,12 +16,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
 // apiError writes an API error answer.
-func apiError(w http.ResponseWriter, status int, code session.Code) {
+func apiError(w http.ResponseWriter, status int, code api.Code) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(transport.ErrorReply{Error: transport.ErrorBody{Code: string(code), Message: "test"}})
@@ -33,11 +34,11 @@ func TestAttemptCounterTellsUnsureAttempts(t *testing.T) {
 		case "/ok":
 			w.WriteHeader(http.StatusOK)
 		case "/busy":
-			apiError(w, http.StatusConflict, session.CodeLockBusy)
+			apiError(w, http.StatusConflict, api.CodeLockBusy)
 		case "/no-leader":
-			apiError(w, http.StatusServiceUnavailable, session.CodeNoLeader)
+			apiError(w, http.StatusServiceUnavailable, api.CodeNoLeader)
 		case "/unknown":
-			apiError(w, http.StatusServiceUnavailable, session.CodeUnknownOutcome)
+			apiError(w, http.StatusServiceUnavailable, api.CodeUnknownOutcome)
 		case "/broken":
 			// The request arrived; the connection breaks before an answer.
 			conn, _, err := w.(http.Hijacker).Hijack()
@@ -118,7 +119,7 @@ func newNaiveServer(t *testing.T, acquire func(w http.ResponseWriter)) *naiveSer
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(transport.ReleaseReply{Released: true})
 		default:
-			apiError(w, http.StatusNotFound, session.CodeNotFound)
+			apiError(w, http.StatusNotFound, api.CodeNotFound)
 		}
 	}))
 	t.Cleanup(s.Close)
@@ -132,10 +133,10 @@ func (s *naiveServer) counts() (acquires, releases int) {
 }
 
 func TestNaiveAcquireIsOneRequest(t *testing.T) {
-	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, session.CodeNoLeader) })
+	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, api.CodeNoLeader) })
 	b := &rawBackend{hc: http.DefaultClient, addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, pick: func(int) int { return 0 }}
-	_, err := b.Acquire(context.Background(), session.AcquireRequest{Name: lk, Session: sA, Holder: hA, Wait: 20 * time.Second})
-	if session.CodeOf(err) != session.CodeNoLeader {
+	_, err := b.Acquire(context.Background(), api.AcquireRequest{Name: lk, Session: sA, Holder: hA, Wait: 20 * time.Second})
+	if api.CodeOf(err) != api.CodeNoLeader {
 		t.Errorf("answer %v, want no_leader", err)
 	}
 	if n, _ := srv.counts(); n != 1 {
@@ -153,7 +154,7 @@ func TestNaiveAcquireReturnsTheGrant(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(transport.GrantReply{Name: lk, Mode: "exclusive", Token: 42, Sequencer: "rl1:x:42:" + lk})
 	})
 	b := &rawBackend{hc: http.DefaultClient, addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, pick: func(int) int { return 0 }}
-	g, err := b.Acquire(context.Background(), session.AcquireRequest{Name: lk, Session: sA, Holder: hA, Wait: time.Second})
+	g, err := b.Acquire(context.Background(), api.AcquireRequest{Name: lk, Session: sA, Holder: hA, Wait: time.Second})
 	if err != nil || g.Token != 42 || g.Term != 3 {
 		t.Errorf("grant %+v, %v; want token 42 in term 3", g, err)
 	}
@@ -197,7 +198,7 @@ func recorded(ms []message, kind string) (call, ret message, ok bool) {
 }
 
 func TestNaiveWaiterTakesNoLeaderAtItsWord(t *testing.T) {
-	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, session.CodeNoLeader) })
+	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, api.CodeNoLeader) })
 	ms := naiveRun(t, srv)
 	if a, r := srv.counts(); a != 1 || r != 0 {
 		t.Errorf("%d acquires, %d releases sent; want one acquire and nothing else", a, r)
@@ -209,7 +210,7 @@ func TestNaiveWaiterTakesNoLeaderAtItsWord(t *testing.T) {
 }
 
 func TestNaiveWaiterCancelsAfterAnUnknownOutcome(t *testing.T) {
-	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, session.CodeUnknownOutcome) })
+	srv := newNaiveServer(t, func(w http.ResponseWriter) { apiError(w, http.StatusServiceUnavailable, api.CodeUnknownOutcome) })
 	ms := naiveRun(t, srv)
 	if a, r := srv.counts(); a != 1 || r != 1 {
 		t.Fatalf("%d acquires, %d releases sent; want one of each", a, r)
@@ -230,12 +231,12 @@ func TestOutcomeNamesNoLeaderAndWaitCancelled(t *testing.T) {
 		err  error
 		want string
 	}{
-		{session.ErrNoLeader, resNoLeader},
-		{fmt.Errorf("via n1: %w", &session.Error{Code: "wait_cancelled"}), resWaitCancelled},
-		{session.ErrWaitTimeout, resWaitTimeout},
+		{api.ErrNoLeader, resNoLeader},
+		{fmt.Errorf("via n1: %w", &api.Error{Code: "wait_cancelled"}), resWaitCancelled},
+		{api.ErrWaitTimeout, resWaitTimeout},
 		// The Go client retries no_leader until its ctx ends: unknown.
-		{fmt.Errorf("%w (gave up: %w)", session.ErrNoLeader, context.Canceled), resUnknown},
-		{session.ErrUnknownOutcome, resUnknown},
+		{fmt.Errorf("%w (gave up: %w)", api.ErrNoLeader, context.Canceled), resUnknown},
+		{api.ErrUnknownOutcome, resUnknown},
 		{errors.New("connection reset"), resUnknown},
 	} {
 		if got, _ := outcome(tc.err); got != tc.want {
@@ -247,13 +248,13 @@ func TestOutcomeNamesNoLeaderAndWaitCancelled(t *testing.T) {
 		wait bool
 		want bool
 	}{
-		{session.ErrNoLeader, true, true},
-		{session.ErrWaitTimeout, true, true},
-		{session.ErrSessionNotFound, true, true},
-		{session.ErrLockBusy, false, true},
-		{session.ErrLockBusy, true, false},
-		{session.ErrUnknownOutcome, true, false},
-		{fmt.Errorf("%w (gave up: %w)", session.ErrNoLeader, context.DeadlineExceeded), true, false},
+		{api.ErrNoLeader, true, true},
+		{api.ErrWaitTimeout, true, true},
+		{api.ErrSessionNotFound, true, true},
+		{api.ErrLockBusy, false, true},
+		{api.ErrLockBusy, true, false},
+		{api.ErrUnknownOutcome, true, false},
+		{fmt.Errorf("%w (gave up: %w)", api.ErrNoLeader, context.DeadlineExceeded), true, false},
 	} {
 		if got := definiteNoPlace(tc.err, tc.wait); got != tc.want {
 			t.Errorf("definiteNoPlace(%v, wait %v) = %v, want %v", tc.err, tc.wait, got, tc.want)

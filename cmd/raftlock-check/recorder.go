@@ -5,16 +5,16 @@ import (
 	"errors"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 )
 
-// recorder is a session.Backend that reports every call it passes on to
+// recorder is a api.Backend that reports every call it passes on to
 // the real backend, with its call and return times and its outcome, to the
 // checker. The client's Session runs on it, so the history holds exactly
 // the requests the cluster saw: keepalives, retries and the clean-up of
 // abandoned acquires included.
 type recorder struct {
-	inner session.Backend
+	inner api.Backend
 	link  *link
 	// node names the node a read-only recorder talks to.
 	node string
@@ -26,9 +26,9 @@ type recorder struct {
 // holder ended (a release by the queued holder). Spelled out here rather
 // than taken from the session package so that the checker also builds
 // against a cluster that predates it.
-const codeWaitCancelled session.Code = "wait_cancelled"
+const codeWaitCancelled api.Code = "wait_cancelled"
 
-var _ session.Backend = (*recorder)(nil)
+var _ api.Backend = (*recorder)(nil)
 
 // unlockIntent marks the context of a release sent by Lock.Unlock.
 type unlockIntent struct{}
@@ -58,18 +58,18 @@ func outcome(err error) (result, text string) {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return resUnknown, text
 	}
-	switch session.CodeOf(err) {
-	case session.CodeLockBusy:
+	switch api.CodeOf(err) {
+	case api.CodeLockBusy:
 		return resBusy, text
-	case session.CodeSessionNotFound:
+	case api.CodeSessionNotFound:
 		return resNotFound, text
-	case session.CodeWaitTimeout:
+	case api.CodeWaitTimeout:
 		return resWaitTimeout, text
-	case session.CodeNotHolder:
+	case api.CodeNotHolder:
 		return resNotHolder, text
 	case codeWaitCancelled:
 		return resWaitCancelled, text
-	case session.CodeNoLeader:
+	case api.CodeNoLeader:
 		// Only a single-attempt call returns it (the Go client retries
 		// no_leader until its ctx ends, which is caught above).
 		return resNoLeader, text
@@ -87,8 +87,8 @@ func failedUnlessNotFound(err error) (string, string) {
 	return res, text
 }
 
-// OpenSession implements session.Backend.
-func (r *recorder) OpenSession(ctx context.Context, req session.OpenRequest) (session.Info, error) {
+// OpenSession implements api.Backend.
+func (r *recorder) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	id := r.begin(message{Kind: kindOpen})
 	info, err := r.inner.OpenSession(ctx, req)
 	m := message{Kind: kindOpen}
@@ -100,7 +100,7 @@ func (r *recorder) OpenSession(ctx context.Context, req session.OpenRequest) (se
 	return info, err
 }
 
-// KeepAlive implements session.Backend.
+// KeepAlive implements api.Backend.
 func (r *recorder) KeepAlive(ctx context.Context, sid string) (time.Duration, error) {
 	id := r.begin(message{Kind: kindKeepAlive, Session: sid})
 	ttl, err := r.inner.KeepAlive(ctx, sid)
@@ -110,7 +110,7 @@ func (r *recorder) KeepAlive(ctx context.Context, sid string) (time.Duration, er
 	return ttl, err
 }
 
-// CloseSession implements session.Backend.
+// CloseSession implements api.Backend.
 func (r *recorder) CloseSession(ctx context.Context, sid string) error {
 	id := r.begin(message{Kind: kindClose, Session: sid})
 	err := r.inner.CloseSession(ctx, sid)
@@ -120,13 +120,13 @@ func (r *recorder) CloseSession(ctx context.Context, sid string) error {
 	return err
 }
 
-// SessionInfo implements session.Backend; it is not recorded.
-func (r *recorder) SessionInfo(ctx context.Context, sid string) (session.Info, error) {
+// SessionInfo implements api.Backend; it is not recorded.
+func (r *recorder) SessionInfo(ctx context.Context, sid string) (api.Info, error) {
 	return r.inner.SessionInfo(ctx, sid)
 }
 
-// Acquire implements session.Backend.
-func (r *recorder) Acquire(ctx context.Context, req session.AcquireRequest) (session.Grant, error) {
+// Acquire implements api.Backend.
+func (r *recorder) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	id := r.begin(message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder,
 		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive})
 	actx, attempts := withAttempts(ctx)
@@ -141,8 +141,8 @@ func (r *recorder) Acquire(ctx context.Context, req session.AcquireRequest) (ses
 	return g, err
 }
 
-// Release implements session.Backend.
-func (r *recorder) Release(ctx context.Context, req session.ReleaseRequest) error {
+// Release implements api.Backend.
+func (r *recorder) Release(ctx context.Context, req api.ReleaseRequest) error {
 	id := r.begin(message{Kind: kindRelease, Lock: req.Name, Session: req.Session, Holder: req.Holder,
 		Unlock: ctx.Value(unlockIntent{}) != nil})
 	actx, attempts := withAttempts(ctx)
@@ -154,8 +154,8 @@ func (r *recorder) Release(ctx context.Context, req session.ReleaseRequest) erro
 	return err
 }
 
-// Lock implements session.Backend: a read of one lock.
-func (r *recorder) Lock(ctx context.Context, name string) (session.LockState, error) {
+// Lock implements api.Backend: a read of one lock.
+func (r *recorder) Lock(ctx context.Context, name string) (api.LockState, error) {
 	id := r.begin(message{Kind: kindRead, Lock: name, Node: r.node, Verify: ctx.Value(verifyIntent{}) != nil})
 	st, err := r.inner.Lock(ctx, name)
 	m := message{Kind: kindRead, Result: resOK}
@@ -172,18 +172,18 @@ func (r *recorder) Lock(ctx context.Context, name string) (session.LockState, er
 	return st, err
 }
 
-// Locks implements session.Backend; it is not recorded.
-func (r *recorder) Locks(ctx context.Context, prefix string) ([]session.LockState, error) {
+// Locks implements api.Backend; it is not recorded.
+func (r *recorder) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
 	return r.inner.Locks(ctx, prefix)
 }
 
-// CheckSequencer implements session.Backend; it is not recorded.
-func (r *recorder) CheckSequencer(ctx context.Context, seq string) (session.SequencerCheck, error) {
+// CheckSequencer implements api.Backend; it is not recorded.
+func (r *recorder) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
 	return r.inner.CheckSequencer(ctx, seq)
 }
 
-// WatchLock implements session.Backend; it is not recorded (the workload
+// WatchLock implements api.Backend; it is not recorded (the workload
 // does not watch).
-func (r *recorder) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (session.LockState, error) {
+func (r *recorder) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	return r.inner.WatchLock(ctx, name, index, wait)
 }

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -44,7 +45,7 @@ func TestClientTellsWhichNodeItTalksTo(t *testing.T) {
 	var downAsked atomic.Int32
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		downAsked.Add(1)
-		apiError(w, http.StatusServiceUnavailable, session.CodeNoLeader)
+		apiError(w, http.StatusServiceUnavailable, api.CodeNoLeader)
 	}))
 	t.Cleanup(down.Close)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

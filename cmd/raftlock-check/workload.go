@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -239,7 +241,7 @@ func (w *workload) useSession(ctx context.Context, s *session.Session) {
 			}
 			if err == nil {
 				w.hold(ctx, s, l)
-			} else if ctx.Err() == nil && !errors.Is(err, session.ErrLockBusy) &&
+			} else if ctx.Err() == nil && !errors.Is(err, api.ErrLockBusy) &&
 				!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				w.logf("acquire %s: %v", name, err)
 			}

@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -107,23 +108,23 @@ var errStaleSequencer = errors.New("the sequencer is not current")
 
 func (c *cli) sessionOpen(ctx context.Context, args []string) error {
 	fs := c.flags("session open")
-	var req session.OpenRequest
-	fs.DurationVar(&req.TTL, "ttl", session.DefaultTTL, "the session's lease")
-	fs.DurationVar(&req.LockDelay, "lock-delay", session.DefaultLockDelay, "how long its locks stay unavailable after it expires (0s: none)")
+	var req api.OpenRequest
+	fs.DurationVar(&req.TTL, "ttl", api.DefaultTTL, "the session's lease")
+	fs.DurationVar(&req.LockDelay, "lock-delay", api.DefaultLockDelay, "how long its locks stay unavailable after it expires (0s: none)")
 	fs.StringVar(&req.Name, "name", "", "a descriptive name")
 	if _, err := parse(fs, args, 0, 0); err != nil {
 		return err
 	}
 	// The flags have defaults, so a zero --ttl is a mistake, not "the
 	// server's default"; a zero --lock-delay means none.
-	if err := session.CheckTTL("--ttl", req.TTL); err != nil {
+	if err := api.CheckTTL("--ttl", req.TTL); err != nil {
 		return badFlag("session open", err)
 	}
-	if err := session.CheckLockDelay("--lock-delay", req.LockDelay); err != nil {
+	if err := api.CheckLockDelay("--lock-delay", req.LockDelay); err != nil {
 		return badFlag("session open", err)
 	}
 	if req.LockDelay == 0 {
-		req.LockDelay = session.NoLockDelay // --lock-delay 0s asks for none
+		req.LockDelay = api.NoLockDelay // --lock-delay 0s asks for none
 	}
 	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
 		info, err := cl.OpenSession(ctx, req)
@@ -198,7 +199,7 @@ func randomHolder() (string, error) {
 
 func (c *cli) acquire(ctx context.Context, args []string) error {
 	fs := c.flags("acquire")
-	var req session.AcquireRequest
+	var req api.AcquireRequest
 	var shared bool
 	fs.StringVar(&req.Session, "session", "", "the session's id (required)")
 	fs.StringVar(&req.Holder, "holder", "", "the holder id (default: random, printed)")
@@ -212,7 +213,7 @@ func (c *cli) acquire(ctx context.Context, args []string) error {
 	if req.Session == "" {
 		return usagef("acquire: --session is required")
 	}
-	if err := session.CheckWait("--wait", req.Wait); err != nil {
+	if err := api.CheckWait("--wait", req.Wait); err != nil {
 		return badFlag("acquire", err)
 	}
 	req.Name = pos[0]
@@ -242,7 +243,7 @@ func (c *cli) acquire(ctx context.Context, args []string) error {
 
 func (c *cli) release(ctx context.Context, args []string) error {
 	fs := c.flags("release")
-	var req session.ReleaseRequest
+	var req api.ReleaseRequest
 	fs.StringVar(&req.Session, "session", "", "the session's id (required)")
 	fs.StringVar(&req.Holder, "holder", "", "the holder id (required)")
 	pos, err := parse(fs, args, 1, 1)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -63,15 +65,15 @@ type execOptions struct {
 }
 
 // maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
-const maxKillGrace = session.MaxLockDelay
+const maxKillGrace = api.MaxLockDelay
 
 // validate checks the duration flags of exec and elect with the contract's
 // validators; cmd names the command in the error.
 func (o *execOptions) validate(cmd string) error {
 	for _, err := range []error{
-		session.CheckTTL("--ttl", o.ttl),
-		session.CheckLockDelay("--lock-delay", o.lockDelay),
-		session.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace),
+		api.CheckTTL("--ttl", o.ttl),
+		api.CheckLockDelay("--lock-delay", o.lockDelay),
+		api.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace),
 	} {
 		if err != nil {
 			return badFlag(cmd, err)
@@ -105,8 +107,8 @@ func (c *cli) execFlags() (*flag.FlagSet, *execOptions) {
 	fs := c.flags("exec")
 	fs.BoolVar(&o.shared, "shared", false, "take the lock in shared mode")
 	fs.Var(waitFlag{o}, "wait", "give up if the lock is not ours within this time (default: wait as long as it takes; 0s: try once)")
-	fs.DurationVar(&o.ttl, "ttl", session.DefaultTTL, "the session's lease")
-	fs.DurationVar(&o.lockDelay, "lock-delay", session.DefaultLockDelay, "how long the lock stays unavailable if this session dies")
+	fs.DurationVar(&o.ttl, "ttl", api.DefaultTTL, "the session's lease")
+	fs.DurationVar(&o.lockDelay, "lock-delay", api.DefaultLockDelay, "how long the lock stays unavailable if this session dies")
 	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
 	fs.StringVar(&o.value, "value", "", "a value to set on the lock (default: host and pid)")
 	return fs, o
@@ -193,7 +195,7 @@ func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o
 	}
 	delay := o.lockDelay
 	if delay == 0 {
-		delay = session.NoLockDelay
+		delay = api.NoLockDelay
 	}
 	s, err := session.Open(octx, cl, session.TTL(o.ttl), session.LockDelay(delay), session.Name("raftlock exec "+name))
 	if err != nil {
@@ -223,7 +225,7 @@ func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o
 		}
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			err = session.Errorf(session.CodeWaitTimeout, "lock %s was not free within --wait %v", name, o.wait)
+			err = api.Errorf(api.CodeWaitTimeout, "lock %s was not free within --wait %v", name, o.wait)
 		}
 	}
 	if err != nil {
@@ -256,8 +258,8 @@ func checkStopWindow(ttl, lockDelay, killGrace time.Duration) error {
 		minDelay += 100 * time.Millisecond
 	}
 	advice := fmt.Sprintf("use --lock-delay %v or more", minDelay)
-	if minDelay > session.MaxLockDelay {
-		advice = fmt.Sprintf("lower --kill-grace (no lock-delay up to the %v limit is long enough)", session.MaxLockDelay)
+	if minDelay > api.MaxLockDelay {
+		advice = fmt.Sprintf("lower --kill-grace (no lock-delay up to the %v limit is long enough)", api.MaxLockDelay)
 	}
 	if maxGrace := (lockDelay - session.LostMargin(ttl, lockDelay) - reapBudget).Truncate(100 * time.Millisecond); maxGrace > 0 {
 		advice += fmt.Sprintf(", or --kill-grace %v or less", maxGrace)

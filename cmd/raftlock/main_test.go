@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -23,26 +24,26 @@ import (
 type fake struct {
 	mu       sync.Mutex
 	index    uint64
-	sessions map[string]session.Info
-	locks    map[string]*session.LockState
+	sessions map[string]api.Info
+	locks    map[string]*api.LockState
 }
 
 func newFake() *fake {
-	return &fake{sessions: map[string]session.Info{}, locks: map[string]*session.LockState{}}
+	return &fake{sessions: map[string]api.Info{}, locks: map[string]*api.LockState{}}
 }
 
 func notFound(id string) error {
-	return session.Errorf(session.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+	return api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
 }
 
-func (f *fake) OpenSession(_ context.Context, req session.OpenRequest) (session.Info, error) {
+func (f *fake) OpenSession(_ context.Context, req api.OpenRequest) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.index++
 	if req.TTL == 0 {
-		req.TTL = session.DefaultTTL
+		req.TTL = api.DefaultTTL
 	}
-	info := session.Info{ID: fmt.Sprintf("s%d", f.index), Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
+	info := api.Info{ID: fmt.Sprintf("s%d", f.index), Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
 	f.sessions[info.ID] = info
 	return info, nil
 }
@@ -72,12 +73,12 @@ func (f *fake) CloseSession(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *fake) SessionInfo(_ context.Context, id string) (session.Info, error) {
+func (f *fake) SessionInfo(_ context.Context, id string) (api.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.sessions[id]
 	if !ok {
-		return session.Info{}, notFound(id)
+		return api.Info{}, notFound(id)
 	}
 	s.Locks = []string{}
 	for name, l := range f.locks {
@@ -88,30 +89,30 @@ func (f *fake) SessionInfo(_ context.Context, id string) (session.Info, error) {
 	return s, nil
 }
 
-func (f *fake) Acquire(_ context.Context, req session.AcquireRequest) (session.Grant, error) {
+func (f *fake) Acquire(_ context.Context, req api.AcquireRequest) (api.Grant, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.sessions[req.Session]; !ok {
-		return session.Grant{}, notFound(req.Session)
+		return api.Grant{}, notFound(req.Session)
 	}
 	if l, ok := f.locks[req.Name]; ok {
 		h := l.Holders[0]
 		if h.Session != req.Session || h.Holder != req.Holder {
-			return session.Grant{}, session.Errorf(session.CodeLockBusy, "lock %s is held", req.Name)
+			return api.Grant{}, api.Errorf(api.CodeLockBusy, "lock %s is held", req.Name)
 		}
 		return grant(req.Name, l.Mode, h.Token), nil
 	}
 	f.index++
-	f.locks[req.Name] = &session.LockState{Name: req.Name, Mode: req.Mode, Index: f.index,
-		Holders: []session.Holder{{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value}}}
+	f.locks[req.Name] = &api.LockState{Name: req.Name, Mode: req.Mode, Index: f.index,
+		Holders: []api.Holder{{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value}}}
 	return grant(req.Name, req.Mode, sequencer.Token(f.index)), nil
 }
 
-func grant(name string, m sequencer.Mode, tok sequencer.Token) session.Grant {
-	return session.Grant{Name: name, Mode: m, Token: tok, Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}}
+func grant(name string, m sequencer.Mode, tok sequencer.Token) api.Grant {
+	return api.Grant{Name: name, Mode: m, Token: tok, Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}}
 }
 
-func (f *fake) Release(_ context.Context, req session.ReleaseRequest) error {
+func (f *fake) Release(_ context.Context, req api.ReleaseRequest) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.locks[req.Name]
@@ -119,31 +120,31 @@ func (f *fake) Release(_ context.Context, req session.ReleaseRequest) error {
 		return nil
 	}
 	if h := l.Holders[0]; h.Session != req.Session || h.Holder != req.Holder {
-		return session.Errorf(session.CodeNotHolder, "not a holder of %s", req.Name)
+		return api.Errorf(api.CodeNotHolder, "not a holder of %s", req.Name)
 	}
 	delete(f.locks, req.Name)
 	return nil
 }
 
-func (f *fake) Lock(_ context.Context, name string) (session.LockState, error) {
+func (f *fake) Lock(_ context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l, ok := f.locks[name]; ok {
 		return *l, nil
 	}
-	return session.LockState{Name: name, Holders: []session.Holder{}}, nil
+	return api.LockState{Name: name, Holders: []api.Holder{}}, nil
 }
 
 // WatchLock answers at once: the fake never blocks (the real blocking
 // queries are tested against a cluster).
-func (f *fake) WatchLock(ctx context.Context, name string, _ uint64, _ time.Duration) (session.LockState, error) {
+func (f *fake) WatchLock(ctx context.Context, name string, _ uint64, _ time.Duration) (api.LockState, error) {
 	return f.Lock(ctx, name)
 }
 
-func (f *fake) Locks(_ context.Context, prefix string) ([]session.LockState, error) {
+func (f *fake) Locks(_ context.Context, prefix string) ([]api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := []session.LockState{}
+	out := []api.LockState{}
 	for name, l := range f.locks {
 		if strings.HasPrefix(name, prefix) {
 			out = append(out, *l)
@@ -152,19 +153,19 @@ func (f *fake) Locks(_ context.Context, prefix string) ([]session.LockState, err
 	return out, nil
 }
 
-func (f *fake) CheckSequencer(_ context.Context, text string) (session.SequencerCheck, error) {
+func (f *fake) CheckSequencer(_ context.Context, text string) (api.SequencerCheck, error) {
 	seq, err := sequencer.Parse(text)
 	if err != nil {
-		return session.SequencerCheck{}, session.Errorf(session.CodeInvalidArgument, "%v", err)
+		return api.SequencerCheck{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.locks[seq.Name]
 	if !ok {
-		return session.SequencerCheck{}, nil
+		return api.SequencerCheck{}, nil
 	}
 	tok := l.Holders[0].Token
-	return session.SequencerCheck{Valid: tok == seq.Token && l.Mode == seq.Mode, CurrentToken: tok}, nil
+	return api.SequencerCheck{Valid: tok == seq.Token && l.Mode == seq.Mode, CurrentToken: tok}, nil
 }
 
 func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {

@@ -7,7 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -53,7 +54,7 @@ func (c *cli) printCluster(info transport.ClusterInfo) error {
 	return c.printf("%s", b.String())
 }
 
-func (c *cli) printLock(l session.LockState) error {
+func (c *cli) printLock(l api.LockState) error {
 	var b strings.Builder
 	if len(l.Holders) == 0 {
 		fmt.Fprintf(&b, "lock %s: free\n", l.Name)
@@ -74,7 +75,7 @@ func (c *cli) printLock(l session.LockState) error {
 	return c.printf("%s", b.String())
 }
 
-func (c *cli) printLocks(ls []session.LockState) error {
+func (c *cli) printLocks(ls []api.LockState) error {
 	if len(ls) == 0 {
 		return c.printf("no locks\n")
 	}
@@ -96,7 +97,7 @@ func (c *cli) printLocks(ls []session.LockState) error {
 	return c.printf("%s", b.String())
 }
 
-func (c *cli) printCheck(chk session.SequencerCheck) error {
+func (c *cli) printCheck(chk api.SequencerCheck) error {
 	if chk.Valid {
 		return c.printf("valid (current token %d)\n", chk.CurrentToken)
 	}
@@ -106,7 +107,7 @@ func (c *cli) printCheck(chk session.SequencerCheck) error {
 	return c.printf("not valid (current token %d)\n", chk.CurrentToken)
 }
 
-func (c *cli) printSession(info session.Info) error {
+func (c *cli) printSession(info api.Info) error {
 	locks := "(none)"
 	if len(info.Locks) > 0 {
 		locks = strings.Join(info.Locks, ", ")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -72,7 +74,7 @@ func (c *cli) elect(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "raftlock: resigned %s\n", name)
 		return nil
 	case <-l.Lost():
-		return session.Errorf(session.CodeSessionNotFound, "leadership of %s lost (session %s %s)", name, s.ID(), s.State())
+		return api.Errorf(api.CodeSessionNotFound, "leadership of %s lost (session %s %s)", name, s.ID(), s.State())
 	}
 }
 

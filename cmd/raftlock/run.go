@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -87,7 +89,7 @@ type cli struct {
 }
 
 // usageError is a command line that cannot be run. err, if any, is the
-// validator's error behind it (errors.Is(err, session.ErrInvalidArgument)).
+// validator's error behind it (errors.Is(err, api.ErrInvalidArgument)).
 type usageError struct {
 	msg string
 	err error
@@ -102,12 +104,12 @@ func usagef(format string, args ...any) error {
 }
 
 // badFlag is the usage error of a flag value refused by a session
-// validator (session.CheckTTL, CheckNonNegative, ...): printed once as
+// validator (api.CheckTTL, CheckNonNegative, ...): printed once as
 // "raftlock: CMD: <message>", the message naming the flag, the value and
 // the allowed range, without the API code. cmd is "" for a global flag.
 func badFlag(cmd string, err error) error {
 	msg := err.Error()
-	var e *session.Error
+	var e *api.Error
 	if errors.As(err, &e) {
 		msg = e.Message
 	}
@@ -138,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitUsage
 	}
-	if err := session.CheckNonNegative("--timeout", c.timeout); err != nil {
+	if err := api.CheckNonNegative("--timeout", c.timeout); err != nil {
 		return c.finish(badFlag("", err))
 	}
 	for _, a := range strings.Split(addr, ",") {
@@ -183,7 +185,7 @@ func (c *cli) finish(err error) int {
 
 // describe returns the code and message to print for err.
 func describe(err error) (string, string) {
-	var e *session.Error
+	var e *api.Error
 	switch {
 	case errors.As(err, &e):
 		msg := e.Message
@@ -200,7 +202,7 @@ func describe(err error) (string, string) {
 	case errors.Is(err, context.Canceled):
 		return "canceled", err.Error()
 	default:
-		return string(session.CodeInternal), err.Error()
+		return string(api.CodeInternal), err.Error()
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -28,15 +30,15 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		ttl   time.Duration
-		delay time.Duration // 0: the default; session.NoLockDelay: none
+		delay time.Duration // 0: the default; api.NoLockDelay: none
 	}{
 		{time.Second, 0},
 		{3 * time.Second, 0},
-		{time.Second, session.NoLockDelay},
-		{3 * time.Second, session.NoLockDelay},
+		{time.Second, api.NoLockDelay},
+		{3 * time.Second, api.NoLockDelay},
 	} {
 		name := fmt.Sprintf("ttl=%v/lock-delay=default", tc.ttl)
-		if tc.delay == session.NoLockDelay {
+		if tc.delay == api.NoLockDelay {
 			name = fmt.Sprintf("ttl=%v/lock-delay=none", tc.ttl)
 		}
 		t.Run(name, func(t *testing.T) {

@@ -22,10 +22,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -96,7 +97,7 @@ type reportedError struct{ error }
 func (e reportedError) Unwrap() error { return e.error }
 
 // validateDurations checks every duration flag, before anything starts. Its
-// errors (invalid_argument *session.Error) name the flag, the value and the
+// errors (invalid_argument *api.Error) name the flag, the value and the
 // allowed range. The ranges are node's (CheckFailoverGrace,
 // CheckRaftTimeouts), so a flag accepted here is never refused by node.New.
 func (o options) validateDurations() error {
@@ -112,7 +113,7 @@ func (o options) validateDurations() error {
 // message is err as printed: an API error (a refused flag value) without
 // its code.
 func message(err error) string {
-	if e, ok := err.(*session.Error); ok {
+	if e, ok := err.(*api.Error); ok {
 		return e.Message
 	}
 	return err.Error()
