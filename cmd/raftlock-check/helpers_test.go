@@ -29,6 +29,13 @@ func opRel(c int, s, h, lock string, call, ret int64, res string) Op {
 	return Op{Client: c, Kind: kindRelease, Session: s, Holder: h, Lock: lock, Call: call, Return: ret, Result: res, Unlock: true}
 }
 
+// cancelOf makes a release the cancel of an abandoned acquire (not sent
+// by Lock.Unlock).
+func cancelOf(o Op) Op {
+	o.Unlock = false
+	return o
+}
+
 func opRead(c int, lock string, call, ret int64, holders ...holderInfo) Op {
 	return Op{Client: c, Kind: kindRead, Lock: lock, Call: call, Return: ret, Result: resOK, Holders: holders}
 }

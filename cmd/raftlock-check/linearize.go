@@ -13,8 +13,11 @@ import (
 // acquire and release, every read that answered, and per session the
 // synthetic operation that frees its locks (an acknowledged close, or else
 // an expiry from the last moment it was known alive to the first moment it
-// was known gone, or for ever). Client operations get lane Client, the
-// synthetic ones lane Clients+Client.
+// was known gone). An acquire or release whose outcome is unknown, and the
+// expiry of a session never seen gone, may take effect at any moment after
+// its call: it becomes an arm at its call, which lets its pendingEffect
+// happen later. Client operations get lane Client, the synthetic ones lane
+// Clients+Client.
 func modelOps(h History) []porcupine.Operation {
 	var ops []porcupine.Operation
 	add := func(lane int, in lockInput, out lockOutput, call, ret int64, meta string) {
@@ -24,23 +27,14 @@ func modelOps(h History) []porcupine.Operation {
 		in := lockInput{Kind: o.Kind, Lock: o.Lock, Session: o.Session, Holder: o.Holder, Wait: o.Wait, Unlock: o.Unlock}
 		out := lockOutput{Result: o.Result, Token: o.Token, Holders: o.Holders}
 		meta := fmt.Sprintf("client %d op %d: %s", o.Client, o.ID, o.Err)
-		ret := o.Return
-		if o.Result == resUnknown {
-			// It may take effect after the client gave up on it.
-			ret = pending
-		}
 		switch o.Kind {
-		case kindAcquire:
-			add(o.Client, in, out, o.Call, ret, meta)
-			if o.Result == resUnknown && o.Wait {
-				// A server whose waiting request was abandoned dequeues it
-				// and gives back a grant that raced the cancellation.
-				drop := in
-				drop.Kind = kindDrop
-				add(h.Clients+o.Client, drop, lockOutput{}, o.Call, pending, meta)
+		case kindAcquire, kindRelease:
+			if o.Result == resUnknown {
+				// It may take effect after the client gave up on it.
+				add(o.Client, armOf(in, o.Kind), out, o.Call, o.Call, meta)
+				continue
 			}
-		case kindRelease:
-			add(o.Client, in, out, o.Call, ret, meta)
+			add(o.Client, in, out, o.Call, o.Return, meta)
 		case kindRead:
 			if o.Result == resOK && o.Done() {
 				add(o.Client, in, out, o.Call, o.Return, meta)
@@ -64,6 +58,11 @@ func modelOps(h History) []porcupine.Operation {
 			}
 			in.Kind = kindExpire
 			call := f.LastAlive()
+			if f.GoneAt == pending {
+				add(h.Clients+f.Client, armOf(in, kindExpire), lockOutput{Result: resOK}, call, call,
+					fmt.Sprintf("session of client %d: last known alive, never seen gone", f.Client))
+				continue
+			}
 			if f.GoneAt < call {
 				// Answered after it was reported gone: check 4 reports it;
 				// the model takes the earlier moment.
@@ -76,12 +75,24 @@ func modelOps(h History) []porcupine.Operation {
 	return ops
 }
 
+// armOf returns the arm of the operation in (of kind effect), whose
+// outcome is unknown.
+func armOf(in lockInput, effect string) lockInput {
+	in.Kind, in.Effect = kindArm, effect
+	return in
+}
+
 // linearizability is the outcome of the porcupine check.
 type linearizability struct {
 	Result     porcupine.CheckResult
 	Ops        int
 	Partitions int
-	Elapsed    time.Duration
+	// Unknown counts the client operations whose outcome is unknown (the
+	// arms of their pendingEffect).
+	Unknown int
+	Elapsed time.Duration
+	// Timeout is the time porcupine was given.
+	Timeout time.Duration
 	// Illegal names the locks whose history is not linearizable.
 	Illegal []string
 	info    porcupine.LinearizationInfo
@@ -96,7 +107,12 @@ func runPorcupine(h History, timeout time.Duration) linearizability {
 	start := time.Now()
 	res, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	out := linearizability{Result: res, Ops: len(ops), Partitions: len(partitionByLock(ops)),
-		Elapsed: time.Since(start), info: info, model: model}
+		Elapsed: time.Since(start), Timeout: timeout, info: info, model: model}
+	for _, op := range ops {
+		if in := op.Input.(lockInput); in.Kind == kindArm && in.Effect != kindExpire {
+			out.Unknown++
+		}
+	}
 	if res == porcupine.Illegal {
 		for _, part := range partitionByLock(ops) {
 			if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -20,7 +22,11 @@ import (
 //   - after an expiry the lock may stay unavailable for the lock-delay; the
 //     model does not know time, so a free lock whose holder expired may
 //     answer busy until the next grant;
-//   - tokens are unknown for grants nobody saw; a later read names them.
+//   - tokens are unknown for grants nobody saw; a later read names them;
+//   - an operation whose outcome is unknown may take effect at any moment
+//     after its call, long after its client gave up on it (a request held
+//     up in a frozen forwarder, an entry of a deposed leader that the next
+//     one commits), until its session is gone: see pendingEffect.
 //
 // Everything else is strict: one holder at a time, a grant only of a free
 // lock, strictly increasing tokens, idempotent grants returning the same
@@ -29,11 +35,16 @@ import (
 // nothing.
 
 // Model operation kinds beyond the client's: expire and close free every
-// lock of a session; drop is the release a server may do on its own of an
-// abandoned waiting acquire.
+// lock of a session (and end its pending effects); arm is the call of an
+// operation whose outcome is unknown, which arms its pendingEffect.
+//
+// There is no operation for a server that gives up a waiter's place or
+// grant on its own: an abandoned waiting request leaves both as they are
+// (docs/DESIGN.md, "The queue"); only a release, the session's close or
+// its expiry end a grant, and the client records every release it sends.
 const (
 	kindExpire = "expire"
-	kindDrop   = "drop"
+	kindArm    = "arm"
 )
 
 // lockInput is an operation on one lock.
@@ -46,6 +57,9 @@ type lockInput struct {
 	// Unlock: a release of a lock the client was granted (not the clean-up
 	// of an abandoned acquire, which may dequeue a waiter instead).
 	Unlock bool
+	// Effect is, for an arm, the kind of the operation it arms: acquire,
+	// release or expire.
+	Effect string
 }
 
 // lockOutput is an operation's outcome.
@@ -65,6 +79,9 @@ type lockState struct {
 	Last uint64
 	// Delayed: free, and maybe in the lock-delay of an expired holder.
 	Delayed bool
+	// Armed holds the pending effects that may still happen, in the
+	// encoding of encodeEffects.
+	Armed string
 }
 
 func (s lockState) free() bool { return s.Session == "" }
@@ -74,7 +91,7 @@ func (s lockState) heldBy(session, holder string) bool {
 }
 
 func (s lockState) freed(delayed bool) lockState {
-	return lockState{Last: s.Last, Delayed: delayed}
+	return lockState{Last: s.Last, Delayed: delayed, Armed: s.Armed}
 }
 
 // granted is s after a grant to (session, holder) with token (0: unknown).
@@ -83,11 +100,178 @@ func (s lockState) granted(session, holder string, token uint64) lockState {
 	if token > last {
 		last = token
 	}
-	return lockState{Session: session, Holder: holder, Token: token, Last: last}
+	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed}
+}
+
+// pendingEffect is what an operation whose outcome is unknown may still do
+// to the lock, once, at any moment after its call: an acquire grants the
+// lock to its holder if it is free (token unknown), a release frees it if
+// its holder holds it, the expiry of a session that was never seen gone
+// frees it if the session holds it. An effect that would change nothing
+// is the same as one that never happens.
+//
+// The history could hold such an operation as one that never returns, but
+// porcupine then searches every order of the pending operations that have
+// and have not been linearized yet, doubling its work with each: one
+// effect that happened late (a grant that a read sees after the client
+// gave up) behind a dozen unknown acquires made it give up. Armed in the
+// state instead, at the call (kindArm), the pending effects cost the search
+// nothing until they happen: settle lets them happen, each at most once and
+// in any order, before every later operation. The two encodings accept
+// the same histories (TestArmedEffectsAcceptWhatPendingOperationsAccept).
+//
+// The session's close or expiry disarms its effects: the state machine
+// refuses an acquire or a release of a session it does not have, and a
+// session id is never used again, so nothing of a session happens after
+// it is gone.
+type pendingEffect struct {
+	Kind, Session, Holder string
+}
+
+// fire returns the state after e happens in s, and false if it would
+// change nothing there.
+func (e pendingEffect) fire(s lockState) (lockState, bool) {
+	switch e.Kind {
+	case kindAcquire:
+		if s.free() {
+			return s.granted(e.Session, e.Holder, 0), true
+		}
+	case kindRelease:
+		if s.heldBy(e.Session, e.Holder) {
+			return s.freed(false), true
+		}
+	case kindExpire:
+		if !s.free() && s.Session == e.Session {
+			return s.freed(true), true
+		}
+	}
+	return s, false
+}
+
+// Separators of encodeEffects; session and holder ids never contain them.
+const (
+	effectSep = "\x1e"
+	fieldSep  = "\x1f"
+)
+
+// encodeEffects encodes a multiset of effects as a string (so that
+// lockState stays comparable): sorted, so that equal multisets are equal
+// strings.
+func encodeEffects(es []pendingEffect) string {
+	es = slices.Clone(es)
+	slices.SortFunc(es, func(a, b pendingEffect) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Session, b.Session), cmp.Compare(a.Holder, b.Holder))
+	})
+	return joinEffects(es)
+}
+
+// joinEffects encodes effects that are sorted already.
+func joinEffects(es []pendingEffect) string {
+	var sb strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			sb.WriteString(effectSep)
+		}
+		sb.WriteString(e.Kind + fieldSep + e.Session + fieldSep + e.Holder)
+	}
+	return sb.String()
+}
+
+// effects decodes s.Armed.
+func (s lockState) effects() []pendingEffect {
+	if s.Armed == "" {
+		return nil
+	}
+	parts := strings.Split(s.Armed, effectSep)
+	es := make([]pendingEffect, len(parts))
+	for i, p := range parts {
+		f := strings.SplitN(p, fieldSep, 3)
+		es[i] = pendingEffect{Kind: f[0], Session: f[1], Holder: f[2]}
+	}
+	return es
+}
+
+// arm returns s with e armed.
+func (s lockState) arm(e pendingEffect) lockState {
+	s.Armed = encodeEffects(append(s.effects(), e))
+	return s
+}
+
+// disarm returns s without the effects of session.
+func (s lockState) disarm(session string) lockState {
+	if s.Armed == "" {
+		return s
+	}
+	s.Armed = encodeEffects(slices.DeleteFunc(s.effects(), func(e pendingEffect) bool { return e.Session == session }))
+	return s
+}
+
+// settle returns every state the lock may be in when the armed effects of
+// the states ss have had the chance to happen: the states ss, and the
+// states after any of their effects happened, in any order, each at most
+// once; but not a state that another one subsumes (see subsumes), nor what
+// follows from it. Without that the orders would multiply: a grant to one
+// waiter, its session's expiry, a grant to the next... each order using up
+// other effects.
+func settle(ss []lockState) []lockState {
+	type found struct {
+		s    lockState
+		dead bool // subsumed by a state found later
+	}
+	var all []found
+	byCore := map[lockState][]int{}
+	add := func(s lockState) {
+		c := s.core()
+		for _, k := range byCore[c] {
+			if !all[k].dead && (all[k].s == s || all[k].s.subsumes(s)) {
+				return
+			}
+		}
+		for _, k := range byCore[c] {
+			if s.subsumes(all[k].s) {
+				all[k].dead = true
+			}
+		}
+		byCore[c] = append(byCore[c], len(all))
+		all = append(all, found{s: s})
+	}
+	for _, s := range ss {
+		add(s)
+	}
+	for i := 0; i < len(all); i++ {
+		if all[i].dead || all[i].s.Armed == "" {
+			continue
+		}
+		cur := all[i].s
+		es := cur.effects()
+		for j, e := range es {
+			if j > 0 && e == es[j-1] {
+				continue // a copy of the effect just tried
+			}
+			if next, ok := e.fire(cur); ok {
+				next.Armed = joinEffects(slices.Delete(slices.Clone(es), j, j+1))
+				add(next)
+			}
+		}
+	}
+	out := make([]lockState, 0, len(all))
+	for _, f := range all {
+		if !f.dead {
+			out = append(out, f.s)
+		}
+	}
+	return out
+}
+
+// core is s without its armed effects.
+func (s lockState) core() lockState {
+	s.Armed = ""
+	return s
 }
 
 // stepLock returns every state the lock may be in after the operation, none
-// if the operation cannot have had this outcome in state s.
+// if the operation cannot have had this outcome in state s. The armed
+// effects of s happen only in settle, before it.
 func stepLock(s lockState, in lockInput, out lockOutput) []lockState {
 	one := func(ns lockState) []lockState { return []lockState{ns} }
 	switch in.Kind {
@@ -98,20 +282,19 @@ func stepLock(s lockState, in lockInput, out lockOutput) []lockState {
 	case kindRead:
 		return stepRead(s, out)
 	case kindExpire:
+		s = s.disarm(in.Session)
 		if !s.free() && s.Session == in.Session {
 			return one(s.freed(true))
 		}
 		return one(s)
 	case kindClose:
+		s = s.disarm(in.Session)
 		if !s.free() && s.Session == in.Session {
 			return one(s.freed(false))
 		}
 		return one(s)
-	case kindDrop:
-		if s.heldBy(in.Session, in.Holder) {
-			return []lockState{s, s.freed(false)}
-		}
-		return one(s)
+	case kindArm:
+		return one(s.arm(pendingEffect{Kind: in.Effect, Session: in.Session, Holder: in.Holder}))
 	}
 	return nil
 }
@@ -205,44 +388,135 @@ func stepRead(s lockState, out lockOutput) []lockState {
 }
 
 // lockModel is the porcupine model of a history of many locks, partitioned
-// by lock.
+// by lock. Its state is a lockStates: every state the lock may be in.
 func lockModel() porcupine.Model {
-	nm := porcupine.NondeterministicModel{
+	return porcupine.Model{
 		Partition: partitionByLock,
-		Init:      func() []interface{} { return []interface{}{lockState{}} },
-		Step: func(state, input, output interface{}) []interface{} {
-			next := stepLock(state.(lockState), input.(lockInput), output.(lockOutput))
-			out := make([]interface{}, len(next))
-			for i, s := range next {
-				out[i] = s
+		Init:      func() interface{} { return lockStates{{}} },
+		Step: func(state, input, output interface{}) (bool, interface{}) {
+			var next []lockState
+			for _, s := range settle(state.(lockStates)) {
+				next = append(next, stepLock(s, input.(lockInput), output.(lockOutput))...)
 			}
-			return out
+			r := reduce(next)
+			return len(r) > 0, r
 		},
-		Equal: func(a, b interface{}) bool { return a.(lockState) == b.(lockState) },
+		Equal: func(a, b interface{}) bool { return slices.Equal(a.(lockStates), b.(lockStates)) },
 		Hash: func(state interface{}) uint64 {
-			s := state.(lockState)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%s/%s/%d/%d/%t", s.Session, s.Holder, s.Token, s.Last, s.Delayed)
+			for _, s := range state.(lockStates) {
+				fmt.Fprintf(h, "%s/%s/%d/%d/%t/%s;", s.Session, s.Holder, s.Token, s.Last, s.Delayed, s.Armed)
+			}
 			return h.Sum64()
 		},
 		DescribeOperation: describeLockOp,
 		DescribeState: func(state interface{}) string {
-			s := state.(lockState)
-			if s.free() {
-				d := ""
-				if s.Delayed {
-					d = ", maybe delayed"
-				}
-				return fmt.Sprintf("free (last token %d%s)", s.Last, d)
+			var ds []string
+			for _, s := range state.(lockStates) {
+				ds = append(ds, describeLockState(s))
 			}
-			tok := "?"
-			if s.Token != 0 {
-				tok = fmt.Sprint(s.Token)
-			}
-			return fmt.Sprintf("held by %s token %s (last %d)", short(s.Session, s.Holder), tok, s.Last)
+			return strings.Join(ds, " | ")
 		},
 	}
-	return nm.ToModel()
+}
+
+// lockStates is the state of the porcupine model: every state the lock may
+// be in, as porcupine.NondeterministicModel's power set construction keeps
+// it, but in the canonical form of reduce.
+type lockStates []lockState
+
+// reduce returns the canonical form of the states ss: sorted, without
+// duplicates, and without a state that another one subsumes (see
+// subsumes). A subsumed state adds nothing to what the set can do next,
+// but it would make the set a new one for porcupine's cache; and there can
+// be many: a wait given up and released may have been granted in between,
+// or not, and each such pair would double the set.
+func reduce(ss []lockState) lockStates {
+	slices.SortFunc(ss, compareLockStates)
+	ss = slices.Compact(ss)
+	out := make(lockStates, 0, len(ss))
+	for i, b := range ss {
+		kept := true
+		for j, a := range ss {
+			if i != j && a.subsumes(b) {
+				kept = false
+				break
+			}
+		}
+		if kept {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// subsumes reports whether s can do whatever t can: they differ only in
+// that s has more effects armed (t's are a part of them). s can then match
+// every step of t by letting the same effects happen (arm, disarm and
+// settle keep t's effects a part of s's), never using its extra ones.
+func (s lockState) subsumes(t lockState) bool {
+	if s.Armed == t.Armed || len(s.Armed) <= len(t.Armed) {
+		return false
+	}
+	if s.core() != t.core() {
+		return false
+	}
+	// Both lists are sorted (encodeEffects): is t's a sub-multiset of s's?
+	rest := s.Armed
+	for t := t.Armed; t != ""; {
+		var te string
+		te, t, _ = strings.Cut(t, effectSep)
+		for {
+			if rest == "" {
+				return false
+			}
+			var se string
+			se, rest, _ = strings.Cut(rest, effectSep)
+			if se == te {
+				break
+			}
+			if se > te {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// compareLockStates orders lock states (any total order will do).
+func compareLockStates(a, b lockState) int {
+	return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Holder, b.Holder), cmp.Compare(a.Token, b.Token),
+		cmp.Compare(a.Last, b.Last), compareBool(a.Delayed, b.Delayed), cmp.Compare(a.Armed, b.Armed))
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}
+
+// describeLockState describes one state the lock may be in.
+func describeLockState(s lockState) string {
+	armed := ""
+	if n := len(s.effects()); n > 0 {
+		armed = fmt.Sprintf(", %d unknown outcomes may still take effect", n)
+	}
+	if s.free() {
+		d := ""
+		if s.Delayed {
+			d = ", maybe delayed"
+		}
+		return fmt.Sprintf("free (last token %d%s%s)", s.Last, d, armed)
+	}
+	tok := "?"
+	if s.Token != 0 {
+		tok = fmt.Sprint(s.Token)
+	}
+	return fmt.Sprintf("held by %s token %s (last %d%s)", short(s.Session, s.Holder), tok, s.Last, armed)
 }
 
 // partitionByLock splits a history into one per lock.
@@ -287,8 +561,11 @@ func describeLockOp(input, output interface{}) string {
 		return fmt.Sprintf("expire(session %s)", short(in.Session, ""))
 	case kindClose:
 		return fmt.Sprintf("close(session %s)", short(in.Session, ""))
-	case kindDrop:
-		return fmt.Sprintf("server may drop(%s)", who)
+	case kindArm:
+		if in.Effect == kindExpire {
+			return fmt.Sprintf("expire(session %s) may happen from here on", short(in.Session, ""))
+		}
+		return fmt.Sprintf("%s(%s) -> unknown: may take effect from here on", in.Effect, who)
 	}
 	return fmt.Sprintf("%s(%s) -> %s", in.Kind, who, out.Result)
 }

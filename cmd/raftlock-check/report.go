@@ -328,7 +328,12 @@ func (r *Report) print(w io.Writer) {
 		p("naive waits: %d  (%s)", total, strings.Join(parts, ", "))
 	}
 	p("checks:")
-	p("  1 linearizable (porcupine): %s  (%d operations, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+	p("  1 linearizable (porcupine): %s  (%d operations, %d of unknown outcome, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Unknown,
+		r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+	if r.Lin.Result == porcupine.Unknown {
+		p("    INCONCLUSIVE: porcupine gave up after %v (--check-timeout): it found no violation, nor a linearization; \"raftlock-check analyze\" of the history tries again",
+			r.Lin.Timeout)
+	}
 	p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
