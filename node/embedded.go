@@ -11,9 +11,11 @@ import (
 
 // Backend returns the api.Backend through which an application that
 // embeds this node takes sessions and locks: while this node leads, calls
-// run in-process; otherwise they go over HTTP to the leader, found through
-// the replicated member table. Every node of such a cluster must therefore
-// serve its HTTP API (transport.NewServer) on Config.HTTPAddr.
+// run in-process; otherwise they go to the leader's peer port (its Raft
+// address), which every node serves by itself: an embedding application
+// needs no HTTP server of its own. (A node built on Config.Transport has
+// no peer port; it reaches the others at their HTTP addresses from the
+// member table, which they must then serve.)
 //
 // The Node's own methods answer only on the leader (no_leader elsewhere);
 // the Backend is what makes "any replica" work, with the same semantics a
@@ -23,7 +25,7 @@ import (
 func (n *Node) Backend() api.Backend {
 	n.backendOnce.Do(func() {
 		// The resolver always answers, so the fixed address list is unused.
-		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs))
+		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer))
 		if err != nil {
 			panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
 		}
@@ -33,10 +35,26 @@ func (n *Node) Backend() api.Backend {
 }
 
 // forwardAddrs names where a call this node cannot answer should go: the
-// leader's HTTP address first, then the other members' (which forward).
+// leader's peer port first, then the other members' (which forward); on a
+// node without a peer port, their HTTP addresses.
 func (n *Node) forwardAddrs() []string {
 	li := n.Leader()
 	var out []string
+	if n.peer != nil {
+		if !li.Self && li.PeerAddr != "" {
+			out = append(out, li.PeerAddr)
+		}
+		cf := n.raft.GetConfiguration()
+		if cf.Error() != nil {
+			return out
+		}
+		for _, s := range cf.Configuration().Servers {
+			if id := string(s.ID); id != n.cfg.ID && id != li.ID {
+				out = append(out, string(s.Address))
+			}
+		}
+		return out
+	}
 	if !li.Self && li.HTTPAddr != "" {
 		out = append(out, li.HTTPAddr)
 	}

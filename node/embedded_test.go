@@ -350,3 +350,27 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestEmbeddedBackendNeedsNoHTTPServer pins that embedding is node.New and
+// Backend: on a cluster where no node serves HTTP at all, a follower's
+// Backend reaches the leader through the leader's peer port.
+func TestEmbeddedBackendNeedsNoHTTPServer(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	_, li := c.leader()
+	follower := c.snapshotNodes()[(li+1)%3]
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b := follower.Backend()
+	info, err := b.OpenSession(ctx, api.OpenRequest{Name: "no-http", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("open through a follower's Backend with no HTTP server anywhere: %v", err)
+	}
+	g, err := b.Acquire(ctx, api.AcquireRequest{Name: "no-http/lock", Session: info.ID, Holder: "h"})
+	if err != nil || g.Token == 0 {
+		t.Fatalf("acquire through a follower's Backend: %+v, %v", g, err)
+	}
+	st, err := b.Lock(ctx, "no-http/lock")
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].Holder != "h" {
+		t.Fatalf("read through a follower's Backend: %+v, %v", st, err)
+	}
+}

@@ -84,6 +84,8 @@ type Client struct {
 	cur        atomic.Uint64
 	// resolve, if set, names the addresses to try before every attempt.
 	resolve func() []string
+	// dial, if set, opens the connections of the default HTTP client.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// suspectFor is how long an address stays suspect: suspectPeriod
 	// (tests change it, holding track.mu, under which it is read).
 	suspectFor time.Duration
@@ -126,6 +128,17 @@ func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *Client) {
 		if hc != nil {
 			c.hc = hc
+		}
+	}
+}
+
+// WithDialer makes the client open its connections with dial (e.g. from a
+// given local address); the HTTP client is then built for it. It is
+// ignored when WithHTTPClient is given too.
+func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, error)) ClientOption {
+	return func(c *Client) {
+		if dial != nil {
+			c.dial = dial
 		}
 	}
 }
@@ -182,8 +195,12 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 		c.maxBackoff = c.minBackoff
 	}
 	if c.hc == nil {
+		dial := c.dial
+		if dial == nil {
+			dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		}
 		c.hc = &http.Client{Transport: &http.Transport{
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           dial,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,

@@ -4,7 +4,7 @@
 // leader does the application's singleton work, fenced by its sequencer;
 // every instance prints each new leader it observes.
 //
-//	embedded --id n1 --raft 127.0.0.1:7201 --http 127.0.0.1:7301 --data /tmp/emb/n1 \
+//	embedded --id n1 --raft 127.0.0.1:7201 --data /tmp/emb/n1 \
 //	         --peers n1=127.0.0.1:7201,n2=127.0.0.1:7202,n3=127.0.0.1:7203
 //
 // (and n2, n3 likewise). Kill the leader: another instance takes over once
@@ -16,8 +16,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -28,7 +26,6 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
 )
 
 const election = "app/leader"
@@ -41,18 +38,17 @@ func main() {
 }
 
 func run() error {
-	var id, raftAddr, httpAddr, dataDir, peerList string
+	var id, raftAddr, dataDir, peerList string
 	var ttl, lockDelay time.Duration
 	flag.StringVar(&id, "id", "", "this instance's id (n1)")
-	flag.StringVar(&raftAddr, "raft", "", "host:port for Raft")
-	flag.StringVar(&httpAddr, "http", "", "host:port for the embedded node's HTTP API (followers forward to the leader through it)")
+	flag.StringVar(&raftAddr, "raft", "", "host:port of this instance's peer port (Raft, and the other instances' calls)")
 	flag.StringVar(&dataDir, "data", "", "data directory")
 	flag.StringVar(&peerList, "peers", "", "all instances: id=raft-host:port,...")
 	flag.DurationVar(&ttl, "ttl", 5*time.Second, "session lease")
 	flag.DurationVar(&lockDelay, "lock-delay", 2*time.Second, "lock-delay after a dead leader's session expires")
 	flag.Parse()
-	if id == "" || raftAddr == "" || httpAddr == "" || dataDir == "" || peerList == "" {
-		return errors.New("--id, --raft, --http, --data and --peers are required")
+	if id == "" || raftAddr == "" || dataDir == "" || peerList == "" {
+		return errors.New("--id, --raft, --data and --peers are required")
 	}
 	var peers []node.Peer
 	for _, p := range strings.Split(peerList, ",") {
@@ -66,21 +62,15 @@ func run() error {
 	defer stop()
 	logger := hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: os.Stderr})
 
-	// 1. The embedded replica and its HTTP API.
-	ln, err := net.Listen("tcp", httpAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, HTTPAddr: ln.Addr().String(), Peers: peers, Logger: logger})
+	// 1. The embedded replica: it serves its peers by itself, on its
+	// peer port.
+	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}
-	srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(ln)
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
 		_ = n.Shutdown(sctx)
 	}()
 
@@ -105,7 +95,7 @@ func run() error {
 
 	// 4. Campaign; lead while the leadership holds.
 	for {
-		lead, err := s.Campaign(ctx, election, id+"@"+httpAddr)
+		lead, err := s.Campaign(ctx, election, id+"@"+raftAddr)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

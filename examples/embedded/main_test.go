@@ -61,7 +61,7 @@ func TestEmbeddedElection(t *testing.T) {
 	dir := t.TempDir()
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
-		cmd := exec.Command(bin, "--id", id, "--raft", raft[id], "--http", freeAddr(t), "--data", filepath.Join(dir, id),
+		cmd := exec.Command(bin, "--id", id, "--raft", raft[id], "--data", filepath.Join(dir, id),
 			"--peers", strings.Join(peers, ","), "--ttl", "2s", "--lock-delay", "1s")
 		out, err := cmd.StdoutPipe()
 		if err != nil {
