@@ -13,11 +13,10 @@ import (
 // acquire and release, every read that answered, and per session the
 // synthetic operation that frees its locks (an acknowledged close, or else
 // an expiry from the last moment it was known alive to the first moment it
-// was known gone). An acquire or release whose outcome is unknown, and the
-// expiry of a session never seen gone, may take effect at any moment after
-// its call: it becomes an arm at its call, which lets its pendingEffect
-// happen later. Client operations get lane Client, the synthetic ones lane
-// Clients+Client.
+// was known gone, or for ever). An acquire or release whose outcome is
+// unknown may take effect at any moment after its call: it becomes an arm
+// at its call, which lets its pendingEffect happen later. Client operations
+// get lane Client, the synthetic ones lane Clients+Client.
 func modelOps(h History) []porcupine.Operation {
 	var ops []porcupine.Operation
 	add := func(lane int, in lockInput, out lockOutput, call, ret int64, meta string) {
@@ -58,11 +57,6 @@ func modelOps(h History) []porcupine.Operation {
 			}
 			in.Kind = kindExpire
 			call := f.LastAlive()
-			if f.GoneAt == pending {
-				add(h.Clients+f.Client, armOf(in, kindExpire), lockOutput{Result: resOK}, call, call,
-					fmt.Sprintf("session of client %d: last known alive, never seen gone", f.Client))
-				continue
-			}
 			if f.GoneAt < call {
 				// Answered after it was reported gone: check 4 reports it;
 				// the model takes the earlier moment.
@@ -109,7 +103,7 @@ func runPorcupine(h History, timeout time.Duration) linearizability {
 	out := linearizability{Result: res, Ops: len(ops), Partitions: len(partitionByLock(ops)),
 		Elapsed: time.Since(start), Timeout: timeout, info: info, model: model}
 	for _, op := range ops {
-		if in := op.Input.(lockInput); in.Kind == kindArm && in.Effect != kindExpire {
+		if op.Input.(lockInput).Kind == kindArm {
 			out.Unknown++
 		}
 	}

@@ -23,10 +23,11 @@ import (
 //     model does not know time, so a free lock whose holder expired may
 //     answer busy until the next grant;
 //   - tokens are unknown for grants nobody saw; a later read names them;
-//   - an operation whose outcome is unknown may take effect at any moment
-//     after its call, long after its client gave up on it (a request held
-//     up in a frozen forwarder, an entry of a deposed leader that the next
-//     one commits), until its session is gone: see pendingEffect.
+//   - an acquire or release whose outcome is unknown may take effect at
+//     any moment after its call, long after its client gave up on it (a
+//     request held up in a frozen forwarder, an entry of a deposed leader
+//     that the next one commits), until its session is gone: see
+//     pendingEffect.
 //
 // Everything else is strict: one holder at a time, a grant only of a free
 // lock, strictly increasing tokens, idempotent grants returning the same
@@ -57,8 +58,8 @@ type lockInput struct {
 	// Unlock: a release of a lock the client was granted (not the clean-up
 	// of an abandoned acquire, which may dequeue a waiter instead).
 	Unlock bool
-	// Effect is, for an arm, the kind of the operation it arms: acquire,
-	// release or expire.
+	// Effect is, for an arm, the kind of the operation it arms: acquire or
+	// release.
 	Effect string
 }
 
@@ -103,12 +104,11 @@ func (s lockState) granted(session, holder string, token uint64) lockState {
 	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed}
 }
 
-// pendingEffect is what an operation whose outcome is unknown may still do
-// to the lock, once, at any moment after its call: an acquire grants the
-// lock to its holder if it is free (token unknown), a release frees it if
-// its holder holds it, the expiry of a session that was never seen gone
-// frees it if the session holds it. An effect that would change nothing
-// is the same as one that never happens.
+// pendingEffect is what an acquire or a release whose outcome is unknown
+// may still do to the lock, once, at any moment after its call: an acquire
+// grants the lock to its holder if it is free (token unknown), a release
+// frees it if its holder holds it. An effect that would change nothing is
+// the same as one that never happens.
 //
 // The history could hold such an operation as one that never returns, but
 // porcupine then searches every order of the pending operations that have
@@ -119,6 +119,9 @@ func (s lockState) granted(session, holder string, token uint64) lockState {
 // nothing until they happen: settle lets them happen, each at most once and
 // in any order, before every later operation. The two encodings accept
 // the same histories (TestArmedEffectsAcceptWhatPendingOperationsAccept).
+// The expiry of a session never seen gone stays an operation that never
+// returns: there are few, their calls far apart, and armed they would
+// multiply the states (a grant, the holder's expiry, the next grant...).
 //
 // The session's close or expiry disarms its effects: the state machine
 // refuses an acquire or a release of a session it does not have, and a
@@ -139,10 +142,6 @@ func (e pendingEffect) fire(s lockState) (lockState, bool) {
 	case kindRelease:
 		if s.heldBy(e.Session, e.Holder) {
 			return s.freed(false), true
-		}
-	case kindExpire:
-		if !s.free() && s.Session == e.Session {
-			return s.freed(true), true
 		}
 	}
 	return s, false
@@ -211,8 +210,8 @@ func (s lockState) disarm(session string) lockState {
 // states after any of their effects happened, in any order, each at most
 // once; but not a state that another one subsumes (see subsumes), nor what
 // follows from it. Without that the orders would multiply: a grant to one
-// waiter, its session's expiry, a grant to the next... each order using up
-// other effects.
+// waiter, its cancel, a grant to the next... each order using up other
+// effects.
 func settle(ss []lockState) []lockState {
 	type found struct {
 		s    lockState
@@ -562,9 +561,6 @@ func describeLockOp(input, output interface{}) string {
 	case kindClose:
 		return fmt.Sprintf("close(session %s)", short(in.Session, ""))
 	case kindArm:
-		if in.Effect == kindExpire {
-			return fmt.Sprintf("expire(session %s) may happen from here on", short(in.Session, ""))
-		}
 		return fmt.Sprintf("%s(%s) -> unknown: may take effect from here on", in.Effect, who)
 	}
 	return fmt.Sprintf("%s(%s) -> %s", in.Kind, who, out.Result)
