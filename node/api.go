@@ -284,8 +284,8 @@ func lockState(l fsm.Lock) api.LockState {
 	return st
 }
 
-// Lock returns the state of one lock (a free lock has no holders).
-func (n *Node) Lock(ctx context.Context, name string) (api.LockState, error) {
+// LockState returns the state of one lock (a free lock has no holders).
+func (n *Node) LockState(ctx context.Context, name string) (api.LockState, error) {
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockState{}, err
 	}

@@ -101,7 +101,7 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 		got <- l
 	}()
 	eventually(t, 10*time.Second, "s2 queued", func() error {
-		st, err := client.Lock(ctx, "jobs/compactor")
+		st, err := client.LockState(ctx, "jobs/compactor")
 		if err != nil || st.Waiters != 1 {
 			return fmt.Errorf("waiters %d %v", st.Waiters, err)
 		}
@@ -131,7 +131,7 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 		case <-time.After(100 * time.Millisecond): // observing over time: no event to await
 		}
 	}
-	st, err := client.Lock(ctx, "jobs/compactor")
+	st, err := client.LockState(ctx, "jobs/compactor")
 	if err != nil {
 		t.Fatal(err)
 	}

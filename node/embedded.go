@@ -107,8 +107,8 @@ func (e *embedded) Release(ctx context.Context, req api.ReleaseRequest) error {
 	return e.pick().Release(ctx, req)
 }
 
-func (e *embedded) Lock(ctx context.Context, name string) (api.LockState, error) {
-	return e.pick().Lock(ctx, name)
+func (e *embedded) LockState(ctx context.Context, name string) (api.LockState, error) {
+	return e.pick().LockState(ctx, name)
 }
 
 func (e *embedded) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {

@@ -50,7 +50,7 @@ func TestEmbeddedBackendOnEveryReplica(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lock via n%d: %v", i+1, err)
 		}
-		st, err := n.Backend().Lock(ctx, name)
+		st, err := n.Backend().LockState(ctx, name)
 		if err != nil || len(st.Holders) != 1 || st.Holders[0].Token != l.Token() {
 			t.Fatalf("lock state via n%d: %+v, %v", i+1, st, err)
 		}
@@ -71,7 +71,7 @@ func TestEmbeddedBackendOnEveryReplica(t *testing.T) {
 	}
 	// The node itself (not its Backend) answers only on the leader.
 	follower := c.nodes[(li+1)%3]
-	if _, err := follower.Lock(ctx, "embedded/0"); !errors.Is(err, api.ErrNoLeader) {
+	if _, err := follower.LockState(ctx, "embedded/0"); !errors.Is(err, api.ErrNoLeader) {
 		t.Fatalf("follower's own Lock: %v, want no_leader", err)
 	}
 }
@@ -174,7 +174,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 				got <- l
 			}()
 			eventually(t, 10*time.Second, "waiter queued", func() error {
-				st, err := client.Lock(ctx, "jobs/failover")
+				st, err := client.LockState(ctx, "jobs/failover")
 				if err != nil || st.Waiters != 1 {
 					return fmt.Errorf("waiters %d, %v", st.Waiters, err)
 				}
@@ -184,7 +184,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			c.leader()
 			// The queue survived: still one waiter, and it is not granted.
 			eventually(t, 10*time.Second, "queue after failover", func() error {
-				st, err := client.Lock(ctx, "jobs/failover")
+				st, err := client.LockState(ctx, "jobs/failover")
 				if err != nil || st.Waiters != 1 || len(st.Holders) != 1 || st.Holders[0].Token != l1.Token() {
 					return fmt.Errorf("state %+v, %v", st, err)
 				}
@@ -202,7 +202,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			if l2 == nil || l2.Token() <= l1.Token() {
 				t.Fatalf("waiter got %v, want a token above %d", l2, l1.Token())
 			}
-			st, err := client.Lock(ctx, "jobs/failover")
+			st, err := client.LockState(ctx, "jobs/failover")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -216,7 +216,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			if err := l2.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if st, err := client.Lock(ctx, "jobs/failover"); err != nil || len(st.Holders) != 0 {
+			if st, err := client.LockState(ctx, "jobs/failover"); err != nil || len(st.Holders) != 0 {
 				t.Fatalf("after the waiter's unlock: %+v, %v; want free (no second grant)", st, err)
 			}
 		})
@@ -232,7 +232,7 @@ func TestWatchLock(t *testing.T) {
 	ctx := ctxT(t)
 	client := c.client(t)
 	s := openSession(t, ctx, client, session.TTL(3*time.Second))
-	free, err := client.Lock(ctx, "watched")
+	free, err := client.LockState(ctx, "watched")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 		}()
 		waiters := func(want int) func() error {
 			return func() error {
-				st, err := leader.Lock(ctx, name)
+				st, err := leader.LockState(ctx, name)
 				if err != nil || st.Waiters != want {
 					return fmt.Errorf("%s: waiters %d, %v; want %d", what, st.Waiters, err, want)
 				}
@@ -340,7 +340,7 @@ func TestCancelledLockLeavesQueue(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		st, err := leader.Lock(ctx, name)
+		st, err := leader.LockState(ctx, name)
 		if err != nil || len(st.Holders) != 0 || st.Waiters != 0 {
 			t.Fatalf("%s: after release %+v, %v; want free (the cancelled waiter gets nothing)", what, st, err)
 		}
@@ -369,7 +369,7 @@ func TestEmbeddedBackendNeedsNoHTTPServer(t *testing.T) {
 	if err != nil || g.Token == 0 {
 		t.Fatalf("acquire through a follower's Backend: %+v, %v", g, err)
 	}
-	st, err := b.Lock(ctx, "no-http/lock")
+	st, err := b.LockState(ctx, "no-http/lock")
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Holder != "h" {
 		t.Fatalf("read through a follower's Backend: %+v, %v", st, err)
 	}

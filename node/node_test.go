@@ -27,7 +27,7 @@ func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 
 	// The lock is still held with the same token.
 	var st api.LockState
-	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "jobs/a"); return }); err != nil {
+	if err := c.do(func(n *Node) (err error) { st, err = n.LockState(ctxT(t), "jobs/a"); return }); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Session != s.ID {
@@ -126,7 +126,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 			results <- res{g, err}
 		}()
 		eventually(t, 5*time.Second, "queued "+h, func() error {
-			st, err := n.Lock(ctx, "q")
+			st, err := n.LockState(ctx, "q")
 			if err != nil || st.Waiters == 0 || (h == "c" && st.Waiters < 2) {
 				return errors.New("not queued yet")
 			}
@@ -140,7 +140,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 	if r.err != nil || r.g.Token <= g1.Token {
 		t.Fatalf("first waiter: %+v %v", r.g, r.err)
 	}
-	st, _ := n.Lock(ctx, "q")
+	st, _ := n.LockState(ctx, "q")
 	if len(st.Holders) != 1 || st.Holders[0].Holder != "b" || st.Holders[0].Token != r.g.Token {
 		t.Fatalf("holder after handoff %+v, want b (FIFO) with token %d", st.Holders, r.g.Token)
 	}
@@ -149,7 +149,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 	if !errors.Is(err, api.ErrWaitTimeout) {
 		t.Fatalf("short wait: %v, want wait_timeout", err)
 	}
-	if st, _ := n.Lock(ctx, "q"); st.Waiters != 1 {
+	if st, _ := n.LockState(ctx, "q"); st.Waiters != 1 {
 		t.Fatalf("waiters after timeout = %d, want 1 (c only)", st.Waiters)
 	}
 	// Closing the session releases at once: no lock-delay.
@@ -160,7 +160,7 @@ func TestWaitFIFOAndTimeout(t *testing.T) {
 	if !errors.Is(r.err, api.ErrSessionNotFound) {
 		t.Fatalf("waiter of a closed session: %v, want session_not_found", r.err)
 	}
-	if st, _ := n.Lock(ctx, "q"); len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
+	if st, _ := n.LockState(ctx, "q"); len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
 		t.Fatalf("after close lock = %+v, want free without delay", st)
 	}
 }
@@ -183,7 +183,7 @@ func TestFullClusterRestart(t *testing.T) {
 	}
 	c.leader()
 	var st api.LockState
-	if err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "db/primary"); return }); err != nil {
+	if err := c.do(func(n *Node) (err error) { st, err = n.LockState(ctxT(t), "db/primary"); return }); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Value != "10.0.0.1:5432" {
@@ -282,7 +282,7 @@ func TestDelayEndedWithoutLeaderIsEndedByNextLeader(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "delay ended by the new leader", func() error {
 		var st api.LockState
-		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), "gap"); return })
+		err := c.do(func(n *Node) (err error) { st, err = n.LockState(ctxT(t), "gap"); return })
 		if err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
 			return fmt.Errorf("lock %+v, %v: still delayed", st, err)
 		}
@@ -331,7 +331,7 @@ func awaitLockDelay(t *testing.T, c *testCluster, name string) time.Time {
 	var until time.Time
 	eventually(t, 10*time.Second, "lock-delay of "+name+" starts", func() error {
 		var st api.LockState
-		err := c.do(func(n *Node) (err error) { st, err = n.Lock(ctxT(t), name); return })
+		err := c.do(func(n *Node) (err error) { st, err = n.LockState(ctxT(t), name); return })
 		if err != nil || len(st.Holders) != 0 || st.DelayUntil.IsZero() {
 			return errors.New("not delayed yet")
 		}

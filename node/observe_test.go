@@ -161,7 +161,7 @@ func TestLockStateCarriesTheGrantHistory(t *testing.T) {
 	if err := r.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	st, err := client.Lock(ctx, "jobs/x")
+	st, err := client.LockState(ctx, "jobs/x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestLockStateCarriesTheGrantHistory(t *testing.T) {
 	}
 
 	// A lock never granted has no history, complete since the start.
-	if st, err := client.Lock(ctx, "jobs/never"); err != nil || len(st.Grants) != 0 || st.GrantsSince != 1 {
+	if st, err := client.LockState(ctx, "jobs/never"); err != nil || len(st.Grants) != 0 || st.GrantsSince != 1 {
 		t.Fatalf("lock never granted: %+v, %v", st, err)
 	}
 }

@@ -42,7 +42,7 @@ func TestProposalHonoursItsContext(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer rcancel()
-	if _, err := leader.Lock(rctx, "ctx/lock"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := leader.LockState(rctx, "ctx/lock"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("read whose ctx ended before leadership was confirmed: %v; want the ctx's error", err)
 	}
 }

@@ -245,7 +245,7 @@ func TestWaiterKeepsItsPlaceWhenItsForwarderDies(t *testing.T) {
 	b := goPost(ctx, hc.httpAddrs[li], "/v1/acquire", acquireBody{Name: L, Session: sb.ID, Holder: "b", Wait: "30s"})
 	hc.awaitQueue(t, L, "a", "b")
 	// Readers see the queue in order (holder ids and modes, no session ids).
-	st, err := hc.client(t).Lock(ctx, L)
+	st, err := hc.client(t).LockState(ctx, L)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestLongWaitsKeepFIFOOrder(t *testing.T) {
 					}
 				}()
 				eventually(t, 20*time.Second, name+" to queue", func() error {
-					st, err := cl.Lock(ctx, lock)
+					st, err := cl.LockState(ctx, lock)
 					if err != nil {
 						return err
 					}
@@ -326,13 +326,13 @@ func TestLongWaitsKeepFIFOOrder(t *testing.T) {
 					return nil
 				})
 			}
-			before, err := cl.Lock(ctx, lock)
+			before, err := cl.LockState(ctx, lock)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Past the 30 s after which the old client re-queued.
 			<-time.After(31 * time.Second)
-			after, err := cl.Lock(ctx, lock)
+			after, err := cl.LockState(ctx, lock)
 			if err != nil {
 				t.Fatal(err)
 			}

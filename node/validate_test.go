@@ -81,7 +81,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 		{"keepalive unknown", func() error { _, err := n.KeepAlive(ctx, "nope"); return err }, api.CodeSessionNotFound},
 		{"close unknown", func() error { return n.CloseSession(ctx, "nope") }, api.CodeSessionNotFound},
 		{"info unknown", func() error { _, err := n.SessionInfo(ctx, "nope"); return err }, api.CodeSessionNotFound},
-		{"lock bad name", func() error { _, err := n.Lock(ctx, ""); return err }, api.CodeInvalidArgument},
+		{"lock bad name", func() error { _, err := n.LockState(ctx, ""); return err }, api.CodeInvalidArgument},
 		{"sequencer garbage", func() error { _, err := n.CheckSequencer(ctx, "garbage"); return err }, api.CodeInvalidArgument},
 		{"sequencer token 0", func() error { _, err := n.CheckSequencer(ctx, "rl1:x:0:held"); return err }, api.CodeInvalidArgument},
 	}

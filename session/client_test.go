@@ -325,7 +325,7 @@ func (f *fakeBackend) lockStateLocked(name string) api.LockState {
 	return st
 }
 
-func (f *fakeBackend) Lock(ctx context.Context, name string) (api.LockState, error) {
+func (f *fakeBackend) LockState(ctx context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.lockStateLocked(name), nil

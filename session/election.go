@@ -91,7 +91,7 @@ func CurrentLeader(ctx context.Context, b api.Backend, name string) (Leader, err
 	if b == nil {
 		return Leader{}, api.Errorf(api.CodeInvalidArgument, "leader: nil backend")
 	}
-	st, err := b.Lock(ctx, name)
+	st, err := b.LockState(ctx, name)
 	if err != nil {
 		return Leader{}, fmt.Errorf("leader of %s: %w", name, err)
 	}

@@ -31,7 +31,7 @@ func (s *scriptedLock) WatchLock(ctx context.Context, name string, index uint64,
 	}
 }
 
-func (s *scriptedLock) Lock(ctx context.Context, name string) (api.LockState, error) {
+func (s *scriptedLock) LockState(ctx context.Context, name string) (api.LockState, error) {
 	return s.current, nil
 }
 

@@ -653,8 +653,8 @@ func (c *Client) Release(ctx context.Context, req api.ReleaseRequest) error {
 	return err
 }
 
-// Lock returns the state of one lock.
-func (c *Client) Lock(ctx context.Context, name string) (api.LockState, error) {
+// LockState returns the state of one lock.
+func (c *Client) LockState(ctx context.Context, name string) (api.LockState, error) {
 	var out LockReply
 	cl := &call{method: http.MethodGet, path: "/v1/lock", query: url.Values{"name": {name}}, out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {

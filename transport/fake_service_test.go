@@ -327,7 +327,7 @@ func (f *fakeService) lockState(name string) api.LockState {
 	return st
 }
 
-func (f *fakeService) Lock(ctx context.Context, name string) (api.LockState, error) {
+func (f *fakeService) LockState(ctx context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Lock"); err != nil {

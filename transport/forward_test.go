@@ -40,7 +40,7 @@ func TestForwarding(t *testing.T) {
 	if g.Term != 3 {
 		t.Fatalf("term %d", g.Term)
 	}
-	l, err := c.Lock(ctx, "f")
+	l, err := c.LockState(ctx, "f")
 	if err != nil || len(l.Holders) != 1 || l.Holders[0].Value != "v" {
 		t.Fatalf("lock via follower: %+v %v", l, err)
 	}
@@ -59,7 +59,7 @@ func TestForwarding(t *testing.T) {
 		_, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "w", Wait: 5 * time.Second})
 		done <- err
 	}()
-	waitFor(t, "waiter queued on the leader", func() bool { l, _ := c.Lock(ctx, "f"); return l.Waiters == 1 })
+	waitFor(t, "waiter queued on the leader", func() bool { l, _ := c.LockState(ctx, "f"); return l.Waiters == 1 })
 	time.Sleep(20 * time.Millisecond)
 	if err := c.Release(ctx, api.ReleaseRequest{Name: "f", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)

@@ -237,7 +237,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	if q.Has("index") || q.Has("wait") {
 		l, err = s.svc.WatchLock(r.Context(), name, index, wait)
 	} else {
-		l, err = s.svc.Lock(r.Context(), name)
+		l, err = s.svc.LockState(r.Context(), name)
 	}
 	if err != nil {
 		return err

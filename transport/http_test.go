@@ -144,7 +144,7 @@ func TestRoundTrip(t *testing.T) {
 	if si.ID != info.ID || si.Name != "demo" || si.TTL != 20*time.Second || strings.Join(si.Locks, ",") != "jobs/a:b,jobs/shared" {
 		t.Fatalf("session info: %+v", si)
 	}
-	l, err := c.Lock(ctx, "jobs/a:b")
+	l, err := c.LockState(ctx, "jobs/a:b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestRoundTrip(t *testing.T) {
 		(api.Holder{Session: info.ID, Holder: "h1", Token: g.Token, Value: "10.0.0.7:8080"}) || !l.DelayUntil.IsZero() {
 		t.Fatalf("lock: %+v", l)
 	}
-	free, err := c.Lock(ctx, "nobody/holds/this")
+	free, err := c.LockState(ctx, "nobody/holds/this")
 	if err != nil || free.Mode != 0 || len(free.Holders) != 0 || free.Holders == nil {
 		t.Fatalf("free lock: %+v %v", free, err)
 	}
@@ -291,7 +291,7 @@ func TestWaitingAcquire(t *testing.T) {
 		g2, err = c.Acquire(ctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "b", Wait: 5 * time.Second})
 		done <- err
 	}()
-	waitFor(t, "queued waiter", func() bool { l, _ := c.Lock(ctx, "w"); return l.Waiters == 1 })
+	waitFor(t, "queued waiter", func() bool { l, _ := c.LockState(ctx, "w"); return l.Waiters == 1 })
 	if err := c.Release(ctx, api.ReleaseRequest{Name: "w", Session: s.ID, Holder: "a"}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestWaitingAcquire(t *testing.T) {
 		_, err := c.Acquire(wctx, api.AcquireRequest{Name: "w", Session: s.ID, Holder: "c", Wait: time.Minute})
 		done <- err
 	}()
-	waitFor(t, "queued waiter", func() bool { l, _ := c.Lock(ctx, "w"); return l.Waiters == 1 })
+	waitFor(t, "queued waiter", func() bool { l, _ := c.LockState(ctx, "w"); return l.Waiters == 1 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
@@ -369,7 +369,7 @@ func TestErrorCodes(t *testing.T) {
 		t.Errorf("open with unknown outcome was tried %d times, want 1 (not idempotent)", n)
 	}
 	f.injectErr("Lock", errors.New("disk on fire"))
-	_, err = c.Lock(ctx, "x")
+	_, err = c.LockState(ctx, "x")
 	if api.CodeOf(err) != api.CodeInternal {
 		t.Errorf("internal: %v", err)
 	}
@@ -597,7 +597,7 @@ func TestWatchLockThroughClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	free, err := c.Lock(ctx, "w")
+	free, err := c.LockState(ctx, "w")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,10 +154,10 @@ func (r *recorder) Release(ctx context.Context, req api.ReleaseRequest) error {
 	return err
 }
 
-// Lock implements api.Backend: a read of one lock.
-func (r *recorder) Lock(ctx context.Context, name string) (api.LockState, error) {
+// LockState implements api.Backend: a read of one lock.
+func (r *recorder) LockState(ctx context.Context, name string) (api.LockState, error) {
 	id := r.begin(message{Kind: kindRead, Lock: name, Node: r.node, Verify: ctx.Value(verifyIntent{}) != nil})
-	st, err := r.inner.Lock(ctx, name)
+	st, err := r.inner.LockState(ctx, name)
 	m := message{Kind: kindRead, Result: resOK}
 	if err != nil {
 		m.Result, m.Err = resFailed, err.Error()

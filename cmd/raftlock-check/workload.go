@@ -452,7 +452,7 @@ func (w *workload) read(ctx context.Context, name string, verify bool) {
 	if verify {
 		rctx = context.WithValue(rctx, verifyIntent{}, true)
 	}
-	_, _ = r.Lock(rctx, name)
+	_, _ = r.LockState(rctx, name)
 }
 
 // verifyLoop answers msgVerify: a holder whose session is safe reads its

@@ -47,7 +47,7 @@ func (c *cli) lockGet(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		l, err := cl.Lock(ctx, pos[0])
+		l, err := cl.LockState(ctx, pos[0])
 		if err != nil {
 			return fmt.Errorf("lock get: %w", err)
 		}

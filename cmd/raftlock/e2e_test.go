@@ -191,7 +191,7 @@ func TestElectionFailoverOfProcesses(t *testing.T) {
 	b := startCLI(t, cli, c.AddrList(), append(flags, "10.0.0.2:8080")...)
 	// b queues behind a.
 	proccluster.Eventually(t, 10*time.Second, "b queued", func() error {
-		st, err := client.Lock(ctx, "election/primary")
+		st, err := client.LockState(ctx, "election/primary")
 		if err != nil || st.Waiters != 1 {
 			return fmt.Errorf("waiters %d, %v", st.Waiters, err)
 		}
@@ -236,7 +236,7 @@ func TestElectionFailoverOfProcesses(t *testing.T) {
 	if code := b.exitCode(t, 10*time.Second); code != 0 {
 		t.Fatalf("b exited %d after SIGTERM, want 0", code)
 	}
-	st, err := client.Lock(ctx, "election/primary")
+	st, err := client.LockState(ctx, "election/primary")
 	if err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
 		t.Fatalf("after resignation: %+v, %v; want free without lock-delay", st, err)
 	}
@@ -391,7 +391,7 @@ func TestExecStatusesAndLockLoss(t *testing.T) {
 	if data, _ := os.ReadFile(trapped); string(data) != "USR1\nTERM\n" {
 		t.Fatalf("signals the child trapped: %q, want USR1 then TERM", data)
 	}
-	if st, err := c.Client().Lock(ctx, "jobs/x"); err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
+	if st, err := c.Client().LockState(ctx, "jobs/x"); err != nil || len(st.Holders) != 0 || !st.DelayUntil.IsZero() {
 		t.Fatalf("lock after exec ended: %+v, %v; want free without lock-delay", st, err)
 	}
 
@@ -474,7 +474,7 @@ func TestExecChildDeadBeforeLockRegranted(t *testing.T) {
 		}
 	}()
 	proccluster.Eventually(t, 10*time.Second, "the waiter to queue", func() error {
-		st, err := c.Client().Lock(ctx, "jobs/edge")
+		st, err := c.Client().LockState(ctx, "jobs/edge")
 		if err != nil || st.Waiters != 1 {
 			return fmt.Errorf("%+v, %v", st, err)
 		}

@@ -126,7 +126,7 @@ func (f *fake) Release(_ context.Context, req api.ReleaseRequest) error {
 	return nil
 }
 
-func (f *fake) Lock(_ context.Context, name string) (api.LockState, error) {
+func (f *fake) LockState(_ context.Context, name string) (api.LockState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l, ok := f.locks[name]; ok {
@@ -138,7 +138,7 @@ func (f *fake) Lock(_ context.Context, name string) (api.LockState, error) {
 // WatchLock answers at once: the fake never blocks (the real blocking
 // queries are tested against a cluster).
 func (f *fake) WatchLock(ctx context.Context, name string, _ uint64, _ time.Duration) (api.LockState, error) {
-	return f.Lock(ctx, name)
+	return f.LockState(ctx, name)
 }
 
 func (f *fake) Locks(_ context.Context, prefix string) ([]api.LockState, error) {

@@ -115,7 +115,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 				granted <- lb
 			}()
 			proccluster.Eventually(t, 10*time.Second, "B to queue", func() error {
-				st, err := c.Client().Lock(ctx, lock)
+				st, err := c.Client().LockState(ctx, lock)
 				if err != nil || st.Waiters != 1 {
 					return fmt.Errorf("%+v, %v", st, err)
 				}
@@ -159,7 +159,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 					lost = nil // A gives it up now
 					// Halfway through, A checks its lock is still held,
 					// then hands it to B.
-					chk, err := observer.Lock(ctx, lock)
+					chk, err := observer.LockState(ctx, lock)
 					if err != nil || len(chk.Holders) != 1 || chk.Holders[0].Holder != l.Holder() {
 						t.Fatalf("halfway through the %s: %+v, %v; want A holding", f.name, chk, err)
 					}
@@ -185,7 +185,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 				}
 			}
 			if lb == nil {
-				st, err := observer.Lock(ctx, lock)
+				st, err := observer.LockState(ctx, lock)
 				t.Fatalf("the Lock blocked through the %s's %s was not granted within it (A unlocked at +%v; the lock now: %+v, %v)",
 					f.name, role, unlockedAt.Sub(startedAt).Round(time.Millisecond), st, err)
 			}
@@ -202,7 +202,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 				t.Fatalf("B's session %v after the %s, want safe", st, f.name)
 			}
 			proccluster.Eventually(t, 10*time.Second, "the lock still held by B", func() error {
-				st, err := c.Client().Lock(ctx, lock)
+				st, err := c.Client().LockState(ctx, lock)
 				if err != nil {
 					return err
 				}

@@ -80,7 +80,7 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 				granted <- time.Now()
 			}()
 			proccluster.Eventually(t, 10*time.Second, "the waiter to queue", func() error {
-				st, err := c.Client().Lock(ctx, lock)
+				st, err := c.Client().LockState(ctx, lock)
 				if err != nil {
 					return err
 				}

@@ -226,7 +226,7 @@ type Backend interface {
 	SessionInfo(ctx context.Context, id string) (Info, error)
 	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)
 	Release(ctx context.Context, req ReleaseRequest) error
-	Lock(ctx context.Context, name string) (LockState, error)
+	LockState(ctx context.Context, name string) (LockState, error)
 	Locks(ctx context.Context, prefix string) ([]LockState, error)
 	CheckSequencer(ctx context.Context, seq string) (SequencerCheck, error)
 	// WatchLock is a blocking read: it answers the lock's state as soon as
