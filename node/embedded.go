@@ -13,7 +13,7 @@ import (
 // embeds this node takes sessions and locks: while this node leads, calls
 // run in-process; otherwise they go to the leader's peer port (its Raft
 // address), which every node serves by itself: an embedding application
-// needs no HTTP server of its own. (A node built on Config.Transport has
+// needs no HTTP server of its own. (A node built on Config.RaftTransport has
 // no peer port; it reaches the others at their HTTP addresses from the
 // member table, which they must then serve.)
 //

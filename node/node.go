@@ -114,10 +114,10 @@ type Config struct {
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.
 	PeerPort *transport.RaftNet
-	// Transport overrides the Raft transport (in-memory unit tests); the
+	// RaftTransport overrides the Raft transport (in-memory unit tests); the
 	// node then has no peer port, and followers forward to the leader's
 	// HTTP address.
-	Transport raft.Transport
+	RaftTransport raft.Transport
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
@@ -131,7 +131,7 @@ func (c *Config) fill() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("node: config: empty DataDir")
 	}
-	if c.RaftBind == "" && c.Transport == nil && c.PeerPort == nil {
+	if c.RaftBind == "" && c.RaftTransport == nil && c.PeerPort == nil {
 		return fmt.Errorf("node: config: empty RaftBind")
 	}
 	if c.Logger == nil {
@@ -192,7 +192,7 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	trans raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
-	// Config.Transport replaced it; peerSrv serves the API there.
+	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *transport.RaftNet
 	peerSrv *transport.PeerServer
 	leases  *leaseTable
@@ -269,7 +269,7 @@ func New(cfg Config) (*Node, error) {
 		store.Close()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	trans := cfg.Transport
+	trans := cfg.RaftTransport
 	if trans == nil && cfg.PeerPort != nil {
 		n.peer = cfg.PeerPort
 		trans = cfg.PeerPort.Transport
@@ -341,7 +341,7 @@ func New(cfg Config) (*Node, error) {
 }
 
 func (n *Node) closeStores() {
-	if c, ok := n.trans.(interface{ Close() error }); ok && n.cfg.Transport == nil {
+	if c, ok := n.trans.(interface{ Close() error }); ok && n.cfg.RaftTransport == nil {
 		c.Close()
 	}
 	n.store.Close()
