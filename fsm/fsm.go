@@ -60,8 +60,8 @@ type Result struct {
 	Index uint64
 }
 
-// Session is an open session as replicated.
-type Session struct {
+// SessionRecord is an open session as replicated.
+type SessionRecord struct {
 	ID        string `json:"id"`
 	Name      string `json:"name,omitempty"`
 	TTL       int64  `json:"ttl"`
@@ -224,7 +224,7 @@ type FSM struct {
 	onEvent func(Event)
 
 	mu       sync.RWMutex
-	sessions map[string]*Session
+	sessions map[string]*SessionRecord
 	locks    map[string]*Lock
 	members  map[string]Member
 	now      int64
@@ -252,7 +252,7 @@ func New(onEvent func(Event)) *FSM {
 }
 
 func (f *FSM) reset() {
-	f.sessions = make(map[string]*Session)
+	f.sessions = make(map[string]*SessionRecord)
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
 	f.now, f.applied = 0, 0
@@ -327,7 +327,7 @@ func (f *FSM) openSession(c *OpenSession) Status {
 	if _, ok := f.sessions[c.ID]; ok {
 		return StatusSessionExists
 	}
-	f.sessions[c.ID] = &Session{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
+	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
 		Created: f.now, Locks: make(map[string]struct{})}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
 	return StatusOK
@@ -681,7 +681,7 @@ func copyLock(l *Lock) Lock {
 	return c
 }
 
-func copySession(s *Session) Session {
+func copySession(s *SessionRecord) SessionRecord {
 	c := *s
 	c.Locks = make(map[string]struct{}, len(s.Locks))
 	for k := range s.Locks {
@@ -691,21 +691,21 @@ func copySession(s *Session) Session {
 }
 
 // Session returns a copy of session id.
-func (f *FSM) Session(id string) (Session, bool) {
+func (f *FSM) Session(id string) (SessionRecord, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.sessions[id]
 	if !ok {
-		return Session{}, false
+		return SessionRecord{}, false
 	}
 	return copySession(s), true
 }
 
 // Sessions returns copies of every session, sorted by id.
-func (f *FSM) Sessions() []Session {
+func (f *FSM) Sessions() []SessionRecord {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]Session, 0, len(f.sessions))
+	out := make([]SessionRecord, 0, len(f.sessions))
 	for _, s := range f.sessions {
 		out = append(out, copySession(s))
 	}
@@ -790,7 +790,7 @@ const snapshotVersion byte = 1
 // state is the serialised form of the whole state machine. Slices are sorted
 // so that equal states serialise to equal bytes.
 type state struct {
-	Sessions []Session `json:"sessions"`
+	Sessions []SessionRecord `json:"sessions"`
 	Locks    []Lock    `json:"locks"`
 	Members  []Member  `json:"members"`
 	Now      int64     `json:"now"`
@@ -813,7 +813,7 @@ func (f *FSM) Dump() []byte {
 }
 
 func (f *FSM) dumpLocked() []byte {
-	st := state{Now: f.now, Applied: f.applied, Members: []Member{}, Locks: []Lock{}, Sessions: []Session{}}
+	st := state{Now: f.now, Applied: f.applied, Members: []Member{}, Locks: []Lock{}, Sessions: []SessionRecord{}}
 	for _, s := range f.sessions {
 		st.Sessions = append(st.Sessions, *s)
 	}

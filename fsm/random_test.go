@@ -135,7 +135,7 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		}
 
 		pre := snapshotLocks(a)
-		var preSess Session
+		var preSess SessionRecord
 		var preSessOK bool
 		if cmd.Type == CmdExpireSession || cmd.Type == CmdCloseSession {
 			preSess, preSessOK = a.Session(sessionOf(cmd))
