@@ -29,14 +29,14 @@ func transferLeadership(t *testing.T, c *testCluster, to int) {
 		if target.IsLeader() {
 			return nil
 		}
-		if target.Raft().State() == raft.Leader {
+		if target.raft.State() == raft.Leader {
 			return errors.New("leads, not serving yet")
 		}
 		for _, n := range nodes {
-			if n == nil || n == target || n.Raft().State() != raft.Leader {
+			if n == nil || n == target || n.raft.State() != raft.Leader {
 				continue
 			}
-			f := n.Raft().LeadershipTransferToServer(raft.ServerID(target.ID()), raft.ServerAddress(target.RaftAddr()))
+			f := n.raft.LeadershipTransferToServer(raft.ServerID(target.ID()), raft.ServerAddress(target.RaftAddr()))
 			if err := f.Error(); err != nil {
 				return fmt.Errorf("transfer from %s: %w", n.ID(), err)
 			}
@@ -67,7 +67,7 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	g := mustAcquire(t, c, api.AcquireRequest{Name: "skew/lock", Session: dying.ID, Holder: "h"})
 	until := awaitLockDelay(t, c, "skew/lock")
 	nodes := c.snapshotNodes()
-	if st := nodes[skewed].Raft().State(); st == raft.Leader {
+	if st := nodes[skewed].raft.State(); st == raft.Leader {
 		t.Fatalf("precondition: the skewed node leads already (%v)", st)
 	}
 	if limit := time.Now().Add(lockDelay + clockSkew/2); !until.Before(limit) {

@@ -363,13 +363,6 @@ func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, er
 	return d.DialContext(ctx, network, addr)
 }
 
-// FSM exposes the local state machine (read-only use: tests, diagnostics).
-// Its contents may lag the leader's; API reads go through the leader.
-func (n *Node) FSM() *fsm.FSM { return n.fsm }
-
-// Raft exposes the underlying Raft instance (tests, diagnostics).
-func (n *Node) Raft() *raft.Raft { return n.raft }
-
 // IsLeader reports whether this node leads and has caught up.
 func (n *Node) IsLeader() bool { return n.ready.Load() }
 

@@ -174,7 +174,7 @@ func TestFullClusterRestart(t *testing.T) {
 	// Snapshot every node, so that the restart restores a snapshot and
 	// replays the log after it.
 	for _, n := range c.snapshotNodes() {
-		eventually(t, 10*time.Second, "snapshot", func() error { return n.Raft().Snapshot().Error() })
+		eventually(t, 10*time.Second, "snapshot", func() error { return n.raft.Snapshot().Error() })
 	}
 	mustAcquire(t, c, api.AcquireRequest{Name: "after-snapshot", Session: s.ID, Holder: "h"})
 	c.stopAll()
@@ -312,12 +312,12 @@ func TestDelayTimerRetriesFailedProposal(t *testing.T) {
 	until := awaitLockDelay(t, c, "retry")
 	n.ready.Store(false) // proposals fail with no_leader
 	time.Sleep(time.Until(until.Add(300 * time.Millisecond)))
-	if l, _ := n.FSM().Lock("retry"); !l.Delayed {
+	if l, _ := n.fsm.Lock("retry"); !l.Delayed {
 		t.Fatal("the delay ended while the leader could not propose")
 	}
 	n.ready.Store(true)
 	eventually(t, 5*time.Second, "delay ended after the retry", func() error {
-		if l, _ := n.FSM().Lock("retry"); l.Delayed {
+		if l, _ := n.fsm.Lock("retry"); l.Delayed {
 			return errors.New("still delayed")
 		}
 		return nil

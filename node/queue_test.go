@@ -76,7 +76,7 @@ func goPost(ctx context.Context, addr, path string, body any) <-chan rawAnswer {
 func (c *testCluster) queueOf(t *testing.T, lock string) []fsm.Waiter {
 	t.Helper()
 	n, _ := c.leader()
-	l, _ := n.FSM().Lock(lock)
+	l, _ := n.fsm.Lock(lock)
 	return l.Waiters
 }
 
@@ -186,7 +186,7 @@ func TestAcquireInAnotherModeThanHeldIsRefused(t *testing.T) {
 		t.Fatalf("the shared holder asking for exclusive answered %+v, want 400 invalid_argument", a)
 	}
 	n, _ := hc.leader()
-	if l, _ := n.FSM().Lock(L); l.Mode != sequencer.Shared || len(l.Holders) != 1 {
+	if l, _ := n.fsm.Lock(L); l.Mode != sequencer.Shared || len(l.Holders) != 1 {
 		t.Fatalf("lock after the refused request: %+v", l)
 	}
 	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: other.ID, Holder: "r2", Mode: "shared"}); a.status != 200 {
@@ -223,7 +223,7 @@ func TestWaitOutlivesItsLeaderAndEndsAtItsDeadline(t *testing.T) {
 		t.Fatalf("release: %+v", a)
 	}
 	n, _ := hc.leader()
-	if l, ok := n.FSM().Lock(L); ok {
+	if l, ok := n.fsm.Lock(L); ok {
 		t.Fatalf("lock after its holder released it, past the waiter's deadline: %+v", l)
 	}
 }
@@ -361,7 +361,7 @@ func TestRenewalOfAWaitWritesNothing(t *testing.T) {
 	first := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
 	hc.awaitQueue(t, L, "q1")
 	n, _ := hc.leader()
-	applied := n.FSM().AppliedIndex()
+	applied := n.fsm.AppliedIndex()
 	renewed := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
 	eventually(t, 20*time.Second, "the renewal to wait beside the first request", func() error {
 		n.mu.Lock()
@@ -380,7 +380,7 @@ func TestRenewalOfAWaitWritesNothing(t *testing.T) {
 			t.Fatalf("%s answered %+v, want the grant", what, a)
 		}
 	}
-	if got := n.FSM().AppliedIndex(); got != applied+1 {
+	if got := n.fsm.AppliedIndex(); got != applied+1 {
 		t.Fatalf("applied index %d -> %d: the renewal wrote to the log (want only the release)", applied, got)
 	}
 }

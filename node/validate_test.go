@@ -31,7 +31,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	if _, err := n.Acquire(ctx, api.AcquireRequest{Name: "held", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
-	before := n.FSM().Dump()
+	before := n.fsm.Dump()
 	before = before[:bytes.Index(before, []byte(`"now"`))] // ignore the clock
 
 	acq := func(mut func(*api.AcquireRequest)) func() error {
@@ -90,7 +90,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 			t.Errorf("%s: code %q, want %q", tc.name, got, tc.code)
 		}
 	}
-	after := n.FSM().Dump()
+	after := n.fsm.Dump()
 	after = after[:bytes.Index(after, []byte(`"now"`))]
 	if !bytes.Equal(before, after) {
 		t.Fatalf("state changed by refused requests:\nbefore %s\nafter  %s", before, after)
@@ -105,7 +105,7 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 		if err != nil || info.LockDelay != want {
 			t.Fatalf("open %+v: lock-delay %v %v, want %v", req, info.LockDelay, err, want)
 		}
-		if got, _ := n.FSM().Session(info.ID); time.Duration(got.LockDelay) != want {
+		if got, _ := n.fsm.Session(info.ID); time.Duration(got.LockDelay) != want {
 			t.Fatalf("replicated lock-delay %v, want %v", time.Duration(got.LockDelay), want)
 		}
 	}
