@@ -791,10 +791,10 @@ const snapshotVersion byte = 1
 // so that equal states serialise to equal bytes.
 type state struct {
 	Sessions []SessionRecord `json:"sessions"`
-	Locks    []Lock    `json:"locks"`
-	Members  []Member  `json:"members"`
-	Now      int64     `json:"now"`
-	Applied  uint64    `json:"applied"`
+	Locks    []Lock          `json:"locks"`
+	Members  []Member        `json:"members"`
+	Now      int64           `json:"now"`
+	Applied  uint64          `json:"applied"`
 	// Free is the histories free locks left behind, least recently freed
 	// first (the order in which they are dropped).
 	Free []Lock `json:"free,omitempty"`
