@@ -56,22 +56,7 @@ func newSessionID() (string, error) {
 // OpenSession creates a session; the id is 128 random bits drawn by the
 // leader. Zero TTL and lock-delay take the defaults.
 func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
-	if req.TTL == 0 {
-		req.TTL = api.DefaultTTL
-	}
-	switch req.LockDelay {
-	case 0:
-		req.LockDelay = api.DefaultLockDelay
-	case api.NoLockDelay:
-		req.LockDelay = 0
-	}
-	if err := api.CheckTTL("ttl", req.TTL); err != nil {
-		return api.Info{}, err
-	}
-	if err := api.CheckLockDelay("lock_delay", req.LockDelay); err != nil {
-		return api.Info{}, err
-	}
-	if err := api.CheckText("session name", req.Name, 0, api.MaxSessionNameBytes); err != nil {
+	if err := req.Resolve(); err != nil {
 		return api.Info{}, err
 	}
 	id, err := newSessionID()
@@ -93,7 +78,7 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 // Raft write, after confirming leadership. The caller should count its lease
 // from when it sent the request.
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
+	if err := api.CheckSessionID(id); err != nil {
 		return 0, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -109,7 +94,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 // CloseSession ends a session and releases its locks at once, without
 // lock-delay.
 func (n *Node) CloseSession(ctx context.Context, id string) error {
-	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
+	if err := api.CheckSessionID(id); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCloseSession, CloseSession: &fsm.SessionRef{ID: id}})
@@ -121,7 +106,7 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 
 // SessionInfo describes a session and the locks it holds.
 func (n *Node) SessionInfo(ctx context.Context, id string) (api.Info, error) {
-	if err := api.CheckText("session", id, 1, api.MaxSessionIDBytes); err != nil {
+	if err := api.CheckSessionID(id); err != nil {
 		return api.Info{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -163,19 +148,7 @@ func (n *Node) grant(name string, token uint64, mode sequencer.Mode) api.Grant {
 // and a request whose ctx ends, or whose node stops leading
 // (unknown_outcome), leaves it as it is.
 func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
-	if err := api.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
-		return api.Grant{}, err
-	}
-	if req.Mode == 0 {
-		req.Mode = sequencer.Exclusive
-	}
-	if err := checkMode(req.Mode); err != nil {
-		return api.Grant{}, err
-	}
-	if err := api.CheckWait("wait", req.Wait); err != nil {
-		return api.Grant{}, err
-	}
-	if err := api.CheckValue(req.Value); err != nil {
+	if err := req.Resolve(); err != nil {
 		return api.Grant{}, err
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
@@ -244,7 +217,7 @@ const waitBackstop = 30 * time.Second
 // Release gives a lock up. Releasing a lock held by someone else is
 // refused (not_holder); releasing a free lock is a no-op.
 func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) error {
-	if err := api.CheckLockRef(req.Name, req.Session, req.Holder); err != nil {
+	if err := req.Check(); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{

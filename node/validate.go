@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
-
-	"github.com/raftlock/raftlock/sequencer"
 )
 
 // Bounds of the node's duration settings. Like the session limits, they are
@@ -66,13 +64,6 @@ func CheckRaftTimeouts(heartbeat, election, leaderLease Timeout) error {
 	}
 	if election.Value < heartbeat.Value {
 		return invalid("%s %v must be at least %s %v", election.Name, election.Value, heartbeat.Name, heartbeat.Value)
-	}
-	return nil
-}
-
-func checkMode(m sequencer.Mode) error {
-	if !m.Valid() {
-		return invalid("mode must be exclusive or shared")
 	}
 	return nil
 }

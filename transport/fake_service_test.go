@@ -113,17 +113,8 @@ func (f *fakeService) OpenSession(ctx context.Context, req api.OpenRequest) (api
 	if err := f.enter("OpenSession"); err != nil {
 		return api.Info{}, err
 	}
-	if req.TTL == 0 {
-		req.TTL = api.DefaultTTL
-	}
-	switch req.LockDelay {
-	case 0:
-		req.LockDelay = api.DefaultLockDelay
-	case api.NoLockDelay:
-		req.LockDelay = 0
-	}
-	if req.TTL < api.MinTTL || req.TTL > api.MaxTTL || req.LockDelay < 0 || req.LockDelay > api.MaxLockDelay {
-		return api.Info{}, api.Errorf(api.CodeInvalidArgument, "duration out of range")
+	if err := req.Resolve(); err != nil {
+		return api.Info{}, err
 	}
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -140,6 +131,9 @@ func (f *fakeService) KeepAlive(ctx context.Context, id string) (time.Duration, 
 	if err := f.enter("KeepAlive"); err != nil {
 		return 0, err
 	}
+	if err := api.CheckSessionID(id); err != nil {
+		return 0, err
+	}
 	s, ok := f.sessions[id]
 	if !ok {
 		return 0, api.Errorf(api.CodeSessionNotFound, "session %s not found", id)
@@ -151,6 +145,9 @@ func (f *fakeService) CloseSession(ctx context.Context, id string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("CloseSession"); err != nil {
+		return err
+	}
+	if err := api.CheckSessionID(id); err != nil {
 		return err
 	}
 	if _, ok := f.sessions[id]; !ok {
@@ -175,6 +172,9 @@ func (f *fakeService) SessionInfo(ctx context.Context, id string) (api.Info, err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("SessionInfo"); err != nil {
+		return api.Info{}, err
+	}
+	if err := api.CheckSessionID(id); err != nil {
 		return api.Info{}, err
 	}
 	s, ok := f.sessions[id]
@@ -233,13 +233,9 @@ func (f *fakeService) Acquire(ctx context.Context, req api.AcquireRequest) (api.
 		f.mu.Unlock()
 		return api.Grant{}, err
 	}
-	if req.Mode == 0 {
-		req.Mode = sequencer.Exclusive
-	}
-	if req.Name == "" || req.Holder == "" || len(req.Value) > api.MaxValueBytes || req.Wait < 0 ||
-		(req.Mode != sequencer.Exclusive && req.Mode != sequencer.Shared) {
+	if err := req.Resolve(); err != nil {
 		f.mu.Unlock()
-		return api.Grant{}, api.Errorf(api.CodeInvalidArgument, "bad acquire")
+		return api.Grant{}, err
 	}
 	if _, ok := f.sessions[req.Session]; !ok {
 		f.mu.Unlock()
@@ -296,6 +292,9 @@ func (f *fakeService) Release(ctx context.Context, req api.ReleaseRequest) error
 	if err := f.enter("Release"); err != nil {
 		return err
 	}
+	if err := req.Check(); err != nil {
+		return err
+	}
 	if _, ok := f.sessions[req.Session]; !ok {
 		return api.Errorf(api.CodeSessionNotFound, "session %s not found", req.Session)
 	}
@@ -333,6 +332,9 @@ func (f *fakeService) LockState(ctx context.Context, name string) (api.LockState
 	if err := f.enter("Lock"); err != nil {
 		return api.LockState{}, err
 	}
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
+	}
 	return f.lockState(name), nil
 }
 
@@ -344,8 +346,14 @@ func (f *fakeService) WatchLock(ctx context.Context, name string, index uint64, 
 	if err != nil {
 		return api.LockState{}, err
 	}
+	if err := api.ValidateLockName(name); err != nil {
+		return api.LockState{}, err
+	}
 	if wait == 0 {
 		wait = api.DefaultWatchWait
+	}
+	if err := api.CheckWatchWait("wait", wait); err != nil {
+		return api.LockState{}, err
 	}
 	deadline := time.Now().Add(wait)
 	for {
@@ -367,6 +375,9 @@ func (f *fakeService) Locks(ctx context.Context, prefix string) ([]api.LockState
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("Locks"); err != nil {
+		return nil, err
+	}
+	if err := api.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
 	var names []string

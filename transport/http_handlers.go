@@ -70,9 +70,10 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
-// parseDuration parses an optional duration field and checks it against
-// [0, max]; "" is zero.
-func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
+// parseDuration parses an optional duration field; "" is zero. A wire
+// duration is never negative; its range is the service's to check (the
+// validators of package api), as for every other field.
+func parseDuration(field, s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -80,8 +81,8 @@ func parseDuration(field, s string, max time.Duration) (time.Duration, error) {
 	if err != nil {
 		return 0, invalidf("%s: %q is not a duration like \"15s\"", field, s)
 	}
-	if d < 0 || d > max {
-		return 0, invalidf("%s %v out of range [0s, %v]", field, d, max)
+	if d < 0 {
+		return 0, invalidf("%s %v is negative", field, d)
 	}
 	return d, nil
 }
@@ -91,22 +92,16 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	ttl, err := parseDuration("ttl", b.TTL, api.MaxTTL)
+	ttl, err := parseDuration("ttl", b.TTL)
 	if err != nil {
 		return err
 	}
-	if ttl != 0 && ttl < api.MinTTL {
-		return invalidf("ttl %v out of range [%v, %v]", ttl, api.MinTTL, api.MaxTTL)
-	}
-	ld, err := parseDuration("lock_delay", b.LockDelay, api.MaxLockDelay)
+	ld, err := parseDuration("lock_delay", b.LockDelay)
 	if err != nil {
 		return err
 	}
 	if ld == 0 && b.LockDelay != "" {
 		ld = api.NoLockDelay // an explicit "0s": no lock-delay; absent: the default
-	}
-	if err := api.CheckText("session name", b.Name, 0, api.MaxSessionNameBytes); err != nil {
-		return err
 	}
 	info, err := s.svc.OpenSession(r.Context(), api.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
 	if err != nil {
@@ -116,19 +111,11 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-func sessionID(r *http.Request) (string, error) {
-	id := r.PathValue("id")
-	return id, api.CheckText("session", id, 1, api.MaxSessionIDBytes)
-}
-
 func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
+	id := r.PathValue("id")
 	ttl, err := s.svc.KeepAlive(r.Context(), id)
 	if err != nil {
 		return err
@@ -141,10 +128,7 @@ func (s *Server) handleSessionInfo(w http.ResponseWriter, r *http.Request) error
 	if _, err := query(r); err != nil {
 		return err
 	}
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
+	id := r.PathValue("id")
 	info, err := s.svc.SessionInfo(r.Context(), id)
 	if err != nil {
 		return err
@@ -157,10 +141,7 @@ func (s *Server) handleCloseSession(w http.ResponseWriter, r *http.Request) erro
 	if err := decodeBody(w, r, &struct{}{}); err != nil {
 		return err
 	}
-	id, err := sessionID(r)
-	if err != nil {
-		return err
-	}
+	id := r.PathValue("id")
 	if err := s.svc.CloseSession(r.Context(), id); err != nil {
 		return err
 	}
@@ -173,18 +154,12 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
-	if err := api.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
-		return err
-	}
 	mode, err := sequencer.ParseMode(b.Mode)
 	if err != nil {
 		return invalidf("mode: %v", err)
 	}
-	wait, err := parseDuration("wait", b.Wait, api.MaxWait)
+	wait, err := parseDuration("wait", b.Wait)
 	if err != nil {
-		return err
-	}
-	if err := api.CheckValue(b.Value); err != nil {
 		return err
 	}
 	g, err := s.svc.Acquire(r.Context(), api.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
@@ -199,9 +174,6 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
 	var b ReleaseBody
 	if err := decodeBody(w, r, &b); err != nil {
-		return err
-	}
-	if err := api.CheckLockRef(b.Name, b.Session, b.Holder); err != nil {
 		return err
 	}
 	if err := s.svc.Release(r.Context(), api.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
@@ -220,16 +192,13 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := q.Get("name")
-	if err := api.ValidateLockName(name); err != nil {
-		return err
-	}
 	var index uint64
 	if v := q.Get("index"); v != "" {
 		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
 			return invalidf("index: %q is not a non-negative integer", v)
 		}
 	}
-	wait, err := parseDuration("wait", q.Get("wait"), api.MaxWatchWait)
+	wait, err := parseDuration("wait", q.Get("wait"))
 	if err != nil {
 		return err
 	}
@@ -253,9 +222,6 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	prefix := q.Get("prefix")
-	if err := api.CheckPrefix(prefix); err != nil {
-		return err
-	}
 	ls, err := s.svc.Locks(r.Context(), prefix)
 	if err != nil {
 		return err
@@ -267,13 +233,6 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
 	var b CheckBody
 	if err := decodeBody(w, r, &b); err != nil {
-		return err
-	}
-	seq, err := sequencer.Parse(b.Sequencer)
-	if err != nil {
-		return invalidf("sequencer: %v", err)
-	}
-	if err := api.ValidateLockName(seq.Name); err != nil {
 		return err
 	}
 	c, err := s.svc.CheckSequencer(r.Context(), b.Sequencer)

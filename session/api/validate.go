@@ -106,3 +106,50 @@ func CheckWait(what string, d time.Duration) error {
 func CheckWatchWait(what string, d time.Duration) error {
 	return CheckDuration(what, d, 0, MaxWatchWait)
 }
+
+// Resolve fills in the defaults of an open request (zero TTL: DefaultTTL;
+// zero LockDelay: DefaultLockDelay; NoLockDelay: none) and checks it. It is
+// the one check of an OpenSession, wherever it is served.
+func (r *OpenRequest) Resolve() error {
+	if r.TTL == 0 {
+		r.TTL = DefaultTTL
+	}
+	switch r.LockDelay {
+	case 0:
+		r.LockDelay = DefaultLockDelay
+	case NoLockDelay:
+		r.LockDelay = 0
+	}
+	if err := CheckTTL("ttl", r.TTL); err != nil {
+		return err
+	}
+	if err := CheckLockDelay("lock_delay", r.LockDelay); err != nil {
+		return err
+	}
+	return CheckText("session name", r.Name, 0, MaxSessionNameBytes)
+}
+
+// Resolve fills in the default mode of an acquire (zero: exclusive) and
+// checks it: the lock, session and holder, the mode, the wait and the
+// value. It is the one check of an Acquire, wherever it is served.
+func (r *AcquireRequest) Resolve() error {
+	if err := CheckLockRef(r.Name, r.Session, r.Holder); err != nil {
+		return err
+	}
+	if r.Mode == 0 {
+		r.Mode = sequencer.Exclusive
+	}
+	if !r.Mode.Valid() {
+		return Errorf(CodeInvalidArgument, "mode must be exclusive or shared")
+	}
+	if err := CheckWait("wait", r.Wait); err != nil {
+		return err
+	}
+	return CheckValue(r.Value)
+}
+
+// Check checks a release request: the lock, session and holder.
+func (r ReleaseRequest) Check() error { return CheckLockRef(r.Name, r.Session, r.Holder) }
+
+// CheckSessionID checks a session id as a request carries it.
+func CheckSessionID(id string) error { return CheckText("session", id, 1, MaxSessionIDBytes) }
