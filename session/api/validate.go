@@ -47,7 +47,7 @@ func CheckLockRef(name, sess, holder string) error {
 	if err := ValidateLockName(name); err != nil {
 		return err
 	}
-	if err := CheckText("session", sess, 1, MaxSessionIDBytes); err != nil {
+	if err := CheckSessionID(sess); err != nil {
 		return err
 	}
 	return CheckText("holder", holder, 1, MaxHolderBytes)
