@@ -529,10 +529,7 @@ func (n *Node) registerLoop() {
 			continue
 		}
 		li := n.Leader()
-		to := li.PeerAddr
-		if to == "" {
-			to = li.HTTPAddr
-		}
+		to := li.ForwardAddr()
 		if to == "" || li.Self {
 			continue
 		}

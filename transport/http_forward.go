@@ -18,7 +18,7 @@ import (
 // was already forwarded once (so two nodes with stale views never bounce a
 // request between them).
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
-	addr := li.forwardAddr()
+	addr := li.ForwardAddr()
 	if addr == "" {
 		s.writeError(w, r, api.Errorf(api.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
 		return
@@ -99,9 +99,9 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 	}
 }
 
-// forwardAddr is where a follower forwards to the leader: its peer port
+// ForwardAddr is where a follower forwards to the leader: its peer port
 // when it has one, else its HTTP address.
-func (li LeaderInfo) forwardAddr() string {
+func (li LeaderInfo) ForwardAddr() string {
 	if li.PeerAddr != "" {
 		return li.PeerAddr
 	}
@@ -120,7 +120,7 @@ func proxyError(r *http.Request, li LeaderInfo, err error) error {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {
-		return api.Errorf(api.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.forwardAddr(), err)
+		return api.Errorf(api.CodeNoLeader, "leader %s at %s unreachable: %v", li.ID, li.ForwardAddr(), err)
 	}
-	return api.Errorf(api.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.forwardAddr(), err)
+	return api.Errorf(api.CodeUnknownOutcome, "forwarding to leader %s at %s failed: %v; retry the same request", li.ID, li.ForwardAddr(), err)
 }
