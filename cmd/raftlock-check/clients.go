@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,11 +29,10 @@ type clientProc struct {
 	stdin io.WriteCloser
 	enc   *json.Encoder
 
-	// ids numbers the checker's requests (msgPin); replies holds the
-	// channels that wait for their answers.
+	// ids numbers the checker's requests (msgPin); replies matches their
+	// answers.
 	ids     atomic.Uint64
-	rmu     sync.Mutex
-	replies map[uint64]chan message
+	replies replyTable
 
 	mu     sync.Mutex
 	paused bool
@@ -42,37 +42,14 @@ type clientProc struct {
 // it, until ctx ends or the client exits.
 func (p *clientProc) request(ctx context.Context, m message) (message, error) {
 	m.ID = p.ids.Add(1)
-	ch := make(chan message, 1)
-	p.rmu.Lock()
-	p.replies[m.ID] = ch
-	p.rmu.Unlock()
-	defer func() {
-		p.rmu.Lock()
-		delete(p.replies, m.ID)
-		p.rmu.Unlock()
-	}()
-	p.send(m)
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		return message{}, fmt.Errorf("client%d: no answer to %s: %w", p.idx, m.T, ctx.Err())
-	case <-p.done:
+	r, err := p.replies.request(ctx, m, p.send, p.done)
+	switch {
+	case errors.Is(err, errOtherEndGone):
 		return message{}, fmt.Errorf("client%d exited before answering %s", p.idx, m.T)
+	case err != nil:
+		return message{}, fmt.Errorf("client%d: no answer to %s: %w", p.idx, m.T, err)
 	}
-}
-
-// reply hands an answer of the client to the request waiting for it.
-func (p *clientProc) reply(m message) {
-	p.rmu.Lock()
-	ch := p.replies[m.ID]
-	p.rmu.Unlock()
-	if ch != nil {
-		select {
-		case ch <- m:
-		default:
-		}
-	}
+	return r, nil
 }
 
 // send writes one message to the client; errors (a client that exited)
@@ -163,8 +140,7 @@ func (cs *clientSet) start(i int, command, env []string, raw, dir string) (*clie
 		logf.Close()
 		return nil, fmt.Errorf("start client %d: %w", i, err)
 	}
-	p := &clientProc{idx: i, cmd: cmd, logf: logf, done: make(chan struct{}), stdin: stdin, enc: json.NewEncoder(stdin),
-		replies: map[uint64]chan message{}}
+	p := &clientProc{idx: i, cmd: cmd, logf: logf, done: make(chan struct{}), stdin: stdin, enc: json.NewEncoder(stdin)}
 	go func() {
 		cs.intake(p, stdout)
 		// Its output ended: it exited (or is about to), and every message
@@ -210,10 +186,10 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 			}
 			fmt.Fprintf(p.logf, "%s %s %s token %d\n", stamp(m.At), m.T, m.Lock, m.Token)
 		case msgPinReply:
-			p.reply(m)
+			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s pinned %s token %d: %v\n", stamp(monoNow()), m.Lock, m.Token, m.OK)
 		case msgWhereReply:
-			p.reply(m)
+			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s talking to %q\n", stamp(monoNow()), m.Node)
 		case msgState:
 			if m.Result == session.Expired.String() && m.Session != "" {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -19,8 +18,7 @@ type link struct {
 	wmu sync.Mutex
 	enc *json.Encoder
 
-	mu      sync.Mutex
-	replies map[uint64]chan message
+	replies replyTable
 
 	// verify receives msgVerify; pins receives msgPin and msgUnpin, in
 	// order; done is closed on msgStop or when the checker goes away.
@@ -35,7 +33,7 @@ type link struct {
 }
 
 func newLink(w io.Writer) *link {
-	return &link{enc: json.NewEncoder(w), replies: make(map[uint64]chan message),
+	return &link{enc: json.NewEncoder(w),
 		verify: make(chan struct{}, 1), pins: make(chan message, 16), done: make(chan struct{})}
 }
 
@@ -56,24 +54,7 @@ func (l *link) stop() { l.once.Do(func() { close(l.done) }) }
 
 // request sends m (a write to the resource) and waits for its answer.
 func (l *link) request(ctx context.Context, m message) (message, error) {
-	ch := make(chan message, 1)
-	l.mu.Lock()
-	l.replies[m.ID] = ch
-	l.mu.Unlock()
-	defer func() {
-		l.mu.Lock()
-		delete(l.replies, m.ID)
-		l.mu.Unlock()
-	}()
-	l.send(m)
-	select {
-	case r := <-ch:
-		return r, nil
-	case <-ctx.Done():
-		return message{}, ctx.Err()
-	case <-l.done:
-		return message{}, errors.New("checker gone")
-	}
+	return l.replies.request(ctx, m, l.send, l.done)
 }
 
 // readLoop dispatches the checker's messages until r ends.
@@ -88,12 +69,7 @@ func (l *link) readLoop(r io.Reader) error {
 		}
 		switch m.T {
 		case msgWriteReply:
-			l.mu.Lock()
-			ch := l.replies[m.ID]
-			l.mu.Unlock()
-			if ch != nil {
-				ch <- m
-			}
+			l.replies.deliver(m)
 		case msgVerify:
 			select {
 			case l.verify <- struct{}{}:
