@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,13 +61,11 @@ func runJSON(t *testing.T, args ...string) bench.Result {
 	return r
 }
 
-// TestTinyRuns runs scenarios a, b and c briefly against an in-process
-// cluster; this process stands in for every server PID.
+// TestTinyRuns runs scenarios a, b and c briefly against three raftlockd
+// processes.
 func TestTinyRuns(t *testing.T) {
-	addrs := strings.Join(startInProcess(t), ",")
-	self := os.Getpid()
-	pids := fmt.Sprintf("n1=%d,n2=%d,n3=%d", self, self, self)
-	common := []string{"--addr", addrs, "--pids", pids, "--duration", "1s", "--warmup", "0s"}
+	cl := startCluster(t)
+	common := []string{"--addr", cl.AddrList(), "--pids", cl.PIDList(), "--duration", "1s", "--warmup", "0s"}
 
 	a := runJSON(t, append(common, "--scenario", "a", "--clients", "2")...)
 	if a.Scenario != bench.Uncontended || a.Clients != 2 || a.Ops == 0 || a.Errors != 0 || a.Unit != "pairs/s" ||
@@ -103,21 +99,9 @@ func TestFailoverProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs real processes")
 	}
-	c := startProcesses(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	sys, err := newSystem(ctx, c.addrs, 15*time.Second, 8, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ctx.Err() == nil {
-		if _, _, err := sys.Leader(ctx); err == nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	r := runJSON(t, "--addr", strings.Join(c.addrs, ","), "--pids", c.pidList(), "--scenario", "d",
-		"--clients", "2", "--rounds", "1", "--settle", "500ms", "--restart-cmd", c.restart)
+	c := startCluster(t)
+	r := runJSON(t, "--addr", c.AddrList(), "--pids", c.PIDList(), "--scenario", "d",
+		"--clients", "2", "--rounds", "1", "--settle", "500ms", "--restart-cmd", c.RestartScript()+" {id}")
 	if len(r.FailoverMs) != 1 || r.FailoverMs[0] <= 0 || r.Ops == 0 {
 		t.Fatalf("failover: %+v", r)
 	}

@@ -1,7 +1,9 @@
 // Package proccluster runs a real raftlock cluster for end-to-end tests:
 // raftlockd processes built from this module, on 127.0.0.1 ports chosen
 // at random, with data dirs under the test's temp dir. Tests kill -9,
-// restart and find the leader of its nodes.
+// freeze, restart and find the leader of its nodes; tools that kill and
+// restart nodes by PID themselves get the PIDs and a restart script
+// (RestartScript).
 package proccluster
 
 import (
