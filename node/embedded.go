@@ -19,9 +19,9 @@ import (
 //
 // The Node's own methods answer only on the leader (no_leader elsewhere);
 // the Backend is what makes "any replica" work, with the same semantics a
-// standalone cluster gives through transport.Client. A call that loses its
-// leader midway fails with a retryable code, and session.Session retries it
-// at the new leader with the same holder id.
+// standalone cluster gives through transport.Client, retries included: a
+// call that loses its leader midway goes on at the new leader (with the
+// same holder id) until ctx is done.
 func (n *Node) Backend() api.Backend {
 	n.backendOnce.Do(func() {
 		// The resolver always answers, so the fixed address list is unused.
@@ -67,7 +67,11 @@ func (n *Node) forwardAddrs() []string {
 }
 
 // embedded routes each call to the local node while it leads, to the
-// leader over HTTP otherwise.
+// leader through remote otherwise. remote's retry policy is the only one on
+// either path: a local call that finds this node no longer leading
+// (no_leader), or loses leadership before its outcome is known
+// (unknown_outcome; every call is safe to repeat, see api.Backend), goes
+// on through remote, which retries until ctx is done.
 type embedded struct {
 	n      *Node
 	remote *transport.Client
@@ -75,50 +79,69 @@ type embedded struct {
 
 var _ api.Backend = (*embedded)(nil)
 
-// pick returns the backend for one call.
-func (e *embedded) pick() api.Backend {
+// route runs call on local (nil unless this node leads), and on remote
+// when local is nil or hands the call over: it answered no_leader or
+// unknown_outcome.
+func route[T any](local, remote api.Backend, call func(api.Backend) (T, error)) (T, error) {
+	if local != nil {
+		v, err := call(local)
+		if c := api.CodeOf(err); err == nil || (c != api.CodeNoLeader && c != api.CodeUnknownOutcome) {
+			return v, err
+		}
+	}
+	return call(remote)
+}
+
+// routeErr is route for calls that answer only an error.
+func routeErr(local, remote api.Backend, call func(api.Backend) error) error {
+	_, err := route(local, remote, func(b api.Backend) (struct{}, error) { return struct{}{}, call(b) })
+	return err
+}
+
+// local returns the node while it leads, else nil.
+func (e *embedded) local() api.Backend {
 	if e.n.IsLeader() {
 		return e.n
 	}
-	return e.remote
+	return nil
 }
 
 func (e *embedded) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
-	return e.pick().OpenSession(ctx, req)
+	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.OpenSession(ctx, req) })
 }
 
 func (e *embedded) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	return e.pick().KeepAlive(ctx, id)
+	return route(e.local(), e.remote, func(b api.Backend) (time.Duration, error) { return b.KeepAlive(ctx, id) })
 }
 
 func (e *embedded) CloseSession(ctx context.Context, id string) error {
-	return e.pick().CloseSession(ctx, id)
+	return routeErr(e.local(), e.remote, func(b api.Backend) error { return b.CloseSession(ctx, id) })
 }
 
 func (e *embedded) SessionInfo(ctx context.Context, id string) (api.Info, error) {
-	return e.pick().SessionInfo(ctx, id)
+	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.SessionInfo(ctx, id) })
 }
 
 func (e *embedded) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
-	return e.pick().Acquire(ctx, req)
+	return route(e.local(), e.remote, func(b api.Backend) (api.Grant, error) { return b.Acquire(ctx, req) })
 }
 
 func (e *embedded) Release(ctx context.Context, req api.ReleaseRequest) error {
-	return e.pick().Release(ctx, req)
+	return routeErr(e.local(), e.remote, func(b api.Backend) error { return b.Release(ctx, req) })
 }
 
 func (e *embedded) LockState(ctx context.Context, name string) (api.LockState, error) {
-	return e.pick().LockState(ctx, name)
+	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.LockState(ctx, name) })
 }
 
 func (e *embedded) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
-	return e.pick().Locks(ctx, prefix)
+	return route(e.local(), e.remote, func(b api.Backend) ([]api.LockState, error) { return b.Locks(ctx, prefix) })
 }
 
 func (e *embedded) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
-	return e.pick().CheckSequencer(ctx, seq)
+	return route(e.local(), e.remote, func(b api.Backend) (api.SequencerCheck, error) { return b.CheckSequencer(ctx, seq) })
 }
 
 func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
-	return e.pick().WatchLock(ctx, name, index, wait)
+	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.WatchLock(ctx, name, index, wait) })
 }

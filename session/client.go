@@ -30,9 +30,6 @@ const (
 	// the caller waits, and a node that stops answering delays a grant by
 	// at most one slice before the client asks another.
 	lockPollSlice = 10 * time.Second
-	// Backoff between retries of transient failures.
-	minRetryBackoff = 50 * time.Millisecond
-	maxRetryBackoff = 250 * time.Millisecond
 	// minJeopardyRetry bounds the keepalive cadence in jeopardy from below.
 	minJeopardyRetry = 100 * time.Millisecond
 	// eventBuffer is the capacity of Session.Events.
@@ -178,14 +175,11 @@ type Session struct {
 	// that arrives now is lost at once. An acknowledged keepalive clears
 	// it and the lost grants are released.
 	lapsed bool
-
-	probe loopProbe
 }
 
-// Open opens a session on b and starts its keepalive loop. Transient
-// failures (no_leader, unknown_outcome, transport errors) are retried with
-// backoff until ctx is done; an orphan session left by a retried open
-// expires by itself after its TTL.
+// Open opens a session on b and starts its keepalive loop. It makes one
+// call: the Backend retries what fails transiently (api.Backend), so an
+// error is the answer.
 func Open(ctx context.Context, b api.Backend, opts ...Option) (*Session, error) {
 	cfg := sessionConfig{grace: DefaultGracePeriod}
 	for _, o := range opts {
@@ -200,16 +194,9 @@ func Open(ctx context.Context, b api.Backend, opts ...Option) (*Session, error) 
 	if cfg.clock == nil {
 		cfg.clock = RealClock()
 	}
-	var (
-		info api.Info
-		sent time.Time
-	)
-	err := retryTransient(ctx, cfg.clock, func(ctx context.Context) error {
-		sent = cfg.clock.Now()
-		var err error
-		info, err = b.OpenSession(ctx, api.OpenRequest{Name: cfg.name, TTL: cfg.ttl, LockDelay: cfg.lockDelay})
-		return err
-	})
+	// The lease counts from before the call: the leader starts it later.
+	sent := cfg.clock.Now()
+	info, err := b.OpenSession(ctx, api.OpenRequest{Name: cfg.name, TTL: cfg.ttl, LockDelay: cfg.lockDelay})
 	if err != nil {
 		return nil, err
 	}
@@ -283,8 +270,8 @@ func (s *Session) Done() <-chan struct{} { return s.loopDone }
 
 // Close ends the session: it stops the keepalive loop, marks every lock lost
 // (closing its Lost channel) and asks the cluster to close the session,
-// which releases its locks at once, without lock-delay. Transient failures
-// are retried until ctx is done. Close waits for the session's goroutines to
+// which releases its locks at once, without lock-delay (one call; the
+// Backend retries transient failures until ctx is done). Close waits for the session's goroutines to
 // stop (unless called from an OnEvent callback). Repeated calls return nil.
 func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
@@ -318,9 +305,7 @@ func (s *Session) Close(ctx context.Context) error {
 		_ = s.b.CloseSession(ctx, s.id)
 		return nil
 	}
-	err := retryTransient(ctx, s.clock, func(ctx context.Context) error {
-		return s.b.CloseSession(ctx, s.id)
-	})
+	err := s.b.CloseSession(ctx, s.id)
 	if errors.Is(err, api.ErrSessionNotFound) {
 		return nil
 	}
@@ -352,30 +337,6 @@ type kaResult struct {
 type kaCall struct {
 	seq    uint64
 	cancel context.CancelFunc
-}
-
-// loopProbe publishes, for tests, whether the loop is parked in its select
-// and how many keepalives it has sent and how many answers it has handled.
-type loopProbe struct {
-	mu              sync.Mutex
-	parked          bool
-	gen             uint64
-	sent, handled   uint64
-	lastParkedState State
-	timer           Timer // the loop's timer
-}
-
-func (p *loopProbe) park(sent, handled uint64, st State) {
-	p.mu.Lock()
-	p.parked, p.sent, p.handled, p.lastParkedState = true, sent, handled, st
-	p.gen++
-	p.mu.Unlock()
-}
-
-func (p *loopProbe) unpark() {
-	p.mu.Lock()
-	p.parked = false
-	p.mu.Unlock()
 }
 
 // retryInterval is the keepalive cadence in jeopardy and after an error.
@@ -411,15 +372,14 @@ func (s *Session) run(opened time.Time) {
 	s.mu.Unlock()
 
 	var (
-		state         = Safe
-		lapsed        bool // every lock was lost at lostAt
-		lastSend      = opened
-		nextSend      = opened.Add(ttl / 3)
-		jeopardyEnd   time.Time
-		cur           *kaCall
-		seq           uint64
-		sent, handled uint64
-		lastErr       error
+		state       = Safe
+		lapsed      bool // every lock was lost at lostAt
+		lastSend    = opened
+		nextSend    = opened.Add(ttl / 3)
+		jeopardyEnd time.Time
+		cur         *kaCall
+		seq         uint64
+		lastErr     error
 	)
 	// lostAt and jeopardyAt follow leaseEnd and ttl.
 	lostAt := func() time.Time { return leaseEnd.Add(s.lockDelay - LostMargin(ttl, s.lockDelay)) }
@@ -431,9 +391,6 @@ func (s *Session) run(opened time.Time) {
 	}
 	timer := s.clock.NewTimer(nextSend.Sub(s.clock.Now()))
 	defer timer.Stop()
-	s.probe.mu.Lock()
-	s.probe.timer = timer
-	s.probe.mu.Unlock()
 	defer func() {
 		if cur != nil {
 			cur.cancel()
@@ -470,7 +427,6 @@ func (s *Session) run(opened time.Time) {
 				cur.cancel() // overdue: abandon it, its answer is still used if it comes
 			}
 			seq++
-			sent++
 			cur = s.startKeepAlive(seq, now, ttl)
 			lastSend = now
 			if state == Safe {
@@ -491,17 +447,12 @@ func (s *Session) run(opened time.Time) {
 		}
 		timer.Reset(wake.Sub(s.clock.Now()))
 
-		s.probe.park(sent, handled, state)
 		select {
 		case <-s.ctx.Done():
-			s.probe.unpark()
 			s.finishClosed()
 			return
 		case <-timer.C():
-			s.probe.unpark()
 		case r := <-s.results:
-			s.probe.unpark()
-			handled++
 			current := cur != nil && r.seq == cur.seq
 			if current {
 				cur.cancel()
@@ -540,8 +491,12 @@ func (s *Session) run(opened time.Time) {
 				s.expire(s.clock.Now(), r.err)
 				return
 			case current:
+				// Try again soon, or when the next keepalive was due
+				// anyway (an attempt cut by its deadline fails then).
 				lastErr = r.err
-				nextSend = s.clock.Now().Add(retryInterval(ttl))
+				if next := s.clock.Now().Add(retryInterval(ttl)); next.Before(nextSend) {
+					nextSend = next
+				}
 			}
 		}
 	}
@@ -577,7 +532,7 @@ func (s *Session) releaseLapsed(ttl time.Duration) {
 	for _, l := range lost {
 		go func() {
 			defer s.wg.Done()
-			ctx, cancel := context.WithTimeout(s.ctx, ttl)
+			ctx, cancel := withTimeout(s.ctx, s.clock, ttl)
 			defer cancel()
 			_ = l.Unlock(ctx)
 		}()
@@ -597,17 +552,12 @@ func (s *Session) LostDeadline() time.Time {
 }
 
 // startKeepAlive sends one keepalive from its own goroutine; the answer
-// comes back on s.results. On the real clock the call has a deadline of
-// ttl/3, the keepalive cadence: a backend that splits it between attempts
-// (transport.Client) moves on from a node that does not answer in time, so
-// that a frozen or black-holed node costs one late keepalive, never the
-// lease. On a test clock the loop's own cancellation of an overdue call
-// bounds it.
+// comes back on s.results. The call has a deadline of ttl/3, the keepalive
+// cadence: a backend that splits it between attempts (transport.Client)
+// moves on from a node that does not answer in time, so that a frozen or
+// black-holed node costs one late keepalive, never the lease.
 func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) *kaCall {
-	ctx, cancel := context.WithCancel(s.ctx)
-	if _, real := s.clock.(realClock); real {
-		ctx, cancel = context.WithTimeout(s.ctx, ttl/3)
-	}
+	ctx, cancel := withTimeout(s.ctx, s.clock, ttl/3)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -730,8 +680,10 @@ func (s *Session) TryRLock(ctx context.Context, name string, opts ...LockOption)
 }
 
 // acquire runs the acquire protocol: one holder id for the whole attempt, so
-// that every retry is idempotent; wait_timeout re-issues the wait;
-// no_leader, unknown_outcome and transport errors are retried with backoff.
+// that every request is idempotent; a wait is a series of requests, each
+// bounded by lockPollSlice, re-issued when the slice ends or the server
+// answers wait_timeout. Transient failures are the Backend's to retry
+// (api.Backend): any other error is the answer.
 func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode, wait bool, opts []LockOption) (*Lock, error) {
 	var cfg lockConfig
 	for _, o := range opts {
@@ -743,8 +695,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	actx, stop := s.link(ctx)
 	defer stop()
 	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
-	backoff := minRetryBackoff
-	uncertain := false // an attempt may have been granted without our knowing
+	uncertain := false // a request may have been granted without our knowing
 	giveUp := func() (*Lock, error) {
 		if uncertain {
 			s.releaseAbandoned(name, req.Holder)
@@ -770,7 +721,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 					req.Wait = rem
 				}
 			}
-			rctx, rcancel = context.WithTimeout(actx, lockPollSlice)
+			rctx, rcancel = withTimeout(actx, s.clock, lockPollSlice)
 		}
 		g, err := s.b.Acquire(rctx, req)
 		sliceEnded := rctx.Err() != nil && actx.Err() == nil
@@ -788,24 +739,12 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 			uncertain = true
 			continue
 		}
-		var apiErr *api.Error
-		isAPI := errors.As(err, &apiErr)
-		switch {
-		case isAPI && apiErr.Code == api.CodeWaitTimeout && wait:
+		switch code := api.CodeOf(err); {
+		case code == api.CodeWaitTimeout && wait:
 			uncertain = false
-			backoff = minRetryBackoff
-			continue
-		case isRetryable(err):
-			if !isAPI || apiErr.Code == api.CodeUnknownOutcome {
-				uncertain = true
-			}
-			if sleepClock(actx, s.clock, backoff) != nil {
-				return giveUp()
-			}
-			backoff = min(2*backoff, maxRetryBackoff)
 			continue
 		default:
-			if isAPI && apiErr.Code == api.CodeLockBusy {
+			if code == api.CodeLockBusy {
 				uncertain = false
 			}
 			if uncertain {
@@ -856,11 +795,9 @@ func (s *Session) releaseAbandoned(name, holder string) {
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := context.WithTimeout(s.ctx, ttl)
+		ctx, cancel := withTimeout(s.ctx, s.clock, ttl)
 		defer cancel()
-		_ = retryTransient(ctx, s.clock, func(ctx context.Context) error {
-			return s.b.Release(ctx, api.ReleaseRequest{Name: name, Session: s.id, Holder: holder})
-		})
+		_ = s.b.Release(ctx, api.ReleaseRequest{Name: name, Session: s.id, Holder: holder})
 	}()
 }
 
@@ -915,8 +852,9 @@ func (l *Lock) loseLocked() {
 	}
 }
 
-// Unlock releases the lock (closing Lost first). Transient failures are
-// retried until ctx is done; a failed Unlock may be called again. Once it
+// Unlock releases the lock (closing Lost first), in one call: the Backend
+// retries transient failures until ctx is done. A failed Unlock may be
+// called again. Once it
 // has succeeded, or once the session is over (its locks are released or
 // gone already), Unlock returns nil without contacting the cluster.
 func (l *Lock) Unlock(ctx context.Context) error {
@@ -939,9 +877,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 	actx, stop := s.link(ctx)
 	defer stop()
-	err := retryTransient(actx, s.clock, func(ctx context.Context) error {
-		return s.b.Release(ctx, api.ReleaseRequest{Name: l.name, Session: s.id, Holder: l.holder})
-	})
+	err := s.b.Release(actx, api.ReleaseRequest{Name: l.name, Session: s.id, Holder: l.holder})
 	definitive := err == nil || errors.Is(err, api.ErrNotHolder) || errors.Is(err, api.ErrSessionNotFound)
 	if err != nil && !definitive {
 		if cerr := ctx.Err(); cerr != nil {
@@ -967,49 +903,4 @@ func newHolderID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	return hex.EncodeToString(b[:])
-}
-
-// isRetryable reports whether err is transient: no_leader, unknown_outcome
-// or a transport error (any error that is not an *Error).
-func isRetryable(err error) bool {
-	var e *api.Error
-	if errors.As(err, &e) {
-		return e.Code == api.CodeNoLeader || e.Code == api.CodeUnknownOutcome
-	}
-	return true
-}
-
-// retryTransient calls op until it succeeds, fails permanently or ctx is
-// done (then it returns ctx.Err()), backing off on clock from
-// minRetryBackoff, doubling, to maxRetryBackoff.
-func retryTransient(ctx context.Context, clock Clock, op func(context.Context) error) error {
-	backoff := minRetryBackoff
-	for {
-		err := op(ctx)
-		if err == nil {
-			return nil
-		}
-		if cerr := ctx.Err(); cerr != nil {
-			return cerr
-		}
-		if !isRetryable(err) {
-			return err
-		}
-		if cerr := sleepClock(ctx, clock, backoff); cerr != nil {
-			return cerr
-		}
-		backoff = min(2*backoff, maxRetryBackoff)
-	}
-}
-
-// sleepClock waits d on clock, or until ctx is done.
-func sleepClock(ctx context.Context, clock Clock, d time.Duration) error {
-	t := clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

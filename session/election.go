@@ -79,10 +79,10 @@ func (s *Session) Leader(ctx context.Context, name string) (Leader, error) {
 	return CurrentLeader(ctx, s.b, name)
 }
 
-// Observe streams the leaders of the election name; see the package
-// function Observe.
+// Observe streams the leaders of the election name, with its timers on the
+// session's Clock; see the package function Observe.
 func (s *Session) Observe(ctx context.Context, name string) (<-chan Leader, error) {
-	return Observe(ctx, s.b, name)
+	return observe(ctx, s.b, s.clock, name)
 }
 
 // CurrentLeader returns the current leader of the election name (a
@@ -125,7 +125,12 @@ func CurrentLeader(ctx context.Context, b api.Backend, name string) (Leader, err
 // old behaviour: Observe reports the leader each answer shows, and may skip
 // leaders without setting Gap. The channel is closed when ctx is done.
 func Observe(ctx context.Context, b api.Backend, name string) (<-chan Leader, error) {
-	states, err := Watch(ctx, b, name)
+	return observe(ctx, b, RealClock(), name)
+}
+
+// observe is Observe with its timers on clock.
+func observe(ctx context.Context, b api.Backend, clock Clock, name string) (<-chan Leader, error) {
+	states, err := watch(ctx, b, clock, name)
 	if err != nil {
 		return nil, fmt.Errorf("observe %s: %w", name, err)
 	}

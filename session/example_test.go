@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/session/api/apitest"
 )
 
 // A session holds a lock and passes its sequencer to the resource it
 // protects; Lost tells it when to stop.
 func ExampleSession_Lock() {
 	ctx := context.Background()
-	var b api.Backend = newFakeBackend(RealClock()) // transport.Client or node.Node in real code
+	var b api.Backend = apitest.New() // transport.Client or node.Node in real code
 	s, err := Open(ctx, b, TTL(30*time.Second), Name("worker-1"))
 	if err != nil {
 		fmt.Println(err)
@@ -41,7 +42,7 @@ func ExampleSession_Lock() {
 	_, lost := <-l.Lost()
 	fmt.Println("lost after unlock:", !lost)
 	// Output:
-	// rl1:x:1:jobs/nightly safe
+	// rl1:x:2:jobs/nightly safe
 	// lock_busy
 	// lost after unlock: true
 }
@@ -51,7 +52,7 @@ func ExampleSession_Lock() {
 // done. Others find the leader with Leader or follow it with Observe.
 func ExampleSession_Campaign() {
 	ctx := context.Background()
-	var b api.Backend = newFakeBackend(RealClock()) // transport.Client or node.Node.Backend() in real code
+	var b api.Backend = apitest.New() // transport.Client or node.Node.Backend() in real code
 	s, err := Open(ctx, b, TTL(15*time.Second))
 	if err != nil {
 		fmt.Println(err)
@@ -79,7 +80,7 @@ func ExampleSession_Campaign() {
 	_, err = CurrentLeader(ctx, b, "election/scheduler")
 	fmt.Println(err)
 	// Output:
-	// elected with rl1:x:1:election/scheduler
-	// leader: 10.0.0.7:9000 1
+	// elected with rl1:x:2:election/scheduler
+	// leader: 10.0.0.7:9000 2
 	// leader of election/scheduler: election has no leader
 }

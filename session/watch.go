@@ -13,6 +13,10 @@ import (
 const (
 	watchSlice = 10 * time.Second
 	watchSlack = 5 * time.Second
+	// watchPause is how long Watch waits before it asks again after an
+	// error. The Backend has retried transient failures already
+	// (api.Backend), so this only paces a watch whose queries keep failing.
+	watchPause = time.Second
 )
 
 // Watch streams the state of the lock name as the leader sees it: first
@@ -20,11 +24,18 @@ const (
 // (Backend.WatchLock), so a change arrives as soon as the leader applies
 // it and nothing polls. A slow reader skips intermediate states and gets
 // the latest. Transient failures (no leader, failover, unreachable nodes)
-// are retried with backoff, and the watch resumes where it was. A node that
-// stops answering delays a change by at most 15 s (one query's wait and
-// slack) before the watch asks another. The channel
-// is closed when ctx is done. Only the name is checked up front.
+// are retried by the Backend, and the watch resumes where it was; after an
+// error it asks again a second later. A node that stops answering delays
+// a change by at most 15 s (one query's wait and slack) before the watch
+// asks another. The channel is closed when ctx is done. Only the name is
+// checked up front. Its timers run on the real clock; Session.Watch runs
+// them on the session's.
 func Watch(ctx context.Context, b api.Backend, name string) (<-chan api.LockState, error) {
+	return watch(ctx, b, RealClock(), name)
+}
+
+// watch is Watch with its timers on clock.
+func watch(ctx context.Context, b api.Backend, clock Clock, name string) (<-chan api.LockState, error) {
 	if b == nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "watch: nil backend")
 	}
@@ -35,10 +46,9 @@ func Watch(ctx context.Context, b api.Backend, name string) (<-chan api.LockStat
 	go func() {
 		defer close(out)
 		var (
-			last    api.LockState
-			sent    bool
-			index   uint64
-			backoff = minRetryBackoff
+			last  api.LockState
+			sent  bool
+			index uint64
 		)
 		for {
 			// One blocking query waits watchSlice; its call gets
@@ -46,20 +56,21 @@ func Watch(ctx context.Context, b api.Backend, name string) (<-chan api.LockStat
 			// black-holed) delays the watch by at most watchSlice +
 			// watchSlack before it asks again elsewhere from the same
 			// index.
-			qctx, cancel := context.WithTimeout(ctx, watchSlice+watchSlack)
+			qctx, cancel := withTimeout(ctx, clock, watchSlice+watchSlack)
 			st, err := b.WatchLock(qctx, name, index, watchSlice)
+			sliceEnded := qctx.Err() != nil
 			cancel()
 			if ctx.Err() != nil {
 				return
 			}
 			if err != nil {
-				if sleepCtx(ctx, backoff) != nil {
+				// A query cut by its own bound is asked again at once
+				// (elsewhere: the backend skips a node that did not answer).
+				if !sliceEnded && sleep(ctx, clock, watchPause) != nil {
 					return
 				}
-				backoff = min(2*backoff, maxRetryBackoff)
 				continue
 			}
-			backoff = minRetryBackoff
 			if st.Index < index {
 				// A replica restored from an older snapshot: start over, as a
 				// Consul blocking query does when its index goes backwards.
@@ -91,12 +102,8 @@ func SameLockState(a, b api.LockState) bool {
 		a.GrantsSince == b.GrantsSince && slices.Equal(a.Grants, b.Grants)
 }
 
-// sleepCtx waits d or until ctx is done (then it returns ctx's error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	return sleepClock(ctx, RealClock(), d)
-}
-
-// Watch streams the state of the lock name; see the package function Watch.
+// Watch streams the state of the lock name, with its timers on the
+// session's Clock; see the package function Watch.
 func (s *Session) Watch(ctx context.Context, name string) (<-chan api.LockState, error) {
-	return Watch(ctx, s.b, name)
+	return watch(ctx, s.b, s.clock, name)
 }

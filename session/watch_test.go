@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/session/api/apitest"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -27,52 +29,55 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 // Watch sends the current state, then each change, and skips answers whose
-// state did not change; transient errors are retried.
+// state did not change; after an error it asks again.
 func TestWatchStreamsChanges(t *testing.T) {
-	f := newFakeBackend(RealClock())
-	f.watchFaults = []error{api.Errorf(api.CodeNoLeader, "failover")}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := Open(ctx, f, TTL(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ch, err := s.Watch(ctx, "w")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := recv(t, ch, "initial"); len(st.Holders) != 0 {
-		t.Fatalf("initial state %+v, want free", st)
-	}
-	// A change to another lock moves the index but not this lock's state.
-	other, err := s.TryLock(ctx, "other")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := s.TryLock(ctx, "w", Value("v1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := recv(t, ch, "held")
-	if len(st.Holders) != 1 || st.Holders[0].Token != l.Token() || st.Holders[0].Value != "v1" || st.Mode != sequencer.Exclusive {
-		t.Fatalf("held state %+v, want holder token %d", st, l.Token())
-	}
-	if err := other.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if st := recv(t, ch, "freed"); len(st.Holders) != 0 {
-		t.Fatalf("state after unlock %+v, want free", st)
-	}
-	cancel()
-	for range ch {
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := apitest.New()
+		f.Fail("WatchLock", api.Errorf(api.CodeNoLeader, "failover"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s, err := Open(ctx, f, TTL(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		ch, err := s.Watch(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := recv(t, ch, "initial"); len(st.Holders) != 0 {
+			t.Fatalf("initial state %+v, want free", st)
+		}
+		// A change to another lock moves the index but not this lock's state.
+		other, err := s.TryLock(ctx, "other")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.TryLock(ctx, "w", Value("v1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := recv(t, ch, "held")
+		if len(st.Holders) != 1 || st.Holders[0].Token != l.Token() || st.Holders[0].Value != "v1" || st.Mode != sequencer.Exclusive {
+			t.Fatalf("held state %+v, want holder token %d", st, l.Token())
+		}
+		if err := other.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := recv(t, ch, "freed"); len(st.Holders) != 0 {
+			t.Fatalf("state after unlock %+v, want free", st)
+		}
+		cancel()
+		for range ch {
+		}
+	})
 }
 
 func TestWatchRefusesBadName(t *testing.T) {
-	f := newFakeBackend(RealClock())
+	f := apitest.New()
 	if _, err := Watch(context.Background(), f, ""); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Fatalf("empty name: %v", err)
 	}
@@ -84,7 +89,7 @@ func TestWatchRefusesBadName(t *testing.T) {
 // Campaign/Leader/Observe/Resign: the second campaigner is elected when the
 // first resigns, observers see both in order with increasing tokens.
 func TestElectionRecipe(t *testing.T) {
-	f := newFakeBackend(RealClock())
+	f := apitest.New()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a, err := Open(ctx, f)
@@ -134,4 +139,38 @@ func TestElectionRecipe(t *testing.T) {
 	default:
 		t.Fatal("resigned leadership is not Lost")
 	}
+}
+
+// Session.Watch runs on the session's clock: a query that gets no answer
+// is cut when the fake clock passes its bound, and asked again.
+func TestSessionWatchRunsOnTheSessionClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		s := r.open(TTL(api.MaxTTL))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if _, err := s.TryLock(ctx, "other"); err != nil { // moves the index off 0
+			t.Fatal(err)
+		}
+		ch, err := s.Watch(ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv(t, ch, "initial")
+		synctest.Wait() // the second query waits for a change
+		calls := func() int { return r.fb.Calls("WatchLock") }
+		if n := calls(); n != 2 {
+			t.Fatalf("%d queries, want 2", n)
+		}
+		r.fc.Advance(watchSlice + watchSlack - time.Nanosecond)
+		synctest.Wait()
+		if n := calls(); n != 2 {
+			t.Fatalf("%d queries before the bound, want 2", n)
+		}
+		r.fc.Advance(time.Nanosecond)
+		synctest.Wait()
+		if n := calls(); n != 3 {
+			t.Fatalf("%d queries after the bound, want 3", n)
+		}
+	})
 }

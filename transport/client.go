@@ -53,15 +53,18 @@ const (
 // leader), so the client talks to one address at a time and moves to the
 // next after a connection failure or a no_leader answer.
 //
-// Retries: every call is retried, with a jittered backoff doubling from
-// 25 ms to 250 ms, until its ctx is done, when the request surely was not processed: a
-// failed dial, or a no_leader answer. Calls that are idempotent are also
-// retried after an unknown outcome (an unknown_outcome answer, or a
-// connection lost after the request was sent): Acquire (the holder id makes
-// a retry return the same grant), Release (a repeated release is a no-op),
-// KeepAlive, CloseSession and every read. OpenSession is not idempotent (a
-// retry would open a second session), so an unknown outcome is returned to
-// the caller as an error with code unknown_outcome.
+// Retries (the one retry policy of a call through it; api.Backend): every
+// call is retried, with a jittered backoff doubling from 25 ms to 250 ms,
+// until its ctx is done, when the request surely was not processed: a
+// failed dial, or a no_leader answer. Calls that are safe to repeat are
+// also retried after an unknown outcome (an unknown_outcome answer, or a
+// connection lost after the request was sent): Acquire with a holder id
+// (the holder id makes a retry return the same grant), Release (a repeated
+// release is a no-op), KeepAlive, CloseSession, every read, and
+// OpenSession (a session a lost attempt may have opened is never used and
+// expires after its TTL). An Acquire without a holder id is not retried
+// after an unknown outcome: it is returned as an error with code
+// unknown_outcome.
 //
 // Leader tracking: the client learns the leader's HTTP address from every
 // answer (headers X-Raftlock-Leader-Addr and X-Raftlock-Term) and from
@@ -224,7 +227,8 @@ type call struct {
 	// attempt; it runs before every attempt.
 	body func() (any, time.Duration)
 	out  any
-	// idempotent calls are retried after an unknown outcome.
+	// idempotent calls (safe to repeat; see Client) are retried after an
+	// unknown outcome.
 	idempotent bool
 	// uncertain is set when an attempt's outcome was unknown.
 	uncertain bool
@@ -550,13 +554,12 @@ func termOf(h http.Header) uint64 {
 	return t
 }
 
-// OpenSession opens a session. It is retried only when the request surely
-// was not processed (dial failure, no_leader); an unknown outcome is
-// returned as an error with code unknown_outcome, since a retry could open
-// a second session.
+// OpenSession opens a session. It is retried after an unknown outcome too:
+// a session the lost attempt may have opened is never used, holds no lock,
+// and expires after its TTL.
 func (c *Client) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
 	var out OpenSessionReply
-	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out,
+	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out, idempotent: true,
 		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireLockDelay(req.LockDelay)})}
 	if _, err := c.do(ctx, cl); err != nil {
 		return api.Info{}, err

@@ -159,7 +159,7 @@ func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	served := leader.calls.Load()
+	served := leader.Calls("*")
 	c, cnt := newCountingClient(t, []string{hostOf(fts), hostOf(lts)})
 	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
 			t.Fatalf("call %d after learning the leader: requests %v, want it at the leader", i+2, cnt.n)
 		}
 	}
-	if n := leader.calls.Load() - served; n != 4 {
+	if n := leader.Calls("*") - served; n != 4 {
 		t.Fatalf("the leader served %d keepalives, want 4", n)
 	}
 }
@@ -303,7 +303,7 @@ func skipsSuspect(t *testing.T, bad string) {
 	}
 	// A no_leader answer rotates the client back onto the suspect address:
 	// the retry skips it.
-	f.injectErr("KeepAlive", api.Errorf(api.CodeNoLeader, "election"))
+	f.Fail("KeepAlive", api.Errorf(api.CodeNoLeader, "election"))
 	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -379,10 +379,7 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 				done <- err
 			}()
 			waitFor(t, "the acquire waiting at the leader", func() bool {
-				leader.mu.Lock()
-				defer leader.mu.Unlock()
-				l := leader.locks["x"]
-				return l != nil && l.Waiters == 1
+				return leader.Peek("x").Waiters == 1
 			})
 			if how == "cancel" {
 				cancel()

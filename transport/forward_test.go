@@ -28,7 +28,7 @@ func TestForwarding(t *testing.T) {
 	c := newTestClient(t, strings.TrimPrefix(fURL, "http://"))
 	ctx := testCtx(t)
 
-	before := leader.calls.Load()
+	before := leader.Calls("*")
 	s, err := c.OpenSession(ctx, api.OpenRequest{Name: "via-follower"})
 	if err != nil {
 		t.Fatal(err)
@@ -47,10 +47,10 @@ func TestForwarding(t *testing.T) {
 	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "other"}); !errors.Is(err, api.ErrLockBusy) {
 		t.Fatalf("busy via follower: %v", err)
 	}
-	if n := leader.calls.Load() - before; n != 4 {
+	if n := leader.Calls("*") - before; n != 4 {
 		t.Fatalf("leader served %d calls, want 4", n)
 	}
-	if n := follower.calls.Load(); n != 0 {
+	if n := follower.Calls("*"); n != 0 {
 		t.Fatalf("follower served %d calls itself", n)
 	}
 	// A waiting acquire passes through the proxy and is granted on release.
@@ -87,9 +87,9 @@ func TestForwarding(t *testing.T) {
 		t.Fatalf("oversize via follower: %d %s", r.status, r.body)
 	}
 	// Unknown routes are answered locally.
-	before = leader.calls.Load()
+	before = leader.Calls("*")
 	r = rawDo(t, fURL, "GET", "/v1/nope", nil)
-	if r.status != 404 || r.errCode() != "not_found" || leader.calls.Load() != before {
+	if r.status != 404 || r.errCode() != "not_found" || leader.Calls("*") != before {
 		t.Fatalf("unknown route via follower: %d %s", r.status, r.body)
 	}
 }
@@ -98,9 +98,9 @@ func TestForwardingNoLeader(t *testing.T) {
 	leader, follower, _, fURL := twoNodes(t)
 
 	// A request that was already forwarded is not forwarded again.
-	before := leader.calls.Load()
+	before := leader.Calls("*")
 	r := rawDo(t, fURL, "GET", "/v1/cluster", nil, HeaderForwarded, "n9@2")
-	if r.status != 503 || r.errCode() != "no_leader" || leader.calls.Load() != before {
+	if r.status != 503 || r.errCode() != "no_leader" || leader.Calls("*") != before {
 		t.Fatalf("double forward: %d %s", r.status, r.body)
 	}
 	// Two followers that each take the other for the leader: no loop.
@@ -222,7 +222,7 @@ func frozenFirst(t *testing.T) (*fakeService, *Client, api.Info) {
 // the next address and succeeds there, and later calls start there.
 func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
 	f, c, s := frozenFirst(t)
-	before := f.calls.Load()
+	before := f.Calls("*")
 	ctx, cancel := testCtxTimeout(t, 2*time.Second)
 	defer cancel()
 	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
@@ -234,7 +234,7 @@ func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
 	if _, err := c.KeepAlive(ctx2, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n := f.calls.Load() - before; n != 2 {
+	if n := f.Calls("*") - before; n != 2 {
 		t.Fatalf("%d keepalives reached the live node, want 2", n)
 	}
 }
@@ -244,7 +244,7 @@ func TestClientMovesOnFromFrozenNodeWithinTheDeadline(t *testing.T) {
 // address instead of the frozen one.
 func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
 	f, c, s := frozenFirst(t)
-	before := f.calls.Load()
+	before := f.Calls("*")
 	ctx, cancel := context.WithCancel(testCtx(t))
 	done := make(chan error, 1)
 	go func() {
@@ -266,7 +266,7 @@ func TestClientMovesOnWhenTheCallerAbandonsAFrozenNode(t *testing.T) {
 	if _, err := c.KeepAlive(ctx2, s.ID); err != nil {
 		t.Fatalf("keepalive after abandoning the frozen node: %v", err)
 	}
-	if n := f.calls.Load() - before; n != 1 {
+	if n := f.Calls("*") - before; n != 1 {
 		t.Fatalf("%d keepalives reached the live node, want 1", n)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/session/api/apitest"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -312,7 +313,7 @@ func TestWaitingAcquire(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
-	waitFor(t, "server-side wait cancelled", func() bool { return f.cancelled.Load() == 1 })
+	waitFor(t, "server-side wait cancelled", func() bool { return f.Answered("Acquire", context.Canceled) == 1 })
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
@@ -361,20 +362,30 @@ func TestErrorCodes(t *testing.T) {
 	check("ttl too short", err, api.ErrInvalidArgument)
 
 	// Codes only a real node produces, injected.
-	f.injectErr("OpenSession", api.Errorf(api.CodeUnknownOutcome, "leadership lost"))
-	before := f.calls.Load()
-	_, err = c.OpenSession(ctx, api.OpenRequest{})
-	check("open: unknown outcome", err, api.ErrUnknownOutcome)
-	if n := f.calls.Load() - before; n != 1 {
-		t.Errorf("open with unknown outcome was tried %d times, want 1 (not idempotent)", n)
+	f.Fail("Acquire", api.Errorf(api.CodeUnknownOutcome, "leadership lost"))
+	before := f.Calls("*")
+	_, err = c.Acquire(ctx, api.AcquireRequest{Name: "u", Session: s.ID})
+	check("acquire without holder: unknown outcome", err, api.ErrUnknownOutcome)
+	if n := f.Calls("*") - before; n != 1 {
+		t.Errorf("acquire without holder with unknown outcome was tried %d times, want 1 (not idempotent)", n)
 	}
-	f.injectErr("Lock", errors.New("disk on fire"))
+	// An open is retried after an unknown outcome: a session the lost
+	// attempt opened is never used and expires.
+	f.Fail("OpenSession", api.Errorf(api.CodeUnknownOutcome, "leadership lost"))
+	before = f.Calls("*")
+	if _, err = c.OpenSession(ctx, api.OpenRequest{}); err != nil {
+		t.Errorf("open after an unknown outcome: %v", err)
+	}
+	if n := f.Calls("*") - before; n != 2 {
+		t.Errorf("open with unknown outcome was tried %d times, want 2", n)
+	}
+	f.Fail("LockState", errors.New("disk on fire"))
 	_, err = c.LockState(ctx, "x")
 	if api.CodeOf(err) != api.CodeInternal {
 		t.Errorf("internal: %v", err)
 	}
 	// no_leader is retried until ctx ends.
-	f.injectErr("*", api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
+	f.Fail("*", api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
 		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
 		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
 		api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader, api.ErrNoLeader,
@@ -384,9 +395,7 @@ func TestErrorCodes(t *testing.T) {
 	_, err = c.KeepAlive(sctx, s.ID)
 	cancel()
 	check("no leader", err, api.ErrNoLeader)
-	f.mu.Lock()
-	f.inject = map[string][]error{}
-	f.mu.Unlock()
+	f.ClearFaults()
 }
 
 // TestRetries: idempotent calls are retried after unknown outcomes and
@@ -396,25 +405,22 @@ func TestRetries(t *testing.T) {
 	ts := newTestServer(t, f)
 	c := newTestClient(t, hostOf(ts))
 	ctx := testCtx(t)
-	f.injectErr("OpenSession", api.ErrNoLeader, api.ErrNoLeader)
+	f.Fail("OpenSession", api.ErrNoLeader, api.ErrNoLeader)
 	s, err := c.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
 		t.Fatalf("open after no_leader: %v", err)
 	}
-	f.injectErr("Acquire", api.ErrUnknownOutcome)
+	f.Fail("Acquire", api.ErrUnknownOutcome)
 	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatalf("acquire after unknown outcome: %v", err)
 	}
-	f.injectErr("Release", api.ErrUnknownOutcome, api.ErrNoLeader)
+	f.Fail("Release", api.ErrUnknownOutcome, api.ErrNoLeader)
 	if err := c.Release(ctx, api.ReleaseRequest{Name: "r", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatalf("release after unknown outcome: %v", err)
 	}
 	// The first close applies but its answer is lost (unknown outcome);
 	// the retry finds no session: closed.
-	f.mu.Lock()
-	delete(f.sessions, s.ID)
-	f.mu.Unlock()
-	f.injectErr("CloseSession", api.ErrUnknownOutcome)
+	f.FailApplied("CloseSession", api.ErrUnknownOutcome)
 	if err := c.CloseSession(ctx, s.ID); err != nil {
 		t.Fatalf("close after unknown outcome: %v", err)
 	}
@@ -544,23 +550,23 @@ func TestStatusOf(t *testing.T) {
 func TestPanicRecovery(t *testing.T) {
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)
-	f.mu.Lock()
-	f.panicOn = "Lock"
-	f.mu.Unlock()
+	f.SetHook(func(_ context.Context, c apitest.Call) error {
+		if c.Method == "LockState" {
+			panic("fake panic in LockState")
+		}
+		return nil
+	})
 	r := rawDo(t, ts.URL, "GET", "/v1/lock?name=x", nil)
 	if r.status != 500 || r.errCode() != "internal" {
 		t.Fatalf("panic: %d %s", r.status, r.body)
 	}
-	f.mu.Lock()
-	f.panicOn = "Leader"
-	f.mu.Unlock()
+	f.SetHook(nil)
+	f.leaderPanics.Store(true)
 	r = rawDo(t, ts.URL, "GET", "/v1/health", nil)
 	if r.status != 500 || r.errCode() != "internal" {
 		t.Fatalf("panic in Leader: %d %s", r.status, r.body)
 	}
-	f.mu.Lock()
-	f.panicOn = ""
-	f.mu.Unlock()
+	f.leaderPanics.Store(false)
 	if r := rawDo(t, ts.URL, "GET", "/v1/lock?name=x", nil); r.status != 200 {
 		t.Fatalf("after panic: %d %s", r.status, r.body)
 	}

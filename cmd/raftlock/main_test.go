@@ -9,163 +9,22 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-
-	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 
-// fake is a minimal in-memory transport.Service: sessions and exclusive or
-// shared locks, no waiting.
-type fake struct {
-	mu       sync.Mutex
-	index    uint64
-	sessions map[string]api.Info
-	locks    map[string]*api.LockState
-}
+// fake is the in-memory transport.Service of the CLI tests: the contract's
+// fake lock service (apitest.Backend) as the leader, n1, of a fixed
+// two-node cluster at term 7.
+type fake struct{ *apitest.Backend }
 
 func newFake() *fake {
-	return &fake{sessions: map[string]api.Info{}, locks: map[string]*api.LockState{}}
-}
-
-func notFound(id string) error {
-	return api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
-}
-
-func (f *fake) OpenSession(_ context.Context, req api.OpenRequest) (api.Info, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.index++
-	if req.TTL == 0 {
-		req.TTL = api.DefaultTTL
-	}
-	info := api.Info{ID: fmt.Sprintf("s%d", f.index), Name: req.Name, TTL: req.TTL, LockDelay: req.LockDelay, Locks: []string{}}
-	f.sessions[info.ID] = info
-	return info, nil
-}
-
-func (f *fake) KeepAlive(_ context.Context, id string) (time.Duration, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.sessions[id]
-	if !ok {
-		return 0, notFound(id)
-	}
-	return s.TTL, nil
-}
-
-func (f *fake) CloseSession(_ context.Context, id string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.sessions[id]; !ok {
-		return notFound(id)
-	}
-	delete(f.sessions, id)
-	for name, l := range f.locks {
-		if l.Holders[0].Session == id {
-			delete(f.locks, name)
-		}
-	}
-	return nil
-}
-
-func (f *fake) SessionInfo(_ context.Context, id string) (api.Info, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s, ok := f.sessions[id]
-	if !ok {
-		return api.Info{}, notFound(id)
-	}
-	s.Locks = []string{}
-	for name, l := range f.locks {
-		if l.Holders[0].Session == id {
-			s.Locks = append(s.Locks, name)
-		}
-	}
-	return s, nil
-}
-
-func (f *fake) Acquire(_ context.Context, req api.AcquireRequest) (api.Grant, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.sessions[req.Session]; !ok {
-		return api.Grant{}, notFound(req.Session)
-	}
-	if l, ok := f.locks[req.Name]; ok {
-		h := l.Holders[0]
-		if h.Session != req.Session || h.Holder != req.Holder {
-			return api.Grant{}, api.Errorf(api.CodeLockBusy, "lock %s is held", req.Name)
-		}
-		return grant(req.Name, l.Mode, h.Token), nil
-	}
-	f.index++
-	f.locks[req.Name] = &api.LockState{Name: req.Name, Mode: req.Mode, Index: f.index,
-		Holders: []api.Holder{{Session: req.Session, Holder: req.Holder, Token: sequencer.Token(f.index), Value: req.Value}}}
-	return grant(req.Name, req.Mode, sequencer.Token(f.index)), nil
-}
-
-func grant(name string, m sequencer.Mode, tok sequencer.Token) api.Grant {
-	return api.Grant{Name: name, Mode: m, Token: tok, Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}}
-}
-
-func (f *fake) Release(_ context.Context, req api.ReleaseRequest) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.locks[req.Name]
-	if !ok {
-		return nil
-	}
-	if h := l.Holders[0]; h.Session != req.Session || h.Holder != req.Holder {
-		return api.Errorf(api.CodeNotHolder, "not a holder of %s", req.Name)
-	}
-	delete(f.locks, req.Name)
-	return nil
-}
-
-func (f *fake) LockState(_ context.Context, name string) (api.LockState, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if l, ok := f.locks[name]; ok {
-		return *l, nil
-	}
-	return api.LockState{Name: name, Holders: []api.Holder{}}, nil
-}
-
-// WatchLock answers at once: the fake never blocks (the real blocking
-// queries are tested against a cluster).
-func (f *fake) WatchLock(ctx context.Context, name string, _ uint64, _ time.Duration) (api.LockState, error) {
-	return f.LockState(ctx, name)
-}
-
-func (f *fake) Locks(_ context.Context, prefix string) ([]api.LockState, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := []api.LockState{}
-	for name, l := range f.locks {
-		if strings.HasPrefix(name, prefix) {
-			out = append(out, *l)
-		}
-	}
-	return out, nil
-}
-
-func (f *fake) CheckSequencer(_ context.Context, text string) (api.SequencerCheck, error) {
-	seq, err := sequencer.Parse(text)
-	if err != nil {
-		return api.SequencerCheck{}, api.Errorf(api.CodeInvalidArgument, "%v", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l, ok := f.locks[seq.Name]
-	if !ok {
-		return api.SequencerCheck{}, nil
-	}
-	tok := l.Holders[0].Token
-	return api.SequencerCheck{Valid: tok == seq.Token && l.Mode == seq.Mode, CurrentToken: tok}, nil
+	f := &fake{apitest.New()}
+	f.SetTerm(7)
+	return f
 }
 
 func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {

@@ -217,8 +217,20 @@ type SequencerCheck struct {
 }
 
 // Backend is what a session and its locks run on: the HTTP client of a
-// standalone cluster (transport.Client) or an in-process replica (node.Node).
-// Every method blocks at most until ctx is done; errors carry a Code.
+// standalone cluster (transport.Client) or an in-process replica
+// (node.Node.Backend). Every method blocks at most until ctx is done;
+// errors carry a Code.
+//
+// Retries are the Backend's, once per call path: a call that surely was
+// not served (no_leader, a refused connection) is retried, at the same or
+// another node, with backoff until ctx is done; so is a call whose outcome
+// is unknown (unknown_outcome, a connection lost after sending), since
+// the calls are safe to repeat: Acquire (with a holder id; one without is
+// not retried then) and Release by their holder id, reads, KeepAlive and
+// CloseSession by nature, and OpenSession because a session a lost
+// attempt may have opened is never used and expires after its TTL. An error returned is therefore the answer (or ctx's end,
+// then reported with the last transient cause); callers such as
+// session.Session do not retry it.
 type Backend interface {
 	OpenSession(ctx context.Context, req OpenRequest) (Info, error)
 	KeepAlive(ctx context.Context, id string) (time.Duration, error)
