@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -45,135 +43,22 @@ import (
 //	go tool pprof -top -tagfocus node=n1 node.test cpu.out
 //
 // shows the leader's share alone.
-//
-// (The cluster is built here rather than with newTestCluster, which takes a
-// *testing.T.)
 
-// benchCluster is a 3-node cluster for benchmarks.
-type benchCluster struct {
-	// quiet stops log forwarding to b.Log once the cluster shuts down.
-	quiet atomic.Bool
-	nodes []*Node
-	https []*http.Server
-	addrs []string // HTTP addresses, when serving HTTP
-}
-
-func newBenchCluster(b *testing.B, withHTTP bool) *benchCluster {
+// newBenchCluster starts the 3-node cluster of the benchmarks, which logs
+// errors only, and returns it with its ready leader's index.
+func newBenchCluster(b *testing.B, opts ...clusterOption) (*testCluster, int) {
 	b.Helper()
-	const size = 3
-	c := &benchCluster{}
-	var (
-		trans []*transport.RaftNet
-		peers []Peer
-		lns   []net.Listener
-	)
-	for i := range size {
-		id := fmt.Sprintf("n%d", i+1)
-		var tr *transport.RaftNet
-		var err error
-		// Goroutines inherit labels: the transport's accept loop and
-		// everything New starts carry node=<id>.
-		pprof.Do(context.Background(), pprof.Labels("node", id), func(context.Context) {
-			tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		trans = append(trans, tr)
-		peers = append(peers, Peer{ID: id, RaftAddr: string(tr.Transport.LocalAddr())})
-		if withHTTP {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				b.Fatal(err)
-			}
-			lns = append(lns, ln)
-			c.addrs = append(c.addrs, ln.Addr().String())
-		}
-	}
-	dir := b.TempDir()
-	for i := range size {
-		cfg := Config{
-			ID:       peers[i].ID,
-			DataDir:  filepath.Join(dir, peers[i].ID),
-			RaftBind: peers[i].RaftAddr,
-			Peers:    peers,
-			PeerPort: trans[i],
-			Logger:   hclog.New(&hclog.LoggerOptions{Name: peers[i].ID, Level: hclog.Error, Output: benchWriter{b, &c.quiet}}),
-		}
-		if withHTTP {
-			cfg.HTTPAddr = c.addrs[i]
-		}
-		var (
-			n   *Node
-			err error
-		)
-		pprof.Do(context.Background(), pprof.Labels("node", peers[i].ID), func(context.Context) {
-			n, err = New(cfg)
-			if err != nil || !withHTTP {
-				return
-			}
-			srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
-			c.https = append(c.https, srv)
-			go func(ln net.Listener) { _ = srv.Serve(ln) }(lns[i])
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		c.nodes = append(c.nodes, n)
-	}
-	b.Cleanup(c.stop)
-	return c
-}
-
-// benchWriter sends logs to b.Log until quiet is set.
-type benchWriter struct {
-	b     *testing.B
-	quiet *atomic.Bool
-}
-
-func (w benchWriter) Write(p []byte) (int, error) {
-	if !w.quiet.Load() {
-		w.b.Log(string(p))
-	}
-	return len(p), nil
-}
-
-func (c *benchCluster) stop() {
-	c.quiet.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, s := range c.https {
-		_ = s.Close()
-	}
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = n.Shutdown(ctx) }()
-	}
-	wg.Wait()
-}
-
-// leader waits for a ready leader and returns its index.
-func (c *benchCluster) leader(b *testing.B) int {
-	b.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		for i, n := range c.nodes {
-			if n.IsLeader() {
-				return i
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Fatal("no leader within 20s")
-	return -1
+	c := newTestCluster(b, 3, nil, append([]clusterOption{withLogLevel(hclog.Error)}, opts...)...)
+	_, l := c.leader()
+	b.Logf("leader n%d", l+1)
+	return c, l
 }
 
 // httpBackend returns a client of the cluster's HTTP API that starts at the
 // leader, on a connection pool of conns.
-func (c *benchCluster) httpBackend(b *testing.B, leader, conns int) api.Backend {
+func (c *testCluster) httpBackend(b *testing.B, leader, conns int) api.Backend {
 	b.Helper()
-	addrs := append([]string{c.addrs[leader]}, slices.Delete(slices.Clone(c.addrs), leader, leader+1)...)
+	addrs := append([]string{c.httpAddrs[leader]}, slices.Delete(slices.Clone(c.httpAddrs), leader, leader+1)...)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
 	cl, err := transport.NewClient(addrs, transport.WithHTTPClient(hc))
 	if err != nil {
@@ -187,18 +72,14 @@ var benchClientCounts = []int{1, 16, 64}
 
 // BenchmarkCluster measures pairs through the leader's in-process API.
 func BenchmarkCluster(b *testing.B) {
-	c := newBenchCluster(b, false)
-	l := c.leader(b)
-	b.Logf("leader n%d", l+1)
+	c, l := newBenchCluster(b)
 	backend := api.Backend(c.nodes[l])
 	runClusterBenches(b, func(int) api.Backend { return backend })
 }
 
 // BenchmarkClusterHTTP measures pairs through the HTTP API.
 func BenchmarkClusterHTTP(b *testing.B) {
-	c := newBenchCluster(b, true)
-	l := c.leader(b)
-	b.Logf("leader n%d", l+1)
+	c, l := newBenchCluster(b, withHTTP)
 	runClusterBenches(b, func(clients int) api.Backend { return c.httpBackend(b, l, clients+8) })
 }
 

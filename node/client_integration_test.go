@@ -4,63 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
 )
-
-// httpCluster is a testCluster whose nodes serve the HTTP API on 127.0.0.1.
-type httpCluster struct {
-	*testCluster
-	httpAddrs []string
-	servers   []*http.Server
-}
-
-func newHTTPCluster(t *testing.T) *httpCluster {
-	t.Helper()
-	var lns []net.Listener
-	hc := &httpCluster{}
-	for i := 0; i < 3; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		hc.httpAddrs = append(hc.httpAddrs, ln.Addr().String())
-	}
-	hc.testCluster = newTestCluster(t, 3, func(c *Config) {
-		var i int
-		fmt.Sscanf(c.ID, "n%d", &i)
-		c.HTTPAddr = hc.httpAddrs[i-1]
-	})
-	for i, ln := range lns {
-		srv := &http.Server{Handler: transport.NewServer(hc.nodes[i])}
-		hc.servers = append(hc.servers, srv)
-		go srv.Serve(ln)
-	}
-	t.Cleanup(func() {
-		for _, s := range hc.servers {
-			s.Close()
-		}
-	})
-	return hc
-}
-
-// client returns a Go client of the cluster's HTTP API.
-func (hc *httpCluster) client(t *testing.T) *transport.Client {
-	t.Helper()
-	cl, err := transport.NewClient(hc.httpAddrs)
-	if err != nil {
-		t.Fatalf("client: %v", err)
-	}
-	return cl
-}
 
 // openSession opens a client session through b, failing the test on an
 // error, and closes it when the test ends.
@@ -120,7 +70,6 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 
 	// Kill the leader (and its HTTP server): the session and lock survive.
 	_, li := c.leader()
-	c.servers[li].Close()
 	c.stop(li)
 	c.leader()
 	deadline := time.Now().Add(2*time.Second + DefaultFailoverGrace + time.Second)

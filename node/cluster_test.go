@@ -4,92 +4,193 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
 // testCluster is a real cluster: Raft over TCP on 127.0.0.1, bbolt files
-// in temp dirs.
+// in temp dirs, for the tests and the benchmarks of this package. Options
+// serve the HTTP API on every node (withHTTP) and set the nodes' log level
+// (withLogLevel; Warn by default). The nodes log to t.Log (shown for
+// failing tests, and always for benchmarks) until the test's cleanup stops
+// the cluster, which is quiet. Every goroutine a node starts (its Raft
+// transport's, New's, its HTTP server's) carries the pprof label
+// node=<id>, so that a profile can focus on one node.
 type testCluster struct {
-	t     *testing.T
-	dirs  []string
-	addrs []string
-	opts  func(*Config)
+	t         testing.TB
+	dirs      []string
+	addrs     []string
+	httpAddrs []string      // with withHTTP
+	tweak     func(*Config) // applied to every node's Config last
+	http      bool
+	level     hclog.Level
+	quiet     atomic.Bool // set when the cleanup stops the cluster
 
-	mu    sync.Mutex
-	nodes []*Node // nil while stopped
+	mu      sync.Mutex
+	nodes   []*Node        // nil while stopped
+	servers []*http.Server // nil while stopped or without withHTTP
 }
 
-func newTestCluster(t *testing.T, size int, opts func(*Config)) *testCluster {
+// clusterOption is an option of newTestCluster.
+type clusterOption func(*testCluster)
+
+// withHTTP serves the HTTP API (transport.NewServer) of every node on a
+// 127.0.0.1 port of its own, in httpAddrs and the node's Config.HTTPAddr.
+func withHTTP(c *testCluster) { c.http = true }
+
+// withLogLevel sets the level of the nodes' loggers.
+func withLogLevel(level hclog.Level) clusterOption {
+	return func(c *testCluster) { c.level = level }
+}
+
+// newTestCluster starts a cluster of size nodes, n1 to n<size>; tweak, if
+// not nil, changes every node's Config. The cluster stops when the test
+// ends.
+func newTestCluster(t testing.TB, size int, tweak func(*Config), opts ...clusterOption) *testCluster {
 	t.Helper()
-	c := &testCluster{t: t, nodes: make([]*Node, size), opts: opts}
+	c := &testCluster{t: t, tweak: tweak, level: hclog.Warn, nodes: make([]*Node, size), servers: make([]*http.Server, size)}
+	for _, o := range opts {
+		o(c)
+	}
 	var trans []*transport.RaftNet
 	var peers []Peer
+	var lns []net.Listener
 	for i := 0; i < size; i++ {
-		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), fmt.Sprintf("n%d", i+1)))
-		tr, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.id(i)))
+		var tr *transport.RaftNet
+		var err error
+		c.asNode(i, func() {
+			tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.addrs = append(c.addrs, string(tr.Transport.LocalAddr()))
 		trans = append(trans, tr)
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i+1), RaftAddr: string(tr.Transport.LocalAddr())})
+		peers = append(peers, Peer{ID: c.id(i), RaftAddr: c.addrs[i]})
+		if c.http {
+			lns = append(lns, c.listen("127.0.0.1:0"))
+			c.httpAddrs = append(c.httpAddrs, lns[i].Addr().String())
+		}
 	}
+	t.Cleanup(func() {
+		c.quiet.Store(true)
+		c.stopAll()
+	})
 	for i := range c.nodes {
 		cfg := c.config(i)
 		cfg.Peers = peers
 		cfg.PeerPort = trans[i]
-		n, err := New(cfg)
-		if err != nil {
-			t.Fatal(err)
+		var ln net.Listener
+		if c.http {
+			ln = lns[i]
 		}
-		c.nodes[i] = n
+		c.run(i, cfg, ln)
 	}
-	t.Cleanup(c.stopAll)
 	return c
+}
+
+// newHTTPCluster starts a 3-node cluster serving the HTTP API.
+func newHTTPCluster(t *testing.T) *testCluster {
+	t.Helper()
+	return newTestCluster(t, 3, nil, withHTTP)
 }
 
 func (c *testCluster) config(i int) Config {
 	cfg := Config{
-		ID:       fmt.Sprintf("n%d", i+1),
+		ID:       c.id(i),
 		DataDir:  c.dirs[i],
 		RaftBind: c.addrs[i],
-		Logger:   hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("n%d", i+1), Level: hclog.Warn, Output: testWriter{c.t}}),
+		Logger:   hclog.New(&hclog.LoggerOptions{Name: c.id(i), Level: c.level, Output: testWriter{c}}),
 	}
-	if c.opts != nil {
-		c.opts(&cfg)
+	if c.http {
+		cfg.HTTPAddr = c.httpAddrs[i]
+	}
+	if c.tweak != nil {
+		c.tweak(&cfg)
 	}
 	return cfg
 }
 
-// testWriter sends logs to t.Log so they show only for failing tests.
-type testWriter struct{ t *testing.T }
+// testWriter sends the nodes' logs to t.Log until the cluster is quiet.
+type testWriter struct{ c *testCluster }
 
 func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(p))
+	if !w.c.quiet.Load() {
+		w.c.t.Helper()
+		w.c.t.Log(string(p))
+	}
 	return len(p), nil
 }
 
+// id is node i's id.
+func (c *testCluster) id(i int) string { return fmt.Sprintf("n%d", i+1) }
+
+// asNode runs f with the pprof label node=<id> of node i, which the
+// goroutines f starts inherit.
+func (c *testCluster) asNode(i int, f func()) {
+	pprof.Do(context.Background(), pprof.Labels("node", c.id(i)), func(context.Context) { f() })
+}
+
+func (c *testCluster) listen(addr string) net.Listener {
+	c.t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return ln
+}
+
+// run starts node i with cfg and, with ln, serves its HTTP API on ln.
+func (c *testCluster) run(i int, cfg Config, ln net.Listener) {
+	c.t.Helper()
+	var n *Node
+	var srv *http.Server
+	var err error
+	c.asNode(i, func() {
+		if n, err = New(cfg); err != nil || ln == nil {
+			return
+		}
+		srv = &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+	})
+	if err != nil {
+		if ln != nil {
+			ln.Close()
+		}
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.nodes[i], c.servers[i] = n, srv
+	c.mu.Unlock()
+}
+
+// stop stops node i and its HTTP server, as if its process died.
 func (c *testCluster) stop(i int) {
 	c.mu.Lock()
-	n := c.nodes[i]
-	c.nodes[i] = nil
+	n, srv := c.nodes[i], c.servers[i]
+	c.nodes[i], c.servers[i] = nil, nil
 	c.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
 	if n == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := n.Shutdown(ctx); err != nil {
+	if err := n.Shutdown(ctx); err != nil && !c.quiet.Load() {
 		c.t.Logf("shutdown n%d: %v", i+1, err)
 	}
 }
@@ -100,16 +201,24 @@ func (c *testCluster) stopAll() {
 	}
 }
 
-// start restarts a stopped node from its data dir on its old address.
+// start restarts a stopped node from its data dir on its old addresses.
 func (c *testCluster) start(i int) {
 	c.t.Helper()
-	n, err := New(c.config(i))
-	if err != nil {
-		c.t.Fatal(err)
+	var ln net.Listener
+	if c.http {
+		ln = c.listen(c.httpAddrs[i])
 	}
-	c.mu.Lock()
-	c.nodes[i] = n
-	c.mu.Unlock()
+	c.run(i, c.config(i), ln)
+}
+
+// client returns a Go client of the cluster's HTTP API.
+func (c *testCluster) client(t *testing.T) *transport.Client {
+	t.Helper()
+	cl, err := transport.NewClient(c.httpAddrs)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	return cl
 }
 
 // leader polls until a node leads and is ready.

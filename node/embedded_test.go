@@ -14,13 +14,8 @@ import (
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api/apitest"
 )
-
-// kill stops node i and its HTTP server, as if the process died.
-func (hc *httpCluster) kill(i int) {
-	hc.servers[i].Close()
-	hc.stop(i)
-}
 
 // countingBackend counts the Acquire calls made through it.
 type countingBackend struct {
@@ -180,7 +175,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 				}
 				return nil
 			})
-			c.kill(li)
+			c.stop(li)
 			c.leader()
 			// The queue survived: still one waiter, and it is not granted.
 			eventually(t, 10*time.Second, "queue after failover", func() error {
@@ -283,7 +278,7 @@ func TestWatchLock(t *testing.T) {
 		t.Fatalf("first watched state %+v", st)
 	}
 	_, li := c.leader()
-	c.kill(li)
+	c.stop(li)
 	c.leader()
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -372,5 +367,49 @@ func TestEmbeddedBackendNeedsNoHTTPServer(t *testing.T) {
 	st, err := b.LockState(ctx, "no-http/lock")
 	if err != nil || len(st.Holders) != 1 || st.Holders[0].Holder != "h" {
 		t.Fatalf("read through a follower's Backend: %+v, %v", st, err)
+	}
+}
+
+// The embedded backend's one retry policy is its remote client's: a call
+// the local leader answers no_leader (not serving yet, or no longer
+// leading) or unknown_outcome (leadership lost before the commit) goes on
+// through the remote client, and any other answer of the local leader is
+// the answer.
+func TestEmbeddedHandsCallsTheLocalLeaderCannotFinishToTheRemoteClient(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		code       api.Code
+		wantRemote bool
+	}{
+		{api.CodeNoLeader, true},
+		{api.CodeUnknownOutcome, true},
+		{api.CodeLockBusy, false},
+		{api.CodeSessionNotFound, false},
+	} {
+		local, remote := apitest.New(), apitest.New()
+		local.Fail("Acquire", api.Errorf(tc.code, "injected"))
+		rs, err := remote.OpenSession(ctx, api.OpenRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := api.AcquireRequest{Name: "a", Session: rs.ID, Holder: "h"}
+		_, err = route(local, remote, func(b api.Backend) (api.Grant, error) { return b.Acquire(ctx, req) })
+		if gotRemote := remote.Calls("Acquire") == 1; gotRemote != tc.wantRemote {
+			t.Errorf("%s: remote called %v, want %v (err %v)", tc.code, gotRemote, tc.wantRemote, err)
+		}
+		if tc.wantRemote && err != nil {
+			t.Errorf("%s: %v, want the remote's grant", tc.code, err)
+		}
+		if !tc.wantRemote && api.CodeOf(err) != tc.code {
+			t.Errorf("%s: got %v, want the local answer", tc.code, err)
+		}
+	}
+	// A node that does not lead sends every call to the remote client.
+	remote := apitest.New()
+	if _, err := route(nil, remote, func(b api.Backend) (api.Info, error) { return b.OpenSession(ctx, api.OpenRequest{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if remote.Calls("OpenSession") != 1 {
+		t.Fatal("a non-leader's call did not go to the remote client")
 	}
 }

@@ -99,12 +99,12 @@ func (c *testCluster) awaitQueue(t *testing.T, lock string, holders ...string) {
 
 // heldLockCluster is a 3-node cluster with its HTTP API, the leader's
 // address and two open sessions (a minute's TTL each).
-func heldLockCluster(t *testing.T) (*httpCluster, context.Context, string, api.Info, api.Info) {
+func heldLockCluster(t *testing.T) (*testCluster, context.Context, string, api.Info, api.Info) {
 	t.Helper()
 	hc := newHTTPCluster(t)
 	_, li := hc.leader()
-	return hc, ctxT(t), hc.httpAddrs[li], mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute}),
-		mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
+	return hc, ctxT(t), hc.httpAddrs[li], mustOpen(t, hc, api.OpenRequest{TTL: time.Minute}),
+		mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
 }
 
 func pending(t *testing.T, what string, ch <-chan rawAnswer) {
@@ -176,8 +176,8 @@ func TestAcquireInAnotherModeThanHeldIsRefused(t *testing.T) {
 	ctx := ctxT(t)
 	_, li := hc.leader()
 	addr := hc.httpAddrs[li]
-	s := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
-	other := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
+	s := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
+	other := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
 	const L = "t/m"
 	if a := rawPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s.ID, Holder: "h1", Mode: "shared"}); a.status != 200 {
 		t.Fatalf("shared acquire: %+v", a)
@@ -198,8 +198,8 @@ func TestWaitOutlivesItsLeaderAndEndsAtItsDeadline(t *testing.T) {
 	hc := newHTTPCluster(t)
 	ctx := ctxT(t)
 	_, li := hc.leader()
-	s1 := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
-	s2 := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
+	s1 := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
+	s2 := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
 	const L = "e1/lock"
 	if a := rawPost(ctx, hc.httpAddrs[li], "/v1/acquire", acquireBody{Name: L, Session: s1.ID, Holder: "h1"}); a.status != 200 {
 		t.Fatalf("first acquire: %+v", a)
@@ -210,7 +210,7 @@ func TestWaitOutlivesItsLeaderAndEndsAtItsDeadline(t *testing.T) {
 	// Leadership moves while the request waits: the waiter is in the log,
 	// so the request cannot say "nothing happened".
 	to := (li + 1) % 3
-	transferLeadership(t, hc.testCluster, to)
+	transferLeadership(t, hc, to)
 	if a := answer(t, "the wait on the old leader", wait); a.status != http.StatusServiceUnavailable || a.code != "unknown_outcome" {
 		t.Fatalf("a waiting acquire whose leader stepped down answered %+v, want 503 unknown_outcome", a)
 	}
@@ -233,9 +233,9 @@ func TestWaiterKeepsItsPlaceWhenItsForwarderDies(t *testing.T) {
 	ctx := ctxT(t)
 	_, li := hc.leader()
 	f := (li + 1) % 3
-	sx := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
-	sa := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
-	sb := mustOpen(t, hc.testCluster, api.OpenRequest{TTL: time.Minute})
+	sx := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
+	sa := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
+	sb := mustOpen(t, hc, api.OpenRequest{TTL: time.Minute})
 	const L = "fw/lock"
 	if a := rawPost(ctx, hc.httpAddrs[li], "/v1/acquire", acquireBody{Name: L, Session: sx.ID, Holder: "x"}); a.status != 200 {
 		t.Fatalf("first acquire: %+v", a)
@@ -254,7 +254,6 @@ func TestWaiterKeepsItsPlaceWhenItsForwarderDies(t *testing.T) {
 	}
 
 	// The follower that forwards A's request dies.
-	hc.servers[f].Close()
 	hc.stop(f)
 	if a := answer(t, "the request through the dead follower", viaFollower); a.err == nil && a.status == 200 {
 		t.Fatalf("the request through a dead follower was granted: %+v", a)
