@@ -156,12 +156,26 @@ func run(args []string, stderr io.Writer) int {
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
 		JSONFormat: o.logJSON, Output: stderr})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
+	if o.dev && !signal.Ignored(syscall.SIGHUP) {
+		// The terminal of a --dev run was closed: stop as on Ctrl-C, so
+		// that its temporary data dir is removed. (Not when SIGHUP is
+		// ignored, as under nohup, nor for a real node.)
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
 
 	var specs []serverSpec
 	if o.dev {
-		specs, err = devSpecs(o)
+		var tempDir string
+		specs, tempDir, err = devSpecs(o)
+		if tempDir != "" {
+			// Registered before the servers' shutdown below, so it runs
+			// after it: on every return of run, a signal, a failed start
+			// or a failed server alike.
+			defer removeDevDir(tempDir, stderr)
+		}
 	} else {
 		var peers []node.Peer
 		peers, err = parsePeers(o.peers)
@@ -188,13 +202,24 @@ func run(args []string, stderr io.Writer) int {
 	for _, spec := range specs {
 		s, err := startServer(spec, o, logger)
 		if err != nil {
-			logger.Error("start failed", "id", spec.id, "error", err)
+			if !o.dev {
+				logger.Error("start failed", "id", spec.id, "error", err)
+				return 1
+			}
+			fmt.Fprintf(stderr, "raftlockd --dev: node %s did not start: %v\n", spec.id, err)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				fmt.Fprintf(stderr, "raftlockd --dev: it needs the ports 127.0.0.1:7001-7003 (HTTP) and 7101-7103 (Raft) free: is another raftlockd --dev running?\n")
+			}
 			return 1
 		}
 		servers = append(servers, s)
 	}
 	if o.dev {
-		fmt.Fprintf(stderr, "raftlockd --dev: 3 nodes, HTTP on 127.0.0.1:7001-7003, data in %s\n", filepath.Dir(specs[0].dataDir))
+		kept := "removed at exit; --data-dir DIR keeps it"
+		if o.dataDir != "" {
+			kept = "kept"
+		}
+		fmt.Fprintf(stderr, "raftlockd --dev: 3 nodes, HTTP on 127.0.0.1:7001-7003, data in %s (%s)\n", filepath.Dir(specs[0].dataDir), kept)
 		fmt.Fprintf(stderr, "try: curl -s 127.0.0.1:7001/v1/cluster\n")
 	}
 	select {
@@ -212,25 +237,34 @@ type serverSpec struct {
 	peers                           []node.Peer
 }
 
-func devSpecs(o options) ([]serverSpec, error) {
+// devSpecs returns the three nodes of --dev, with their data under
+// --data-dir or else under a new temporary directory (raftlock-dev-* in
+// $TMPDIR), returned as tempDir for run to remove when it returns.
+func devSpecs(o options) (specs []serverSpec, tempDir string, err error) {
 	dir := o.dataDir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "raftlock-dev-")
 		if err != nil {
-			return nil, fmt.Errorf("dev data dir: %w", err)
+			return nil, "", fmt.Errorf("dev data dir: %w", err)
 		}
-		dir = d
+		dir, tempDir = d, d
 	}
 	var peers []node.Peer
 	for i := 1; i <= 3; i++ {
 		peers = append(peers, node.Peer{ID: fmt.Sprintf("n%d", i), RaftAddr: fmt.Sprintf("127.0.0.1:%d", 7100+i)})
 	}
-	var specs []serverSpec
 	for i, p := range peers {
 		specs = append(specs, serverSpec{id: p.ID, dataDir: filepath.Join(dir, p.ID), raftAddr: p.RaftAddr,
 			httpAddr: fmt.Sprintf("127.0.0.1:%d", 7001+i), peers: peers})
 	}
-	return specs, nil
+	return specs, tempDir, nil
+}
+
+// removeDevDir removes the temporary data directory of a --dev run.
+func removeDevDir(dir string, stderr io.Writer) {
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(stderr, "raftlockd --dev: could not remove its data dir: %v\n", err)
+	}
 }
 
 // server is one node with its HTTP API.
