@@ -58,6 +58,31 @@ type Result struct {
 	Mode sequencer.Mode
 	// Index is the log index of the entry.
 	Index uint64
+	// Busy says why the lock was busy (StatusLockBusy), as the entry found
+	// it; nil otherwise.
+	Busy *Busy
+}
+
+// Busy describes a lock an acquire found busy, from the state the entry
+// found: its holders (by session name and holder id, never a session id),
+// its lock-delay and its queue.
+type Busy struct {
+	// Mode is the mode the lock is held in (0: free).
+	Mode    sequencer.Mode
+	Holders []BusyHolder
+	// DelayUntil is the end of the lock's lock-delay as stamped by the
+	// leader that started it (Lock.DelayUntil); 0 without one.
+	DelayUntil int64
+	// Waiters is the length of the lock's queue; Place is the asking
+	// holder's place in it (1: first), 0 when it is not queued.
+	Waiters int
+	Place   int
+}
+
+// BusyHolder is one holder of a busy lock, as any reader may know it.
+type BusyHolder struct {
+	SessionName string
+	Holder      string
 }
 
 // SessionRecord is an open session as replicated.
@@ -419,7 +444,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			case w.Mode != c.Mode:
 				r.Status, r.Mode = StatusModeMismatch, w.Mode
 			case !c.Wait:
-				r.Status = StatusLockBusy
+				r.Status, r.Busy = StatusLockBusy, f.busy(l, i+1)
 			default:
 				w.WaitFor, w.WaitSet = c.WaitFor, index
 				f.emit(Event{Kind: EventWaitSet, Lock: l.Name, Session: w.Session, Holder: w.Holder, WaitFor: w.WaitFor, Index: index})
@@ -442,7 +467,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		return r
 	}
 	if !c.Wait {
-		r.Status = StatusLockBusy
+		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
 		return r
 	}
 	f.locks[c.Lock] = l
@@ -453,6 +478,26 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	f.changed(index, l)
 	r.Status = StatusQueued
 	return r
+}
+
+// busy describes the busy lock l for an acquire whose holder waits at
+// place in its queue (0: not queued).
+func (f *FSM) busy(l *Lock, place int) *Busy {
+	b := &Busy{Waiters: len(l.Waiters), Place: place}
+	if len(l.Holders) > 0 {
+		b.Mode = l.Mode
+	}
+	if l.Delayed {
+		b.DelayUntil = l.DelayUntil
+	}
+	for _, h := range l.Holders {
+		var name string
+		if s := f.sessions[h.Session]; s != nil {
+			name = s.Name
+		}
+		b.Holders = append(b.Holders, BusyHolder{SessionName: name, Holder: h.Holder})
+	}
+	return b
 }
 
 // grant makes h a holder of l in mode m with the entry's index as token.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -183,6 +184,44 @@ func TestTryAcquireBusy(t *testing.T) {
 			checkSessionIndex(t, h.f)
 		})
 	}
+}
+
+// A try that finds its lock busy says why, from the state the entry found
+// (Result.Busy): the holders by session name and holder id (never a
+// session id), the mode, the lock-delay and the queue, with the asking
+// holder's place when it waits in it.
+func TestBusySaysWhy(t *testing.T) {
+	h := newHarness(t)
+	for _, s := range []string{"a", "b", "c"} {
+		h.open(s, delay)
+	}
+	busy := func(c Command, want Busy) {
+		t.Helper()
+		r := h.must(StatusLockBusy, c)
+		if !reflect.DeepEqual(r.Busy, &want) {
+			t.Fatalf("%s: busy %+v, want %+v", describe(c), r.Busy, want)
+		}
+	}
+	h.must(StatusGranted, acqCmd(L, "a", "h1", Exclusive, false))
+	busy(acqCmd(L, "b", "h2", Exclusive, false),
+		Busy{Mode: Exclusive, Holders: []BusyHolder{{SessionName: "n-a", Holder: "h1"}}})
+	// A queued holder's try: busy, with its place in the queue.
+	h.must(StatusQueued, acqCmd(L, "b", "q1", Shared, true))
+	h.must(StatusQueued, acqCmd(L, "c", "q2", Shared, true))
+	busy(acqCmd(L, "c", "q2", Shared, false),
+		Busy{Mode: Exclusive, Holders: []BusyHolder{{SessionName: "n-a", Holder: "h1"}}, Waiters: 2, Place: 2})
+	// Shared holders with an exclusive waiter ahead: a shared try waits its
+	// turn (FIFO), busy with the queue.
+	h.must(StatusOK, relCmd(L, "a", "h1")) // grants q1 and q2 together
+	h.must(StatusQueued, acqCmd(L, "a", "x", Exclusive, true))
+	busy(acqCmd(L, "a", "r", Shared, false), Busy{Mode: Shared,
+		Holders: []BusyHolder{{SessionName: "n-b", Holder: "q1"}, {SessionName: "n-c", Holder: "q2"}}, Waiters: 1})
+	// Free, but in the lock-delay of an expired holder.
+	const D = "jobs/delayed"
+	h.must(StatusGranted, acqCmd(D, "c", "h", Exclusive, false))
+	h.now += int64(time.Second)
+	h.must(StatusOK, expireCmd("c"))
+	busy(acqCmd(D, "a", "h", Exclusive, false), Busy{DelayUntil: h.now + int64(delay)})
 }
 
 func TestSharedHoldersCoexist(t *testing.T) {

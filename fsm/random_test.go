@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -148,14 +149,14 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		ra := a.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}).(Result)
 		rb := b.Apply(&raft.Log{Index: idx, Term: 1, Type: raft.LogCommand, Data: data}).(Result)
 		events := evA[n:]
-		if ra != rb {
+		if !reflect.DeepEqual(ra, rb) {
 			fail("replicas answer differently: %+v vs %+v", ra, rb)
 		}
 		if step%100 == 0 && !bytes.Equal(a.Dump(), b.Dump()) {
 			fail("replicas diverge:\n%s\n%s", a.Dump(), b.Dump())
 		}
 		post := snapshotLocks(a)
-		checkCommandResult(fail, &st, cmd, ra, idx, pre, post, events)
+		checkCommandResult(fail, &st, cmd, ra, idx, pre, post, events, m.names)
 		// Model the expected lock-delays from the pre-state.
 		if cmd.Type == CmdExpireSession && preSessOK && preSess.LockDelay > 0 {
 			for name, l := range pre {
@@ -364,10 +365,39 @@ func genCommand(rng *rand.Rand, a *FSM, m *randModel) (Command, string) {
 	}
 }
 
+// checkBusy checks the description of a busy lock l (Result.Busy) for an
+// acquire queued at place (0: not queued): the lock's holders, each by the
+// name its session was opened with (sessions) and its holder id, and the
+// lock's mode (when held), lock-delay and queue.
+func checkBusy(fail func(string, ...any), b *Busy, l Lock, sessions map[string]string, place int) {
+	if b == nil {
+		fail("busy lock %+v described as nil", l)
+		return
+	}
+	var got, want []string
+	for _, h := range b.Holders {
+		got = append(got, h.SessionName+"/"+h.Holder)
+	}
+	for _, h := range l.Holders {
+		want = append(want, sessions[h.Session]+"/"+h.Holder)
+	}
+	wantMode, wantUntil := sequencer.Mode(0), int64(0)
+	if len(l.Holders) > 0 {
+		wantMode = l.Mode
+	}
+	if l.Delayed {
+		wantUntil = l.DelayUntil
+	}
+	if !slices.Equal(got, want) || b.Mode != wantMode || b.DelayUntil != wantUntil ||
+		b.Waiters != len(l.Waiters) || b.Place != place {
+		fail("busy lock %+v described as %+v (holders %v, want %v, place %d)", l, b, got, want, place)
+	}
+}
+
 // checkCommandResult checks the answer of cmd against the state before
-// (pre) and after (post) it.
+// (pre) and after (post) it; sessions names the sessions by id.
 func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r Result, idx uint64,
-	pre, post map[string]Lock, events []Event) {
+	pre, post map[string]Lock, events []Event, sessions map[string]string) {
 	granted := 0
 	for _, e := range events {
 		if e.Kind == EventGranted {
@@ -412,7 +442,12 @@ func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r
 				wantLock.Waiters = append([]Waiter(nil), wantLock.Waiters...)
 				wantLock.Waiters[i].WaitFor, wantLock.Waiters[i].WaitSet = c.WaitFor, idx
 			}
-			if r != want || granted != 0 || !reflect.DeepEqual(wantLock, post[c.Lock]) {
+			got := r
+			if want.Status == StatusLockBusy {
+				checkBusy(fail, r.Busy, pre[c.Lock], sessions, i+1)
+				got.Busy = nil
+			}
+			if got != want || granted != 0 || !reflect.DeepEqual(wantLock, post[c.Lock]) {
 				fail("retried acquire of waiter %+v: %+v, want %+v, lock %+v -> %+v", k, r, want, pre[c.Lock], post[c.Lock])
 			}
 			return
@@ -441,6 +476,7 @@ func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r
 			if !ok || (!l.Delayed && len(l.Waiters) == 0 && (len(l.Holders) == 0 || (l.Mode == Shared && c.Mode == Shared))) {
 				fail("busy on a lock that was available: %+v", l)
 			}
+			checkBusy(fail, r.Busy, l, sessions, 0)
 		case StatusSessionNotFound, StatusInvalid:
 			if !reflect.DeepEqual(pre, post) {
 				fail("%s changed the locks", r.Status)

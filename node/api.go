@@ -33,6 +33,21 @@ func (n *Node) verifyRead(ctx context.Context) error {
 	if !n.ready.Load() {
 		return n.noLeader()
 	}
+	return n.confirmLeadership(ctx)
+}
+
+// verifyLeading confirms with a quorum that this node leads, serving or
+// not yet (Cluster).
+func (n *Node) verifyLeading(ctx context.Context) error {
+	if !n.leading.Load() {
+		return n.noLeader()
+	}
+	return n.confirmLeadership(ctx)
+}
+
+// confirmLeadership asks a quorum whether this node still leads
+// (VerifyLeader), until ctx ends.
+func (n *Node) confirmLeadership(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -172,6 +187,8 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	case fsm.StatusGranted:
 		return n.grant(req.Name, res.Token, res.Mode), nil
 	case fsm.StatusQueued:
+	case fsm.StatusLockBusy:
+		return api.Grant{}, lockBusy(req.Name, req.Holder, res.Busy)
 	case fsm.StatusModeMismatch:
 		return api.Grant{}, api.Errorf(api.CodeInvalidArgument,
 			"acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s", req.Name, req.Holder,
@@ -384,6 +401,7 @@ func (n *Node) Leader() transport.LeaderInfo {
 	if li.Self {
 		li.ID = n.cfg.ID
 		li.HTTPAddr = n.cfg.HTTPAddr
+		li.Serving = n.ready.Load()
 		return li
 	}
 	for _, m := range n.fsm.Members() {
@@ -394,9 +412,18 @@ func (n *Node) Leader() transport.LeaderInfo {
 	return li
 }
 
-// Cluster describes the cluster (leader only, linearizable).
+// Cluster describes the cluster (leader only, leadership confirmed with a
+// quorum). A leader answers it from its election on, before it serves
+// anything else, with Serving false until it serves: so a script can tell
+// "elected" from "serving". (The member table it reads may then lag by the
+// entries the new leader has not applied yet.)
 func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
-	if err := n.verifyRead(ctx); err != nil {
+	serving := n.ready.Load()
+	if serving {
+		if err := n.verifyRead(ctx); err != nil {
+			return transport.ClusterInfo{}, err
+		}
+	} else if err := n.verifyLeading(ctx); err != nil {
 		return transport.ClusterInfo{}, err
 	}
 	cf := n.raft.GetConfiguration()
@@ -407,8 +434,8 @@ func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
 	for _, m := range n.fsm.Members() {
 		https[m.ID] = m.HTTPAddr
 	}
-	info := transport.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(),
-		Members: []transport.Member{}}
+	info := transport.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), Serving: serving,
+		CommitIndex: n.raft.CommitIndex(), Members: []transport.Member{}}
 	for _, s := range cf.Configuration().Servers {
 		info.Members = append(info.Members, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address),
 			HTTPAddr: https[string(s.ID)], Voter: s.Suffrage == raft.Voter})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
@@ -186,10 +187,25 @@ func (n *Node) endLeadership() {
 // full length, then expire sessions whose deadline passed.
 func (n *Node) lead(done <-chan struct{}) {
 	defer n.wg.Done()
+	// ctx ends with the leadership: a Raft future the loop waits on may
+	// never be answered once Raft shuts down (an entry still in its apply
+	// queue), and Shutdown waits for this loop.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
-		err := n.raft.Barrier(n.cfg.ElectionTimeout * 5).Error()
+		err := waitFuture(ctx, n.raft.Barrier(n.cfg.ElectionTimeout*5))
 		if err == nil {
 			break
+		}
+		if ctx.Err() != nil {
+			return
 		}
 		n.log.Warn("barrier failed", "error", err)
 		select {
@@ -235,7 +251,7 @@ func (n *Node) lead(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-tick.C:
-			n.expireDue()
+			n.expireDue(ctx)
 		}
 	}
 }
@@ -243,8 +259,8 @@ func (n *Node) lead(done <-chan struct{}) {
 // expireDue proposes the expiry of sessions whose deadline passed, at most
 // MaxExpiriesPerTick at a time, after confirming leadership with a quorum:
 // a leader that was paused must not expire sessions that a newer leader
-// keeps alive.
-func (n *Node) expireDue() {
+// keeps alive. It waits for Raft until ctx (the leadership) ends.
+func (n *Node) expireDue(ctx context.Context) {
 	ids := n.leases.Expired(n.cfg.MaxExpiriesPerTick)
 	if len(ids) == 0 {
 		return
@@ -254,7 +270,7 @@ func (n *Node) expireDue() {
 			n.leases.Unmark(id)
 		}
 	}
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		unmark(ids)
 		return
 	}
@@ -272,7 +288,7 @@ func (n *Node) expireDue() {
 		if f == nil {
 			continue
 		}
-		if err := f.Error(); err != nil {
+		if err := waitFuture(ctx, f); err != nil {
 			n.leases.Unmark(ids[i])
 			continue
 		}
@@ -442,6 +458,9 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
+// noLeader is the no_leader answer of a node that does not serve: shut
+// down, elected but not serving yet (catching up after its election), or
+// a follower, naming the leader it knows.
 func (n *Node) noLeader() error {
 	select {
 	case <-n.stop:
@@ -449,10 +468,21 @@ func (n *Node) noLeader() error {
 	default:
 	}
 	_, id := n.raft.LeaderWithID()
-	if id == "" {
-		return api.Errorf(api.CodeNoLeader, "node %s: no leader known", n.cfg.ID)
+	return noLeaderError(n.cfg.ID, string(id), n.leading.Load() || string(id) == n.cfg.ID, n.raft.CurrentTerm())
+}
+
+// noLeaderError words the no_leader answer of node self, which knows
+// leader as the leader ("" if none) and leads (or is named leader by Raft)
+// in term without serving yet when leading is true.
+func noLeaderError(self, leader string, leading bool, term uint64) error {
+	switch {
+	case leading:
+		return api.Errorf(api.CodeNoLeader, "node %s leads (term %d) but is not serving yet; retry", self, term)
+	case leader == "":
+		return api.Errorf(api.CodeNoLeader, "node %s: no leader known", self)
+	default:
+		return api.Errorf(api.CodeNoLeader, "node %s is not the leader (leader: %s)", self, leader)
 	}
-	return api.Errorf(api.CodeNoLeader, "node %s is not the leader (leader: %s)", n.cfg.ID, id)
 }
 
 // mapRaftError maps Raft's errors onto API errors, once, here (nil stays
@@ -479,7 +509,7 @@ func mapStatus(r fsm.Result, what string) error {
 	case fsm.StatusSessionNotFound:
 		return api.Errorf(api.CodeSessionNotFound, "%s: session not found (unknown, closed or expired)", what)
 	case fsm.StatusLockBusy:
-		return api.Errorf(api.CodeLockBusy, "%s: lock is held or in its lock-delay", what)
+		return api.Errorf(api.CodeLockBusy, "%s: lock is held or in its lock-delay", what) // Acquire says why (lockBusy)
 	case fsm.StatusNotHolder:
 		return api.Errorf(api.CodeNotHolder, "%s: this session/holder does not hold the lock", what)
 	case fsm.StatusInvalid:
@@ -487,6 +517,72 @@ func mapStatus(r fsm.Result, what string) error {
 	default:
 		return api.Errorf(api.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
 	}
+}
+
+// maxBusyHolders is how many holders a lock_busy message names.
+const maxBusyHolders = 3
+
+// lockBusy is the lock_busy answer to holder's try of lock, saying why from
+// the state the entry found (b; nil: unknown): who holds it, by session
+// name and holder id (a session id is a secret and never named), until
+// when its lock-delay runs (RFC 3339, rounded up to the second: the end as
+// stamped by the leader that started it; a later leader may run it longer)
+// and its queue. For example:
+//
+//	lock "jobs/a" is held by session "demo" (holder h1)
+//	lock "jobs/a" is free but in lock-delay until 2026-11-24T10:00:05Z
+//	lock "cfg" is held in shared mode by session "r1" (holder a), with 1 waiter queued
+//	lock "jobs/a" is held by session "demo" (holder h1); holder q1 waits in its queue (place 1 of 1)
+func lockBusy(lock, holder string, b *fsm.Busy) error {
+	if b == nil {
+		return api.Errorf(api.CodeLockBusy, "lock %q is held or in its lock-delay", lock)
+	}
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "lock %q is ", lock)
+	if len(b.Holders) == 0 {
+		msg.WriteString("free")
+	} else {
+		msg.WriteString("held ")
+		if b.Mode == sequencer.Shared {
+			msg.WriteString("in shared mode ")
+		}
+		msg.WriteString("by ")
+		for i, h := range b.Holders {
+			if i == maxBusyHolders {
+				fmt.Fprintf(&msg, " and %d more", len(b.Holders)-i)
+				break
+			}
+			if i > 0 {
+				msg.WriteString(", ")
+			}
+			if h.SessionName == "" {
+				fmt.Fprintf(&msg, "an unnamed session (holder %s)", h.Holder)
+			} else {
+				fmt.Fprintf(&msg, "session %q (holder %s)", h.SessionName, h.Holder)
+			}
+		}
+	}
+	if b.DelayUntil != 0 {
+		if len(b.Holders) == 0 {
+			msg.WriteString(" but")
+		} else {
+			msg.WriteString(" and")
+		}
+		until := time.Unix(0, b.DelayUntil).UTC()
+		if r := until.Truncate(time.Second); !r.Equal(until) {
+			until = r.Add(time.Second)
+		}
+		fmt.Fprintf(&msg, " in lock-delay until %s", until.Format(time.RFC3339))
+	}
+	switch {
+	case b.Place > 0:
+		fmt.Fprintf(&msg, "; holder %s waits in its queue (place %d of %d)", holder, b.Place, b.Waiters)
+	case b.Waiters == 1:
+		msg.WriteString(", with 1 waiter queued")
+	case b.Waiters > 1:
+		fmt.Fprintf(&msg, ", with %d waiters queued", b.Waiters)
+	}
+	return api.Errorf(api.CodeLockBusy, "%s", msg.String())
 }
 
 // registerSelf records this node's HTTP address in the replicated member

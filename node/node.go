@@ -216,6 +216,11 @@ type Node struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	// stopped is closed once Shutdown has stopped Raft and closed the
+	// stores; stopErr is then its error. Both are set by the first
+	// Shutdown.
+	stopped chan struct{}
+	stopErr error
 }
 
 // New opens (or creates) the node's data directory, starts Raft and, on an
@@ -367,34 +372,41 @@ func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, er
 func (n *Node) IsLeader() bool { return n.ready.Load() }
 
 // Shutdown stops the node: Raft, its timers and stores. Waiting requests
-// are answered no_leader. It is safe to call more than once.
+// are answered no_leader. It needs no quorum (Raft stops without one), and
+// returns by the time ctx ends whatever happens: if stopping takes longer,
+// it goes on in the background and Shutdown answers ctx's error (the
+// stores are closed only once Raft has stopped). It is safe to call more
+// than once, and concurrently: every call waits for the same stop, each
+// until its own ctx ends.
 func (n *Node) Shutdown(ctx context.Context) error {
-	var err error
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		if n.peerSrv != nil {
 			n.peerSrv.Close()
 		}
 		n.endLeadership()
-		done := make(chan error, 1)
-		go func() { done <- n.raft.Shutdown().Error() }()
-		select {
-		case err = <-done:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-		n.wg.Wait()
-		if c, ok := n.trans.(interface{ Close() error }); ok {
-			c.Close()
-		}
-		if cerr := n.store.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-		if err != nil {
-			err = fmt.Errorf("node %s: shutdown: %w", n.cfg.ID, err)
-		}
+		n.stopped = make(chan struct{})
+		go func() {
+			defer close(n.stopped)
+			err := n.raft.Shutdown().Error()
+			n.wg.Wait()
+			if c, ok := n.trans.(interface{ Close() error }); ok {
+				c.Close()
+			}
+			if cerr := n.store.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+			if err != nil {
+				n.stopErr = fmt.Errorf("node %s: shutdown: %w", n.cfg.ID, err)
+			}
+		}()
 	})
-	return err
+	select {
+	case <-n.stopped:
+		return n.stopErr
+	case <-ctx.Done():
+		return fmt.Errorf("node %s: shutdown: %w (still stopping in the background)", n.cfg.ID, ctx.Err())
+	}
 }
 
 var errShutdown = errors.New("node is shut down")

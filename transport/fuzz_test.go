@@ -37,6 +37,10 @@ func FuzzHTTPHandlers(f *testing.F) {
 		{"PATCH", "/v1/acquire", `{}`},
 		{"GET", "/v1/../v1/cluster", ``},
 		{"POST", "/v1/acquire", `{"name":"a"}{"name":"b"}`},
+		{"POST", "/v1/acquire", "{\"name\":\"inv\xff\",\"session\":\"SID\",\"holder\":\"h\"}"},
+		{"POST", "/v1/acquire", `{"name":"inv\ud800","session":"SID","holder":"h"}`},
+		{"POST", "/v1/sessions", "{\"name\":\"s\xc3\"}"},
+		{"GET", "/v1/lock?name=inv%FF", ``},
 	}
 	for _, s := range seeds {
 		f.Add(s.method, s.path, []byte(s.body))
@@ -82,6 +86,12 @@ func FuzzHTTPHandlers(f *testing.F) {
 		}
 		if res.Header.Get(HeaderLeader) != "n1" {
 			t.Fatalf("%s %q: no leader header", method, path)
+		}
+		// A body that is not UTF-8 is never decoded into a request (its
+		// bytes would turn into U+FFFD).
+		if method != http.MethodGet && method != http.MethodHead && len(bytes.TrimSpace(body)) > 0 &&
+			!utf8.Valid(body) && res.StatusCode == 200 {
+			t.Fatalf("%s %q: body %q, not UTF-8, answered 200", method, path, body)
 		}
 	})
 }

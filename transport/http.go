@@ -9,6 +9,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
@@ -27,6 +28,8 @@ type Server struct {
 	log   hclog.Logger
 	mux   *http.ServeMux
 	proxy http.RoundTripper
+	// warns rate-limits the WARN lines of failed requests.
+	warns warnLimiter
 	// localReads answers read endpoints without forwarding: a deliberate
 	// fault, set only in a build with -tags raftlock_faults
 	// (WithUnsafeLocalReads).
@@ -216,16 +219,76 @@ func apiError(err error) *api.Error {
 	return api.Errorf(api.CodeInternal, "%v", err)
 }
 
-// writeError answers err as {"error":{"code","message"}}.
+// writeError answers err as {"error":{"code","message"}}. An answer of
+// the contract (no_leader, unknown_outcome, lock_busy, wait_timeout,
+// not_found, invalid_argument...: what clients expect, act on or retry) is
+// logged at DEBUG, so that a client retrying against a leaderless node
+// writes nothing at INFO; anything else (internal) at WARN, at most one
+// line per code per warnEvery, with the count of those left out.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := apiError(err)
 	status := StatusOf(e.Code)
-	if status >= 500 {
-		s.log.Warn("request failed", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
-	} else {
+	if expectedCode(e.Code) {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+	} else if ok, suppressed := s.warns.allow(e.Code); ok {
+		args := []any{"method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message}
+		if suppressed > 0 {
+			args = append(args, "suppressed", suppressed)
+		}
+		s.log.Warn("request failed", args...)
 	}
 	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
+}
+
+// expectedCode reports whether code is an answer of the contract rather
+// than a failure of the server: every code but internal (and codes this
+// build does not know).
+func expectedCode(code api.Code) bool {
+	switch code {
+	case api.CodeInvalidArgument, api.CodeSessionNotFound, api.CodeLockBusy, api.CodeNotHolder,
+		api.CodeWaitTimeout, api.CodeWaitCancelled, api.CodeNoLeader, api.CodeUnknownOutcome,
+		api.CodeTooLarge, api.CodeNotFound, api.CodeMethodNotAllowed:
+		return true
+	default:
+		return false
+	}
+}
+
+// warnEvery is how often the server logs a WARN line for failures of one
+// code, at most.
+const warnEvery = 10 * time.Second
+
+// warnLimiter rate-limits WARN lines per error code: one per warnEvery,
+// counting the ones it leaves out.
+type warnLimiter struct {
+	now func() time.Time // nil: time.Now
+
+	mu         sync.Mutex
+	last       map[api.Code]time.Time
+	suppressed map[api.Code]int
+}
+
+// allow reports whether a line for code may be written now and, if so, how
+// many were left out since the last one.
+func (l *warnLimiter) allow(code api.Code) (ok bool, suppressed int) {
+	now := time.Now
+	if l.now != nil {
+		now = l.now
+	}
+	t := now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if last, seen := l.last[code]; seen && t.Sub(last) < warnEvery {
+		l.suppressed[code]++
+		return false, 0
+	}
+	if l.last == nil {
+		l.last, l.suppressed = make(map[api.Code]time.Time), make(map[api.Code]int)
+	}
+	l.last[code] = t
+	suppressed = l.suppressed[code]
+	delete(l.suppressed, code)
+	return true, suppressed
 }
 
 // writeJSON answers v as JSON with the given status.

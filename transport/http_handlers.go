@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/session/api"
 
@@ -21,7 +23,10 @@ func invalidf(format string, args ...any) error {
 
 // decodeBody reads the whole body (at most MaxBodyBytes) and decodes it
 // strictly into dst: no unknown fields, no trailing data. An empty body
-// decodes as {}.
+// decodes as {}. The body must be valid UTF-8 and its strings must not
+// escape a lone UTF-16 surrogate: encoding/json would silently replace
+// either with U+FFFD, so that two different names became one before the
+// contract's validators could refuse them.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
@@ -37,6 +42,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
+	if !utf8.Valid(data) {
+		return invalidf("request body is not valid UTF-8")
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -45,7 +53,45 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalidf("malformed JSON body: trailing data after the object")
 	}
+	if esc := loneSurrogate(data); esc != "" {
+		return invalidf("request body escapes a lone UTF-16 surrogate (%s), which is no character", esc)
+	}
 	return nil
+}
+
+// loneSurrogate returns the first \uXXXX escape of a well-formed JSON
+// text that is a UTF-16 surrogate not paired with its other half ("" if
+// none). Backslashes occur only inside strings in well-formed JSON, and
+// each one starts an escape.
+func loneSurrogate(data []byte) string {
+	for i := 0; i+1 < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		start := i
+		r, ok := unicodeEscape(data, start)
+		i++ // the escaped character
+		if !ok || !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r < 0xDC00 { // a high surrogate: a low one must follow
+			if lo, ok := unicodeEscape(data, start+6); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+				i = start + 6 // the low half's backslash, skipped by i++
+				continue
+			}
+		}
+		return string(data[start : start+6])
+	}
+	return ""
+}
+
+// unicodeEscape decodes the \uXXXX escape at data[i:], if there is one.
+func unicodeEscape(data []byte, i int) (rune, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+	return rune(v), err == nil
 }
 
 // query parses the query string strictly: only the allowed keys, each at
@@ -70,9 +116,10 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 	return q, nil
 }
 
-// parseDuration parses an optional duration field; "" is zero. A wire
-// duration is never negative; its range is the service's to check (the
-// validators of package api), as for every other field.
+// parseDuration parses an optional duration field; "" is zero. Its range,
+// negative values included, is the service's to check (the validators of
+// package api), as for every other field, so that a value is refused in one
+// form whichever bound it misses.
 func parseDuration(field, s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -80,9 +127,6 @@ func parseDuration(field, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, invalidf("%s: %q is not a duration like \"15s\"", field, s)
-	}
-	if d < 0 {
-		return 0, invalidf("%s %v is negative", field, d)
 	}
 	return d, nil
 }
@@ -100,10 +144,10 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if ld == 0 && b.LockDelay != "" {
-		ld = api.NoLockDelay // an explicit "0s": no lock-delay; absent: the default
-	}
-	info, err := s.svc.OpenSession(r.Context(), api.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld})
+	// A duration given is taken as it is ("ttl":"0s" refused,
+	// "lock_delay":"0s" none); one left out takes the default.
+	req := api.OpenRequest{Name: b.Name, TTL: ttl, LockDelay: ld}.Explicit(b.TTL != "", b.LockDelay != "")
+	info, err := s.svc.OpenSession(r.Context(), req)
 	if err != nil {
 		return err
 	}
@@ -275,6 +319,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	li := s.svc.Leader()
-	writeJSON(w, http.StatusOK, HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self})
+	writeJSON(w, http.StatusOK, HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self,
+		Serving: li.Self && li.Serving})
 	return nil
 }

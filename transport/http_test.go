@@ -191,7 +191,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("cluster: %+v %v", cl, err)
 	}
 	h, err := c.Health(ctx)
-	if err != nil || h != (HealthInfo{OK: true, Leader: "n1", Term: 3, IsLeader: true}) {
+	if err != nil || h != (HealthInfo{OK: true, Leader: "n1", Term: 3, IsLeader: true, Serving: false}) { // the fake's leader does not say it serves
 		t.Fatalf("health: %+v %v", h, err)
 	}
 	if err := c.CloseSession(ctx, info.ID); err != nil {
@@ -260,7 +260,7 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("close: %d %s", r.status, r.body)
 	}
 	r = rawDo(t, ts.URL, "GET", "/v1/health", nil)
-	if r.status != 200 || string(r.body) != `{"ok":true,"leader":"n1","term":3,"is_leader":true}`+"\n" {
+	if r.status != 200 || string(r.body) != `{"ok":true,"leader":"n1","term":3,"is_leader":true,"serving":false}`+"\n" {
 		t.Fatalf("health: %d %s", r.status, r.body)
 	}
 }

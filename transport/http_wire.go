@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/session/api"
 
@@ -36,8 +38,10 @@ const (
 // MaxBodyBytes bounds a request body; larger bodies get too_large (413).
 const MaxBodyBytes = 64 << 10
 
-// OpenSessionBody is the body of POST /v1/sessions. Empty durations take
-// the defaults.
+// OpenSessionBody is the body of POST /v1/sessions. Empty (or absent)
+// durations take the defaults; a duration given is taken as it is
+// (api.OpenRequest.Explicit): "ttl":"0s" is refused, "lock_delay":"0s"
+// means none.
 type OpenSessionBody struct {
 	Name      string `json:"name"`
 	TTL       string `json:"ttl"`
@@ -169,6 +173,10 @@ type HealthInfo struct {
 	Term uint64 `json:"term"`
 	// IsLeader is true when the answering node believes it leads.
 	IsLeader bool `json:"is_leader"`
+	// Serving is true when the answering node leads and serves requests;
+	// is_leader without serving: elected, not caught up yet (its answers
+	// are no_leader until it is).
+	Serving bool `json:"serving"`
 }
 
 // RegisterReply answers POST /v1/internal/members.
@@ -185,6 +193,48 @@ type ErrorReply struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// The request bodies refuse to be encoded with text that is not valid
+// UTF-8: encoding/json would replace the bytes with U+FFFD, so that a
+// client sent "inv\xff" as "inv\uFFFD" and two names became one lock. The
+// call then fails with invalid_argument before anything is sent, as the
+// server refuses such a body (and an in-process call, such a name).
+
+// MarshalJSON encodes b, refusing text that is not valid UTF-8.
+func (b OpenSessionBody) MarshalJSON() ([]byte, error) {
+	type plain OpenSessionBody
+	return marshalText(plain(b), "name", b.Name)
+}
+
+// MarshalJSON encodes b, refusing text that is not valid UTF-8.
+func (b AcquireBody) MarshalJSON() ([]byte, error) {
+	type plain AcquireBody
+	return marshalText(plain(b), "name", b.Name, "session", b.Session, "holder", b.Holder, "value", b.Value,
+		"mode", b.Mode, "wait", b.Wait)
+}
+
+// MarshalJSON encodes b, refusing text that is not valid UTF-8.
+func (b ReleaseBody) MarshalJSON() ([]byte, error) {
+	type plain ReleaseBody
+	return marshalText(plain(b), "name", b.Name, "session", b.Session, "holder", b.Holder)
+}
+
+// MarshalJSON encodes b, refusing text that is not valid UTF-8.
+func (b CheckBody) MarshalJSON() ([]byte, error) {
+	type plain CheckBody
+	return marshalText(plain(b), "sequencer", b.Sequencer)
+}
+
+// marshalText encodes v unless one of its text fields (name, value pairs)
+// is not valid UTF-8.
+func marshalText(v any, fields ...string) ([]byte, error) {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if !utf8.ValidString(fields[i+1]) {
+			return nil, api.Errorf(api.CodeInvalidArgument, "%s %q is not valid UTF-8", fields[i], fields[i+1])
+		}
+	}
+	return json.Marshal(v)
 }
 
 // NewSessionReply encodes a session's description.

@@ -27,8 +27,12 @@ func (m Member) Validate() error {
 
 // ClusterInfo is the cluster as the leader sees it.
 type ClusterInfo struct {
-	Leader      string   `json:"leader"`
-	Term        uint64   `json:"term"`
+	Leader string `json:"leader"`
+	Term   uint64 `json:"term"`
+	// Serving is true once the leader serves requests: right after its
+	// election it catches up (a Barrier) and restarts the leases first,
+	// and answers no_leader ("leads but is not serving yet") meanwhile.
+	Serving     bool     `json:"serving"`
 	CommitIndex uint64   `json:"commit_index"`
 	Members     []Member `json:"members"`
 }
@@ -45,6 +49,9 @@ type LeaderInfo struct {
 	PeerAddr string
 	// Self is true when this replica believes it is the leader.
 	Self bool
+	// Serving is true when this replica leads and serves requests (it has
+	// caught up since its election); false on a follower.
+	Serving bool
 	// Term is the replica's current Raft term.
 	Term uint64
 }

@@ -30,6 +30,17 @@ import (
 
 const election = "app/leader"
 
+// Stopping is bounded, quorum or not: resigning and closing the session
+// need the cluster (without a quorum they can never succeed, and the
+// session then simply expires after its TTL), so together they get
+// sessionStopTimeout at most; stopping the replica needs no quorum and
+// gets nodeStopTimeout at most. A SIGTERM'd instance exits within their
+// sum.
+const (
+	sessionStopTimeout = 3 * time.Second
+	nodeStopTimeout    = 5 * time.Second
+)
+
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "embedded:", err)
@@ -69,22 +80,43 @@ func run() error {
 		return fmt.Errorf("start node: %w", err)
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), nodeStopTimeout)
 		defer cancel()
-		_ = n.Shutdown(sctx)
+		if err := n.Shutdown(sctx); err != nil {
+			fmt.Fprintln(os.Stderr, "embedded:", err)
+		}
 	}()
+	// stopCtx is the deadline of the calls made while stopping (resign,
+	// close the session): sessionStopTimeout after the first of them.
+	var stopBy time.Time
+	stopCtx := func() (context.Context, context.CancelFunc) {
+		if stopBy.IsZero() {
+			stopBy = time.Now().Add(sessionStopTimeout)
+		}
+		return context.WithDeadline(context.Background(), stopBy)
+	}
 
 	// 2. A session through the embedded Backend: in-process on the leader
 	// replica, forwarded to it from the others.
 	s, err := session.Open(ctx, n.Backend(), session.TTL(ttl), session.LockDelay(lockDelay), session.Name(id))
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before the cluster answered
+		}
 		return fmt.Errorf("open session: %w", err)
 	}
-	defer func() { _ = s.Close(context.WithoutCancel(ctx)) }()
+	defer func() {
+		cctx, cancel := stopCtx()
+		defer cancel()
+		_ = s.Close(cctx)
+	}()
 
 	// 3. Everyone observes the election.
 	leaders, err := s.Observe(ctx, election)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	go func() {
@@ -105,9 +137,12 @@ func run() error {
 		fmt.Printf("%s elected: %s\n", id, lead.Sequencer())
 		select {
 		case <-ctx.Done():
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			rctx, cancel := stopCtx()
 			defer cancel()
-			_ = lead.Resign(rctx)
+			if err := lead.Resign(rctx); err != nil {
+				fmt.Printf("%s could not resign (%v); its leadership ends with its session\n", id, err)
+				return nil
+			}
 			fmt.Printf("%s resigned\n", id)
 			return nil
 		case <-lead.Lost():
@@ -116,6 +151,9 @@ func run() error {
 			fmt.Printf("%s lost the leadership\n", id)
 			if s.State() == session.Expired {
 				if s, err = session.Open(ctx, n.Backend(), session.TTL(ttl), session.LockDelay(lockDelay), session.Name(id)); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
 					return fmt.Errorf("reopen session: %w", err)
 				}
 			}

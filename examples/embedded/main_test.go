@@ -15,12 +15,6 @@ import (
 	"time"
 )
 
-// instance is one running process of the example.
-type instance struct {
-	id  string
-	cmd *exec.Cmd
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -33,9 +27,27 @@ func freeAddr(t *testing.T) string {
 
 var electedRE = regexp.MustCompile(`^(n\d) elected: rl1:x:(\d+):app/leader$`)
 
-// Three processes of the example form a cluster and elect one leader; when
-// it is killed (-9), another instance is elected with a larger token.
-func TestEmbeddedElection(t *testing.T) {
+// electedLine is one "elected" line of an instance.
+type electedLine struct {
+	id    string
+	token uint64
+}
+
+// example is three running processes of the example, forming one cluster.
+type example struct {
+	t       *testing.T
+	cmds    map[string]*exec.Cmd
+	exited  map[string]chan struct{} // closed when the process has exited
+	waitErr map[string]error         // its Wait's error, once exited
+	elected chan electedLine
+
+	mu     sync.Mutex
+	output strings.Builder
+}
+
+// startExample builds the example and starts three instances of it.
+func startExample(t *testing.T) *example {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs three processes")
 	}
@@ -50,14 +62,8 @@ func TestEmbeddedElection(t *testing.T) {
 		raft[id] = freeAddr(t)
 		peers = append(peers, id+"="+raft[id])
 	}
-	type electedLine struct {
-		id    string
-		token uint64
-	}
-	elected := make(chan electedLine, 16)
-	var mu sync.Mutex
-	var output strings.Builder
-	instances := map[string]*instance{}
+	e := &example{t: t, cmds: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, waitErr: map[string]error{},
+		elected: make(chan electedLine, 16)}
 	dir := t.TempDir()
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
@@ -67,61 +73,150 @@ func TestEmbeddedElection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		cmd.Stderr = stderrOf{e, id}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		instances[id] = &instance{id: id, cmd: cmd}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
+		e.cmds[id] = cmd
+		exited := make(chan struct{})
+		e.exited[id] = exited
+		scanned := make(chan struct{})
 		go func() {
+			defer close(scanned)
 			sc := bufio.NewScanner(out)
 			for sc.Scan() {
-				mu.Lock()
-				output.WriteString(sc.Text() + "\n")
-				mu.Unlock()
+				e.mu.Lock()
+				e.output.WriteString(sc.Text() + "\n")
+				e.mu.Unlock()
 				if m := electedRE.FindStringSubmatch(sc.Text()); m != nil {
 					tok, _ := strconv.ParseUint(m[2], 10, 64)
-					elected <- electedLine{m[1], tok}
+					e.elected <- electedLine{m[1], tok}
 				}
 			}
 		}()
+		go func() {
+			<-scanned // Wait closes the pipe: read it all first
+			err := cmd.Wait()
+			e.mu.Lock()
+			e.waitErr[id] = err
+			e.mu.Unlock()
+			close(exited)
+		}()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-exited
+		})
 	}
-	next := func(what string) electedLine {
-		t.Helper()
-		select {
-		case e := <-elected:
-			return e
-		case <-time.After(60 * time.Second):
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("%s: nobody elected within 60s; output:\n%s", what, output.String())
+	return e
+}
+
+// stderrOf writes instance id's standard error into the example's output,
+// line by line, each prefixed with "id stderr: ".
+type stderrOf struct {
+	e  *example
+	id string
+}
+
+func (w stderrOf) Write(p []byte) (int, error) {
+	w.e.mu.Lock()
+	defer w.e.mu.Unlock()
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line != "" {
+			w.e.output.WriteString(w.id + " stderr: " + line)
 		}
-		return electedLine{}
 	}
-	first := next("first election")
-	if err := instances[first.id].cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
+	return len(p), nil
+}
+
+// text is everything the instances printed so far.
+func (e *example) text() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.output.String()
+}
+
+// next waits for the next election.
+func (e *example) next(what string) electedLine {
+	e.t.Helper()
+	select {
+	case l := <-e.elected:
+		return l
+	case <-time.After(60 * time.Second):
+		e.t.Fatalf("%s: nobody elected within 60s; output:\n%s", what, e.text())
 	}
-	second := next("election after kill -9")
+	return electedLine{}
+}
+
+// signal sends sig to instance id.
+func (e *example) signal(id string, sig syscall.Signal) {
+	e.t.Helper()
+	if err := e.cmds[id].Process.Signal(sig); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// waitOutput waits until the instances have printed want.
+func (e *example) waitOutput(want string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(e.text(), want) {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no %q within 30s; output:\n%s", want, e.text())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Three processes of the example form a cluster and elect one leader; when
+// it is killed (-9), another instance is elected with a larger token.
+func TestEmbeddedElection(t *testing.T) {
+	e := startExample(t)
+	first := e.next("first election")
+	e.signal(first.id, syscall.SIGKILL)
+	second := e.next("election after kill -9")
 	if second.id == first.id || second.token <= first.token {
 		t.Fatalf("second election %+v after %+v: want another instance with a larger token", second, first)
 	}
 	// The surviving observers saw the new leader too.
-	deadline := time.Now().Add(30 * time.Second)
-	want := fmt.Sprintf("observes leader %s@", second.id)
-	for {
-		mu.Lock()
-		n := strings.Count(output.String(), want)
-		text := output.String()
-		mu.Unlock()
-		if n >= 2 {
-			break
+	for id := range e.cmds {
+		if id != first.id {
+			e.waitOutput(fmt.Sprintf("%s observes leader %s@", id, second.id))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the two surviving instances did not both observe %s:\n%s", second.id, text)
+	}
+}
+
+// The last instance standing, its two peers gone (no quorum: its session
+// can be neither resigned nor closed), still stops on SIGTERM within
+// sessionStopTimeout + nodeStopTimeout, and exits 0.
+func TestEmbeddedStopsWithoutQuorum(t *testing.T) {
+	e := startExample(t)
+	leader := e.next("first election")
+	last := "n1"
+	if leader.id == last {
+		last = "n2"
+	}
+	// last has its session (it observes the election) before it is left
+	// alone.
+	e.waitOutput(last + " observes leader " + leader.id + "@")
+	for id := range e.cmds {
+		if id != last {
+			e.signal(id, syscall.SIGKILL)
+			<-e.exited[id]
 		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	e.signal(last, syscall.SIGTERM)
+	start := time.Now()
+	bound := sessionStopTimeout + nodeStopTimeout + 2*time.Second // 2s: process exit on a loaded machine
+	select {
+	case <-e.exited[last]:
+		e.mu.Lock()
+		err := e.waitErr[last]
+		e.mu.Unlock()
+		if err != nil {
+			t.Fatalf("%s exited with %v after SIGTERM; output:\n%s", last, err, e.text())
+		}
+		t.Logf("%s, alone, exited %v after SIGTERM", last, time.Since(start).Round(time.Millisecond))
+	case <-time.After(bound):
+		t.Fatalf("%s, alone, still running %v after SIGTERM; output:\n%s", last, bound, e.text())
 	}
 }

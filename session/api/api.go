@@ -58,6 +58,10 @@ const (
 	CodeInternal         Code = "internal"
 	CodeNotFound         Code = "not_found"
 	CodeMethodNotAllowed Code = "method_not_allowed"
+	// CodeUnreachable is the client's own (never on the wire, no HTTP
+	// status): no node could be connected to for a while (a client made
+	// with transport.WithFailFast).
+	CodeUnreachable Code = "unreachable"
 )
 
 // Error is an API error: a stable code and a human message. Two Errors match
@@ -93,6 +97,7 @@ var (
 	ErrNoLeader        = &Error{Code: CodeNoLeader, Message: "no leader"}
 	ErrUnknownOutcome  = &Error{Code: CodeUnknownOutcome, Message: "outcome unknown: leadership lost mid-write; retry the same request"}
 	ErrTooLarge        = &Error{Code: CodeTooLarge, Message: "too large"}
+	ErrUnreachable     = &Error{Code: CodeUnreachable, Message: "no node of the cluster could be reached"}
 )
 
 // CodeOf returns the code of err: that of an *Error in its chain, CodeInternal
@@ -109,11 +114,16 @@ func CodeOf(err error) Code {
 }
 
 // OpenRequest asks for a new session. Zero durations take the defaults;
-// LockDelay NoLockDelay asks for none.
+// LockDelay NoLockDelay asks for none. Durations marked explicit
+// (Explicit, as the wire marks a field present in the body) are taken as
+// they are: an explicit zero TTL is refused, an explicit zero LockDelay is
+// none.
 type OpenRequest struct {
 	Name      string
 	TTL       time.Duration
 	LockDelay time.Duration
+	// ttlSet and lockDelaySet mark TTL and LockDelay explicit (Explicit).
+	ttlSet, lockDelaySet bool
 }
 
 // Info describes an open session.

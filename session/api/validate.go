@@ -3,6 +3,7 @@ package api
 import (
 	"math"
 	"time"
+	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -11,8 +12,11 @@ import (
 const MaxSessionIDBytes = 64
 
 // CheckText validates an identifier-like string by raftlock's one rule
-// for names and ids (sequencer.CheckText): the error is an
-// invalid_argument *Error naming what.
+// for names and ids (sequencer.CheckText: valid UTF-8, no control
+// characters, min to max bytes): the error is an invalid_argument *Error
+// naming what. Lock names, prefixes, session ids and names, holder ids and
+// member fields all pass through it, so that two different byte strings
+// are never taken for one name.
 func CheckText(what, s string, min, max int) error {
 	if err := sequencer.CheckText(what, s, min, max); err != nil {
 		return Errorf(CodeInvalidArgument, "%v", err)
@@ -32,11 +36,16 @@ func CheckPrefix(prefix string) error {
 	return CheckText("prefix", prefix, 0, sequencer.MaxNameBytes)
 }
 
-// CheckValue checks the size of a lock's value: too_large above
-// MaxValueBytes.
+// CheckValue checks a lock's value: too_large above MaxValueBytes,
+// invalid_argument unless it is valid UTF-8 (it is replicated, and answered,
+// as a JSON string, which would replace invalid bytes; any other character,
+// control characters included, is allowed).
 func CheckValue(v string) error {
 	if len(v) > MaxValueBytes {
 		return Errorf(CodeTooLarge, "value is %d bytes; the limit is %d", len(v), MaxValueBytes)
+	}
+	if !utf8.ValidString(v) {
+		return Errorf(CodeInvalidArgument, "value is not valid UTF-8")
 	}
 	return nil
 }
@@ -107,19 +116,36 @@ func CheckWatchWait(what string, d time.Duration) error {
 	return CheckDuration(what, d, 0, MaxWatchWait)
 }
 
+// Explicit returns r with its TTL (ttl true) and its LockDelay (lockDelay
+// true) marked as given explicitly, the way the wire marks a field present
+// in the body: Resolve then takes them as they are, with no default and no
+// sentinel, so "ttl":"0s" is refused (a lease is MinTTL at least) and
+// "lock_delay":"0s" means none. A duration not marked keeps its Go meaning
+// (zero: the default; NoLockDelay: none).
+func (r OpenRequest) Explicit(ttl, lockDelay bool) OpenRequest {
+	r.ttlSet, r.lockDelaySet = ttl, lockDelay
+	return r
+}
+
 // Resolve fills in the defaults of an open request (zero TTL: DefaultTTL;
-// zero LockDelay: DefaultLockDelay; NoLockDelay: none) and checks it. It is
-// the one check of an OpenSession, wherever it is served.
+// zero LockDelay: DefaultLockDelay; NoLockDelay: none), except in the
+// durations marked explicit, which it takes as they are (Explicit), and
+// checks it: TTL in [MinTTL, MaxTTL], LockDelay in [0, MaxLockDelay], the
+// name by the name rule. It is the one check of an OpenSession, wherever it
+// is served; a resolved request resolves again to itself.
 func (r *OpenRequest) Resolve() error {
-	if r.TTL == 0 {
+	if r.TTL == 0 && !r.ttlSet {
 		r.TTL = DefaultTTL
 	}
-	switch r.LockDelay {
-	case 0:
-		r.LockDelay = DefaultLockDelay
-	case NoLockDelay:
-		r.LockDelay = 0
+	if !r.lockDelaySet {
+		switch r.LockDelay {
+		case 0:
+			r.LockDelay = DefaultLockDelay
+		case NoLockDelay:
+			r.LockDelay = 0
+		}
 	}
+	r.ttlSet, r.lockDelaySet = true, true
 	if err := CheckTTL("ttl", r.TTL); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -88,5 +89,75 @@ func checkRefusal(t *testing.T, name string, d time.Duration, err error, want st
 	}
 	if e.Message != want {
 		t.Errorf("%s(%v) message %q, want %q", name, d, e.Message, want)
+	}
+}
+
+// Resolve fills in a default only for a duration not given: an explicit
+// TTL of zero (the wire's "ttl":"0s") is refused in the same form as any
+// other TTL out of range, an explicit zero LockDelay is none, and a Go
+// caller's zero still takes the default. A resolved request resolves to
+// itself.
+func TestOpenRequestResolveTakesExplicitDurationsAsGiven(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		req       OpenRequest
+		ttl, ld   time.Duration
+		wantError string
+	}{
+		{"omitted", OpenRequest{}, DefaultTTL, DefaultLockDelay, ""},
+		{"Go NoLockDelay", OpenRequest{LockDelay: NoLockDelay}, DefaultTTL, 0, ""},
+		{"explicit zero ttl", OpenRequest{}.Explicit(true, false), 0, 0, "ttl 0s out of range [1s, 5m0s]"},
+		{"explicit zero ttl, lock-delay too", OpenRequest{}.Explicit(true, true), 0, 0, "ttl 0s out of range [1s, 5m0s]"},
+		{"explicit negative ttl", OpenRequest{TTL: -time.Nanosecond}.Explicit(true, false), 0, 0, "ttl -1ns out of range [1s, 5m0s]"},
+		{"ttl too high", OpenRequest{TTL: MaxTTL + 1}, 0, 0, "ttl 5m0.000000001s out of range [1s, 5m0s]"},
+		{"explicit zero lock-delay", OpenRequest{TTL: time.Second}.Explicit(true, true), time.Second, 0, ""},
+		{"explicit -1ns lock-delay is no sentinel", OpenRequest{LockDelay: NoLockDelay}.Explicit(false, true), 0, 0,
+			"lock_delay -1ns out of range [0s, 1m0s]"},
+		{"lock-delay too high", OpenRequest{LockDelay: MaxLockDelay + time.Second}.Explicit(false, true), 0, 0,
+			"lock_delay 1m1s out of range [0s, 1m0s]"},
+	} {
+		r := tc.req
+		err := r.Resolve()
+		if tc.wantError != "" {
+			checkRefusal(t, tc.name, 0, err, tc.wantError)
+			continue
+		}
+		if err != nil || r.TTL != tc.ttl || r.LockDelay != tc.ld {
+			t.Errorf("%s: Resolve = %v, ttl %v, lock-delay %v; want ttl %v, lock-delay %v", tc.name, err, r.TTL, r.LockDelay, tc.ttl, tc.ld)
+			continue
+		}
+		again := r
+		if err := again.Resolve(); err != nil || again != r {
+			t.Errorf("%s: resolving %+v again = %+v, %v; want itself", tc.name, r, again, err)
+		}
+	}
+}
+
+// Text the contract checks must be valid UTF-8: lock names, holders,
+// session names, session ids and values; two byte strings are never taken
+// for one.
+func TestTextMustBeValidUTF8(t *testing.T) {
+	for what, err := range map[string]error{
+		"lock name":    ValidateLockName("inv\xff"),
+		"prefix":       CheckPrefix("inv\xff"),
+		"holder":       CheckLockRef("a", "s1", "h\xfe"),
+		"session":      CheckSessionID("s\xff"),
+		"session name": (&OpenRequest{Name: "n\xc3"}).Resolve(),
+		"value":        CheckValue("v\xff"),
+		"acquire":      (&AcquireRequest{Name: "inv\xff", Session: "s1", Holder: "h"}).Resolve(),
+		"release":      ReleaseRequest{Name: "a", Session: "s1", Holder: "h\xff"}.Check(),
+	} {
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeInvalidArgument || !strings.Contains(e.Message, "not valid UTF-8") {
+			t.Errorf("%s with invalid UTF-8: %v; want invalid_argument, not valid UTF-8", what, err)
+		}
+	}
+	for what, err := range map[string]error{
+		"lock name U+FFFD": ValidateLockName("inv\uFFFD"),
+		"value newline":    CheckValue("line 1\nline 2 \U0001F600"),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v; want accepted", what, err)
+		}
 	}
 }
