@@ -94,6 +94,10 @@ type Client struct {
 	suspectFor time.Duration
 	// track is what the client learned about the cluster's addresses.
 	track tracker
+	// failFast, if positive, is how long a call may go without connecting
+	// to any of its addresses before it fails with unreachable
+	// (WithFailFast).
+	failFast time.Duration
 }
 
 // tracker is a Client's view of the leader and of the addresses that did
@@ -168,6 +172,27 @@ func WithRequestTimeout(d time.Duration) ClientOption {
 	}
 }
 
+// WithFailFast makes a call fail with code unreachable (api.ErrUnreachable)
+// once, for d, it has connected to no node: every address it was given (or
+// that its resolver names) failed to connect (connection refused, no route,
+// no such host, a dial timeout) and none was connected to since. The
+// error names each address and why, e.g. "no node answered at
+// 127.0.0.1:7009 (connection refused)". A node that answers, even with
+// no_leader, counts as reached: the call then retries as usual. A ctx that
+// ends before d has passed ends the call as without the option.
+//
+// It is for tools that make a call or two and tell a person why it failed,
+// such as the raftlock CLI (which uses about 1 s): a wrong address or a
+// cluster that is down is then reported at once rather than when the ctx
+// ends. The default (no option, or d <= 0) is to retry until the call's ctx
+// is done, because a Session must survive a full restart of the cluster: on
+// a fail-fast client a Session's keepalives are still retried (a failed
+// keepalive is tried again), but a waiting acquire, an Unlock or a Close
+// fails once no node can be connected to for d.
+func WithFailFast(d time.Duration) ClientOption {
+	return func(c *Client) { c.failFast = max(d, 0) }
+}
+
 // NewClient returns a client of the cluster whose nodes listen on addrs
 // (host:port each); it starts with the first, and with the leader once an
 // answer named it (see Client).
@@ -239,14 +264,77 @@ type attemptError struct {
 	err *api.Error
 	// rotate: the node did not serve; try the next address.
 	rotate bool
+	// dial, if set, is why the connection could not be opened (no node
+	// was reached).
+	dial error
+}
+
+// unreached is a call's current run of failed dials (WithFailFast): since
+// when no attempt has connected to a node, and why each address failed.
+type unreached struct {
+	since time.Time
+	why   map[string]error
+}
+
+// note records an attempt at addr: a failed dial (dial non-nil) extends
+// the run, a connection ends it.
+func (u *unreached) note(addr string, dial error) {
+	if dial == nil {
+		u.since, u.why = time.Time{}, nil
+		return
+	}
+	if u.why == nil {
+		u.since, u.why = time.Now(), map[string]error{}
+	}
+	u.why[addr] = dial
+}
+
+// check returns the unreachable error once every address of addrs failed
+// to connect in the run and the run has lasted d; nil before.
+func (u *unreached) check(addrs []string, d time.Duration) *api.Error {
+	if u.why == nil || time.Since(u.since) < d {
+		return nil
+	}
+	var tried, parts, causes []string
+	for _, a := range addrs {
+		err, ok := u.why[a]
+		if !ok {
+			return nil
+		}
+		if slices.Contains(tried, a) {
+			continue
+		}
+		cause := dialCause(err)
+		tried, parts = append(tried, a), append(parts, a+" ("+cause+")")
+		if !slices.Contains(causes, cause) {
+			causes = append(causes, cause)
+		}
+	}
+	if len(causes) == 1 { // say the one cause once
+		return api.Errorf(api.CodeUnreachable, "no node answered at %s (%s)", strings.Join(tried, ", "), causes[0])
+	}
+	return api.Errorf(api.CodeUnreachable, "no node answered at %s", strings.Join(parts, ", "))
+}
+
+// dialCause is the innermost error of a failed dial: "connection refused"
+// rather than "dial tcp 127.0.0.1:7009: connect: connection refused".
+func dialCause(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
 }
 
 // do runs a call with retries; it returns the answer's header.
 func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	backoff := c.minBackoff
 	var last *api.Error
-	var rotated uint64  // failed attempts of this call that asked to rotate
-	var failed []string // addresses where this call's attempts asked to rotate
+	var unreach unreached // this call's failed dials, with WithFailFast
+	var rotated uint64    // failed attempts of this call that asked to rotate
+	var failed []string   // addresses where this call's attempts asked to rotate
 	for {
 		idx := c.cur.Load()
 		addrs := c.addrs
@@ -279,6 +367,12 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 		}
 		if ae == nil {
 			return hdr, nil
+		}
+		if c.failFast > 0 {
+			unreach.note(addr, ae.dial)
+			if e := unreach.check(addrs, c.failFast); e != nil {
+				return nil, fmt.Errorf("raftlock %s %s: %w", cl.method, cl.path, e)
+			}
 		}
 		last = ae.err
 		code := ae.err.Code
@@ -385,7 +479,11 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		c.noAnswer(addr, dialFailed || rctx.Err() != nil)
 		if dialFailed || cl.method == http.MethodGet {
 			// Surely not processed (or a read): no_leader, try another node.
-			return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "cannot reach %s: %v", addr, err)}, nil
+			ae := &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "cannot reach %s: %v", addr, err)}
+			if dialFailed {
+				ae.dial = op
+			}
+			return nil, ae, nil
 		}
 		return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeUnknownOutcome,
 			"connection to %s failed after the request was sent: %v; it may or may not have been processed", addr, err)}, nil

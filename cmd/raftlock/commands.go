@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -25,167 +25,131 @@ func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Cont
 	return f(ctx, cl)
 }
 
-func (c *cli) status(ctx context.Context, args []string) error {
-	if _, err := parse(c.flags("status"), args, 0, 0); err != nil {
-		return err
-	}
+// show runs a command that makes one call (get) and prints its result:
+// with -o json as asJSON makes it, as text otherwise; cmd names the
+// command in an error.
+func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Context, *transport.Client) (T, error), asJSON func(T) any, text func(T) error) error {
 	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		info, err := cl.Cluster(ctx)
+		v, err := get(ctx, cl)
 		if err != nil {
-			return fmt.Errorf("status: %w", err)
+			return fmt.Errorf("%s: %w", cmd, err)
 		}
-		if c.json {
-			return c.printJSON(info)
+		if c.json() {
+			return c.printJSON(asJSON(v))
 		}
-		return c.printCluster(info)
+		return text(v)
 	})
 }
 
-func (c *cli) lockGet(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("lock get"), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) status(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, _ []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (transport.ClusterInfo, error) { return cl.Cluster(ctx) }
+		return show(ctx, c, "status", get, func(info transport.ClusterInfo) any { return info }, c.printCluster)
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		l, err := cl.LockState(ctx, pos[0])
-		if err != nil {
-			return fmt.Errorf("lock get: %w", err)
-		}
-		if c.json {
-			return c.printJSON(transport.NewLockReply(l))
-		}
-		return c.printLock(l)
-	})
 }
 
-func (c *cli) lockList(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("lock list"), args, 0, 1)
-	if err != nil {
-		return err
-	}
-	prefix := ""
-	if len(pos) == 1 {
-		prefix = pos[0]
-	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		ls, err := cl.Locks(ctx, prefix)
-		if err != nil {
-			return fmt.Errorf("lock list: %w", err)
+func (c *cli) lockGet(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (api.LockState, error) {
+			return cl.LockState(ctx, pos[0])
 		}
-		if c.json {
-			return c.printJSON(transport.NewLocksReply(ls))
-		}
-		return c.printLocks(ls)
-	})
+		return show(ctx, c, "lock get", get,
+			func(l api.LockState) any { return transport.NewLockReply(l) }, c.printLock)
+	}
 }
 
-func (c *cli) sequencerCheck(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("sequencer check"), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) lockList(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		prefix := ""
+		if len(pos) == 1 {
+			prefix = pos[0]
+		}
+		get := func(ctx context.Context, cl *transport.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
+		return show(ctx, c, "lock list", get,
+			func(ls []api.LockState) any { return transport.NewLocksReply(ls) }, c.printLocks)
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		chk, err := cl.CheckSequencer(ctx, pos[0])
-		if err != nil {
-			return fmt.Errorf("sequencer check: %w", err)
-		}
-		if c.json {
-			err = c.printJSON(transport.NewCheckReply(chk))
-		} else {
-			err = c.printCheck(chk)
-		}
-		if err == nil && !chk.Valid {
-			err = fmt.Errorf("%w: %s", errStaleSequencer, pos[0])
-		}
-		return err
-	})
 }
 
-// errStaleSequencer makes "sequencer check" exit 1 when the sequencer is no
-// longer current, so that a script can write "raftlock sequencer check
-// "$SEQ" && write".
-var errStaleSequencer = errors.New("the sequencer is not current")
+func (c *cli) sequencerCheck(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+			chk, err := cl.CheckSequencer(ctx, pos[0])
+			if err != nil {
+				return fmt.Errorf("sequencer check: %w", err)
+			}
+			if c.json() {
+				err = c.printJSON(transport.NewCheckReply(chk))
+			} else {
+				err = c.printCheck(chk)
+			}
+			if err == nil && !chk.Valid {
+				// Exit 1, so that a script can write "raftlock sequencer
+				// check "$SEQ" && write".
+				err = &codeError{code: "stale_sequencer", err: fmt.Errorf("the sequencer is not current: %s", pos[0])}
+			}
+			return err
+		})
+	}
+}
 
-func (c *cli) sessionOpen(ctx context.Context, args []string) error {
-	fs := c.flags("session open")
+func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 	var req api.OpenRequest
-	fs.DurationVar(&req.TTL, "ttl", api.DefaultTTL, "the session's lease")
-	fs.DurationVar(&req.LockDelay, "lock-delay", api.DefaultLockDelay, "how long its locks stay unavailable after it expires (0s: none)")
-	fs.StringVar(&req.Name, "name", "", "a descriptive name")
-	if _, err := parse(fs, args, 0, 0); err != nil {
-		return err
-	}
-	// The flags have defaults, so a zero --ttl is a mistake, not "the
-	// server's default"; a zero --lock-delay means none.
-	if err := api.CheckTTL("--ttl", req.TTL); err != nil {
-		return badFlag("session open", err)
-	}
-	if err := api.CheckLockDelay("--lock-delay", req.LockDelay); err != nil {
-		return badFlag("session open", err)
-	}
-	if req.LockDelay == 0 {
-		req.LockDelay = api.NoLockDelay // --lock-delay 0s asks for none
-	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		info, err := cl.OpenSession(ctx, req)
-		if err != nil {
-			return fmt.Errorf("session open: %w", err)
+	fs.DurationVar(&req.TTL, "ttl", api.DefaultTTL, "the session's lease: 1s to 5m")
+	fs.DurationVar(&req.LockDelay, "lock-delay", api.DefaultLockDelay, "how long its locks stay unavailable after it expires: 0s (none) to 1m")
+	fs.StringVar(&req.Name, "name", "", "a descriptive name `N`")
+	return func(ctx context.Context, _ []string) error {
+		// The flags have defaults, so a zero --ttl is a mistake, not "the
+		// server's default"; a zero --lock-delay means none.
+		if err := api.CheckTTL("--ttl", req.TTL); err != nil {
+			return badFlag("session open", err)
 		}
-		if c.json {
-			return c.printJSON(transport.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+		if err := api.CheckLockDelay("--lock-delay", req.LockDelay); err != nil {
+			return badFlag("session open", err)
 		}
-		return c.printf("%s\n", info.ID)
-	})
+		if req.LockDelay == 0 {
+			req.LockDelay = api.NoLockDelay // --lock-delay 0s asks for none
+		}
+		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+			info, err := cl.OpenSession(ctx, req)
+			if err != nil {
+				return fmt.Errorf("session open: %w", err)
+			}
+			if c.json() {
+				return c.printJSON(transport.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+			}
+			return c.printf("%s\n", info.ID)
+		})
+	}
 }
 
-func (c *cli) sessionKeepAlive(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("session keepalive"), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (time.Duration, error) {
+			return cl.KeepAlive(ctx, pos[0])
+		}
+		return show(ctx, c, "session keepalive", get,
+			func(ttl time.Duration) any { return transport.KeepAliveReply{TTL: ttl.String()} },
+			func(ttl time.Duration) error { return c.printf("%s\n", ttl) })
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		ttl, err := cl.KeepAlive(ctx, pos[0])
-		if err != nil {
-			return fmt.Errorf("session keepalive: %w", err)
-		}
-		if c.json {
-			return c.printJSON(transport.KeepAliveReply{TTL: ttl.String()})
-		}
-		return c.printf("%s\n", ttl)
-	})
 }
 
-func (c *cli) sessionGet(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("session get"), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) sessionGet(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
+		return show(ctx, c, "session get", get,
+			func(info api.Info) any { return transport.NewSessionReply(info) }, c.printSession)
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		info, err := cl.SessionInfo(ctx, pos[0])
-		if err != nil {
-			return fmt.Errorf("session get: %w", err)
-		}
-		if c.json {
-			return c.printJSON(transport.NewSessionReply(info))
-		}
-		return c.printSession(info)
-	})
 }
 
-func (c *cli) sessionClose(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("session close"), args, 1, 1)
-	if err != nil {
-		return err
+func (c *cli) sessionClose(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+			return struct{}{}, cl.CloseSession(ctx, pos[0])
+		}
+		return show(ctx, c, "session close", get,
+			func(struct{}) any { return transport.CloseReply{Closed: true} },
+			func(struct{}) error { return c.printf("closed %s\n", pos[0]) })
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		if err := cl.CloseSession(ctx, pos[0]); err != nil {
-			return fmt.Errorf("session close: %w", err)
-		}
-		if c.json {
-			return c.printJSON(transport.CloseReply{Closed: true})
-		}
-		return c.printf("closed %s\n", pos[0])
-	})
 }
 
 // randomHolder draws a holder id: 16 random hex digits.
@@ -197,70 +161,62 @@ func randomHolder() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func (c *cli) acquire(ctx context.Context, args []string) error {
-	fs := c.flags("acquire")
+func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 	var req api.AcquireRequest
 	var shared bool
-	fs.StringVar(&req.Session, "session", "", "the session's id (required)")
-	fs.StringVar(&req.Holder, "holder", "", "the holder id (default: random, printed)")
+	fs.StringVar(&req.Session, "session", "", "the session's `ID` (required)")
+	fs.StringVar(&req.Holder, "holder", "", "the holder id `H` (default: random, printed)")
 	fs.BoolVar(&shared, "shared", false, "take a shared (reader) lock")
-	fs.DurationVar(&req.Wait, "wait", 0, "wait up to this long in the lock's queue (0: try once)")
-	fs.StringVar(&req.Value, "value", "", "a value to set on the lock")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if req.Session == "" {
-		return usagef("acquire: --session is required")
-	}
-	if err := api.CheckWait("--wait", req.Wait); err != nil {
-		return badFlag("acquire", err)
-	}
-	req.Name = pos[0]
-	req.Mode = sequencer.Exclusive
-	if shared {
-		req.Mode = sequencer.Shared
-	}
-	if req.Holder == "" {
-		if req.Holder, err = randomHolder(); err != nil {
-			return err
+	fs.DurationVar(&req.Wait, "wait", 0, "how long to wait in the lock's queue: 0s (try once) to 10m")
+	fs.StringVar(&req.Value, "value", "", "a value `V` to set on the lock")
+	return func(ctx context.Context, pos []string) error {
+		if req.Session == "" {
+			return usagef("acquire", "--session is required")
 		}
+		if err := api.CheckWait("--wait", req.Wait); err != nil {
+			return badFlag("acquire", err)
+		}
+		req.Name = pos[0]
+		req.Mode = sequencer.Exclusive
+		if shared {
+			req.Mode = sequencer.Shared
+		}
+		if req.Holder == "" {
+			var err error
+			if req.Holder, err = randomHolder(); err != nil {
+				return err
+			}
+		}
+		return c.call(ctx, req.Wait, func(ctx context.Context, cl *transport.Client) error {
+			g, err := cl.Acquire(ctx, req)
+			if err != nil {
+				return fmt.Errorf("acquire %s: %w", req.Name, err)
+			}
+			if c.json() {
+				return c.printJSON(struct {
+					transport.GrantReply
+					Holder string `json:"holder"`
+				}{transport.NewGrantReply(g), req.Holder})
+			}
+			return c.printf("token: %d\nsequencer: %s\nholder: %s\n", g.Token, g.Sequencer, req.Holder)
+		})
 	}
-	return c.call(ctx, req.Wait, func(ctx context.Context, cl *transport.Client) error {
-		g, err := cl.Acquire(ctx, req)
-		if err != nil {
-			return fmt.Errorf("acquire %s: %w", req.Name, err)
-		}
-		if c.json {
-			return c.printJSON(struct {
-				transport.GrantReply
-				Holder string `json:"holder"`
-			}{transport.NewGrantReply(g), req.Holder})
-		}
-		return c.printf("token: %d\nsequencer: %s\nholder: %s\n", g.Token, g.Sequencer, req.Holder)
-	})
 }
 
-func (c *cli) release(ctx context.Context, args []string) error {
-	fs := c.flags("release")
+func (c *cli) release(fs *flag.FlagSet) runFunc {
 	var req api.ReleaseRequest
-	fs.StringVar(&req.Session, "session", "", "the session's id (required)")
-	fs.StringVar(&req.Holder, "holder", "", "the holder id (required)")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	if req.Session == "" || req.Holder == "" {
-		return usagef("release: --session and --holder are required")
-	}
-	req.Name = pos[0]
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		if err := cl.Release(ctx, req); err != nil {
-			return fmt.Errorf("release %s: %w", req.Name, err)
+	fs.StringVar(&req.Session, "session", "", "the session's `ID` (required)")
+	fs.StringVar(&req.Holder, "holder", "", "the holder id `H` (required)")
+	return func(ctx context.Context, pos []string) error {
+		if req.Session == "" || req.Holder == "" {
+			return usagef("release", "--session and --holder are required")
 		}
-		if c.json {
-			return c.printJSON(transport.ReleaseReply{Released: true})
+		req.Name = pos[0]
+		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+			return struct{}{}, cl.Release(ctx, req)
 		}
-		return c.printf("released %s\n", req.Name)
-	})
+		return show(ctx, c, "release "+req.Name, get,
+			func(struct{}) any { return transport.ReleaseReply{Released: true} },
+			func(struct{}) error { return c.printf("released %s\n", req.Name) })
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,6 +35,26 @@ const DefaultKillGrace = 3 * time.Second
 // lock is lost (session.LostDeadline) for the kernel to end CMD's process
 // group and for exec to reap it.
 const reapBudget = 500 * time.Millisecond
+
+// execHelp is exec's long help.
+const execHelp = `exec waits for the lock NAME (as long as it takes, or up to --wait; --wait 0s
+tries once), then runs CMD in its own process group with RAFTLOCK_SEQUENCER,
+RAFTLOCK_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION set, forwards SIGINT, SIGTERM,
+SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends.
+Without "--", the flags end at NAME and CMD follows it.
+
+CMD is dead before the cluster can give the lock to anyone else: if no keepalive
+is acknowledged, CMD gets SIGTERM kill-grace + 0.5s before the lock is lost
+(lease end + lock-delay - margin), SIGKILL kill-grace later. So exec needs
+--lock-delay of at least --kill-grace + 0.5s + margin (3.8s with the defaults:
+--ttl 15s, --kill-grace 3s); it refuses shorter ones and names the values that
+work.
+
+Exit status: CMD's own (128+N if signal N ended it); 124 if the lock was lost
+while CMD ran (lock_lost: CMD was stopped); 125 if the lock could not be taken
+(lock_busy, wait_timeout, unreachable, ...); 126 if CMD could not be started
+(not_executable); 127 if CMD was not found (command_not_found); 2 on a usage
+error.`
 
 // forwarded are the signals exec passes on to CMD.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
@@ -70,11 +91,11 @@ const maxKillGrace = api.MaxLockDelay
 // validate checks the duration flags of exec and elect with the contract's
 // validators; cmd names the command in the error.
 func (o *execOptions) validate(cmd string) error {
-	for _, err := range []error{
-		api.CheckTTL("--ttl", o.ttl),
-		api.CheckLockDelay("--lock-delay", o.lockDelay),
-		api.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace),
-	} {
+	errs := []error{api.CheckTTL("--ttl", o.ttl), api.CheckLockDelay("--lock-delay", o.lockDelay)}
+	if cmd == "exec" {
+		errs = append(errs, api.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace))
+	}
+	for _, err := range errs {
 		if err != nil {
 			return badFlag(cmd, err)
 		}
@@ -88,7 +109,7 @@ type waitFlag struct{ o *execOptions }
 
 func (w waitFlag) String() string {
 	if w.o == nil || !w.o.waitSet {
-		return "forever"
+		return "" // forever; as the default, not printed
 	}
 	return w.o.wait.String()
 }
@@ -102,28 +123,32 @@ func (w waitFlag) Set(s string) error {
 	return nil
 }
 
-func (c *cli) execFlags() (*flag.FlagSet, *execOptions) {
+// sessionFlags defines the flags exec and elect share: the session's and
+// the wait for the lock.
+func sessionFlags(fs *flag.FlagSet) *execOptions {
 	o := &execOptions{}
-	fs := c.flags("exec")
-	fs.BoolVar(&o.shared, "shared", false, "take the lock in shared mode")
-	fs.Var(waitFlag{o}, "wait", "give up if the lock is not ours within this time (default: wait as long as it takes; 0s: try once)")
-	fs.DurationVar(&o.ttl, "ttl", api.DefaultTTL, "the session's lease")
-	fs.DurationVar(&o.lockDelay, "lock-delay", api.DefaultLockDelay, "how long the lock stays unavailable if this session dies")
-	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
-	fs.StringVar(&o.value, "value", "", "a value to set on the lock (default: host and pid)")
-	return fs, o
+	fs.Var(waitFlag{o}, "wait", "give up if the lock is not ours within `D` (0s: try once; default: wait as long as it takes)")
+	fs.DurationVar(&o.ttl, "ttl", api.DefaultTTL, "the session's lease: 1s to 5m")
+	fs.DurationVar(&o.lockDelay, "lock-delay", api.DefaultLockDelay, "how long the lock stays unavailable if this session dies: 0s to 1m")
+	return o
 }
 
 // execCmd runs "raftlock exec [flags] NAME -- CMD [ARGS...]": it holds the
 // lock NAME while CMD runs, passes the sequencer in RAFTLOCK_SEQUENCER,
 // forwards signals to CMD, stops CMD if the lock is lost, releases the lock
 // when CMD ends and exits with CMD's status.
-func (c *cli) execCmd(ctx context.Context, args []string) error {
-	fs, o := c.execFlags()
-	name, argv, err := splitExecArgs(fs, args)
-	if err != nil {
-		return err
+func (c *cli) execCmd(fs *flag.FlagSet) runFunc {
+	o := sessionFlags(fs)
+	fs.BoolVar(&o.shared, "shared", false, "take the lock in shared mode")
+	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
+	fs.StringVar(&o.value, "value", "", "a value `V` to set on the lock (default: host:pid)")
+	return func(ctx context.Context, pos []string) error {
+		return c.exec(ctx, o, pos[0], pos[1:])
 	}
+}
+
+// exec runs CMD (argv) under the lock name.
+func (c *cli) exec(ctx context.Context, o *execOptions, name string, argv []string) error {
 	if err := o.validate("exec"); err != nil {
 		return err
 	}
@@ -134,15 +159,15 @@ func (c *cli) execCmd(ctx context.Context, args []string) error {
 		host, _ := os.Hostname()
 		o.value = host + ":" + strconv.Itoa(os.Getpid())
 	}
-	cl, err := transport.NewClient(c.addrs)
+	cl, err := c.longClient(ctx)
 	if err != nil {
-		return usagef("--addr: %v", err)
+		return noLock(err)
 	}
 	defer cl.CloseIdleConnections()
 
-	s, l, err := c.takeLock(ctx, cl, name, o)
+	s, l, err := c.takeLock(ctx, cl, "exec", name, o)
 	if err != nil {
-		return &exitStatus{code: exitNoLock, err: err}
+		return noLock(err)
 	}
 	// From here on the child's fate decides; an interrupt is forwarded to
 	// it rather than ending raftlock.
@@ -156,37 +181,47 @@ func (c *cli) execCmd(ctx context.Context, args []string) error {
 	return c.runLocked(s, l, o, argv)
 }
 
-// splitExecArgs parses "[flags] NAME [flags] -- CMD [ARGS...]"; without
-// "--", flags end at NAME and CMD follows it.
-func splitExecArgs(fs *flag.FlagSet, args []string) (string, []string, error) {
+// noLock is exec's error when it could not take the lock: exit status 125,
+// unless err is a usage error (2).
+func noLock(err error) error {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &exitStatus{code: exitNoLock, err: err}
+}
+
+// splitExecArgs parses "[flags] NAME [flags] -- CMD [ARGS...]" into NAME,
+// CMD and ARGS; without "--", flags end at NAME and CMD follows it.
+func splitExecArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	for i, a := range args {
 		if a != "--" {
 			continue
 		}
 		pos, err := parse(fs, args[:i], 1, 1)
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		if len(args[i+1:]) == 0 {
-			return "", nil, usagef("exec: missing CMD after --")
+			return nil, usagef("exec", "missing CMD after --")
 		}
-		return pos[0], args[i+1:], nil
+		return append(pos, args[i+1:]...), nil
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return "", nil, err
+			return nil, err
 		}
-		return "", nil, usagef("exec: %v", err)
+		return nil, usagef("exec", "%v", err)
 	}
-	rest := fs.Args()
-	if len(rest) < 2 {
-		return "", nil, usagef("exec: want NAME -- CMD [ARGS...]")
+	if len(fs.Args()) < 2 {
+		return nil, usagef("exec", "want NAME -- CMD [ARGS...]")
 	}
-	return rest[0], rest[1:], nil
+	return fs.Args(), nil
 }
 
-// takeLock opens a session and takes the lock as --wait says.
-func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o *execOptions) (*session.Session, *session.Lock, error) {
+// takeLock opens a session and takes the lock as --wait says; cmd (exec,
+// elect) names the command in its errors.
+func (c *cli) takeLock(ctx context.Context, cl *transport.Client, cmd, name string, o *execOptions) (*session.Session, *session.Lock, error) {
 	octx := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -197,9 +232,9 @@ func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o
 	if delay == 0 {
 		delay = api.NoLockDelay
 	}
-	s, err := session.Open(octx, cl, session.TTL(o.ttl), session.LockDelay(delay), session.Name("raftlock exec "+name))
+	s, err := session.Open(octx, cl, session.TTL(o.ttl), session.LockDelay(delay), session.Name("raftlock "+cmd+" "+name))
 	if err != nil {
-		return nil, nil, fmt.Errorf("exec: open session: %w", err)
+		return nil, nil, fmt.Errorf("%s: open session: %w", cmd, err)
 	}
 	mode := sequencer.Exclusive
 	if o.shared {
@@ -232,7 +267,7 @@ func (c *cli) takeLock(ctx context.Context, cl *transport.Client, name string, o
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.Close(cctx)
-		return nil, nil, fmt.Errorf("exec: lock %s: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: lock %s: %w", cmd, name, err)
 	}
 	return s, l, nil
 }
@@ -264,7 +299,7 @@ func checkStopWindow(ttl, lockDelay, killGrace time.Duration) error {
 	if maxGrace := (lockDelay - session.LostMargin(ttl, lockDelay) - reapBudget).Truncate(100 * time.Millisecond); maxGrace > 0 {
 		advice += fmt.Sprintf(", or --kill-grace %v or less", maxGrace)
 	}
-	return usagef("exec: --lock-delay %v is too short for --kill-grace %v: CMD must be dead before the cluster can give the lock to someone else "+
+	return usagef("exec", "--lock-delay %v is too short for --kill-grace %v: CMD must be dead before the cluster can give the lock to someone else "+
 		"(lease end + lock-delay), and stopping it takes kill-grace + %v from the moment the lease ends without a keepalive; %s",
 		lockDelay, killGrace, reapBudget, advice)
 }
@@ -287,11 +322,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		code := exitNoExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			code = exitNotFound
-		}
-		return &exitStatus{code: code, err: fmt.Errorf("exec: start %s: %w", argv[0], err)}
+		return startError(argv[0], err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
@@ -303,16 +334,18 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		stopAt    <-chan time.Time // fires stopLead before the lock is lost
 		stopTimer *time.Timer
 		killTimer <-chan time.Time
-		lostWhy   error
+		stopped   bool           // CMD was stopped: the lock is (about to be) lost
+		final     *session.Event // the session's Expired event, once read
 	)
-	stop := func(why error) {
-		if lostWhy != nil {
+	// stop stops CMD at once, then says why.
+	stop := func(why func() string) {
+		if stopped {
 			return
 		}
-		lostWhy = why
-		fmt.Fprintf(c.stderr, "raftlock: lock_lost: %v; stopping %s (SIGTERM, SIGKILL after %v)\n", why, argv[0], o.killGrace)
+		stopped = true
 		signalGroup(syscall.SIGTERM)
 		killTimer = time.After(o.killGrace)
+		fmt.Fprintf(c.stderr, "raftlock: lock_lost: %s; stopping %s (SIGTERM, SIGKILL after %v)\n", why(), argv[0], o.killGrace)
 	}
 	disarm := func() {
 		if stopTimer != nil {
@@ -325,7 +358,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		case err := <-exited:
 			disarm()
 			status := childStatus(err)
-			if lostWhy != nil {
+			if stopped {
 				return &exitStatus{code: exitLockLost}
 			}
 			if status != 0 {
@@ -336,7 +369,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			signalGroup(sig.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			stop(fmt.Errorf("lock %s is lost (session %s)", l.Name(), s.State()))
+			stop(func() string { return fmt.Sprintf("lock %s is lost: %s", l.Name(), lossReason(s, final, events)) })
 		case ev, ok := <-events:
 			if !ok {
 				events = nil
@@ -352,14 +385,80 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 				}
 			case session.Safe:
 				disarm()
+			case session.Expired:
+				final = &ev
 			}
 		case <-stopAt:
 			stopAt, stopTimer = nil, nil
-			stop(fmt.Errorf("session %s: no keepalive acknowledged, and the lock is lost in %v", s.ID(), stopLead(o.killGrace)))
+			stop(func() string {
+				return fmt.Sprintf("session %s: no keepalive acknowledged, and the lock is lost in %v", s.ID(), stopLead(o.killGrace))
+			})
 		case <-killTimer:
 			killTimer = nil
 			signalGroup(syscall.SIGKILL)
 		}
+	}
+}
+
+// startError is the exit status and error of a CMD that could not be
+// started: 127 (command_not_found) if it was not found, 126
+// (not_executable) otherwise, as a shell says.
+func startError(name string, err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, exec.ErrNotFound):
+		return &exitStatus{code: exitNotFound, err: &codeError{code: "command_not_found",
+			err: fmt.Errorf("exec: %s: not found in $PATH", name)}}
+	case errors.Is(err, os.ErrNotExist):
+		return &exitStatus{code: exitNotFound, err: &codeError{code: "command_not_found",
+			err: fmt.Errorf("exec: %s: no such file", name)}}
+	case errors.As(err, &pe):
+		err = pe.Err
+	}
+	return &exitStatus{code: exitNoExec, err: &codeError{code: "not_executable",
+		err: fmt.Errorf("exec: %s: cannot be run: %w", name, err)}}
+}
+
+// lossReason says why the locks of s were lost, once they were: the
+// session is in jeopardy (no keepalive acknowledged since its lease ended),
+// closed, or expired. An expired session's final event (final, or else
+// read from events, up to a second for it to come) tells more: a session
+// the cluster reported gone before its lease ended (as the client counts
+// it, less 1% for clock drift) was closed by someone, not expired, since
+// the cluster expires a session only once its lease has run out.
+func lossReason(s *session.Session, final *session.Event, events <-chan session.Event) string {
+	id := s.ID()
+	switch s.State() {
+	case session.Jeopardy:
+		return fmt.Sprintf("session %s: no keepalive acknowledged since its lease ended", id)
+	case session.Closed:
+		return fmt.Sprintf("session %s closed", id)
+	case session.Safe:
+		return "released"
+	}
+	timeout := time.After(time.Second)
+	for final == nil {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return fmt.Sprintf("session %s expired", id)
+			}
+			if ev.State == session.Expired {
+				final = &ev
+			}
+		case <-timeout:
+			return fmt.Sprintf("session %s expired", id)
+		}
+	}
+	ttl, delay := s.TTL(), s.LockDelay()
+	leaseEnd := s.LostDeadline().Add(session.LostMargin(ttl, delay) - delay)
+	switch {
+	case !errors.Is(final.Err, api.ErrSessionNotFound):
+		return fmt.Sprintf("session %s expired: no keepalive acknowledged within its grace period", id)
+	case final.At.Before(leaseEnd.Add(-ttl / 100)):
+		return fmt.Sprintf("session %s closed (the cluster reported it gone while its lease still ran)", id)
+	default:
+		return fmt.Sprintf("session %s expired (the cluster reported it gone)", id)
 	}
 }
 

@@ -1,9 +1,10 @@
 // Command raftlock is the command-line client of a raftlock cluster: cluster
 // status, sessions, locks and sequencer checks over the HTTP/JSON API.
 //
-//	raftlock [--addr host:port[,host:port...]] [--timeout 30s] [--json] COMMAND [ARGS]
+//	raftlock [--addr host:port[,host:port...]] [--timeout 30s] [-o text|json] COMMAND [ARGS]
 //
-// Run "raftlock help" for the commands.
+// Run "raftlock help" for the commands, "raftlock help COMMAND" for one of
+// them. The commands are a table (table.go).
 package main
 
 import (

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
@@ -21,8 +20,8 @@ import (
 // two-node cluster at term 7.
 type fake struct{ *apitest.Backend }
 
-func newFake() *fake {
-	f := &fake{apitest.New()}
+func newFake(opts ...apitest.Option) *fake {
+	f := &fake{apitest.New(opts...)}
 	f.SetTerm(7)
 	return f
 }
@@ -50,11 +49,7 @@ func cluster(t *testing.T) func(args ...string) (int, string, string) {
 	t.Setenv("RAFTLOCK_ADDR", addr)
 	return func(args ...string) (int, string, string) {
 		t.Helper()
-		var out, errOut bytes.Buffer
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		code := run(ctx, args, &out, &errOut)
-		return code, out.String(), errOut.String()
+		return runCLI(t, args...)
 	}
 }
 
@@ -198,29 +193,34 @@ func TestUnreachable(t *testing.T) {
 }
 
 // A duration flag out of its range is a usage error (exit 2) printed once,
-// naming the command, the flag, the value and the allowed range, before any
+// as "raftlock: usage: ..." naming the command, the flag, the value and
+// the allowed range, then a hint naming the command's help, before any
 // request is sent.
 func TestBadDurationFlagsAreUsageErrors(t *testing.T) {
 	rl := cluster(t)
-	const hint = "run 'raftlock help' for usage\n"
+	const (
+		openHint    = "run 'raftlock help session open' for usage\n"
+		acquireHint = "run 'raftlock help acquire' for usage\n"
+		globalHint  = "run 'raftlock help' for usage\n"
+	)
 	for _, tc := range []struct {
-		args []string
-		want string
+		args       []string
+		want, hint string
 	}{
-		{[]string{"session", "open", "--ttl", "0s"}, "raftlock: session open: --ttl 0s out of range [1s, 5m0s]\n"},
-		{[]string{"session", "open", "--ttl", "-15s"}, "raftlock: session open: --ttl -15s out of range [1s, 5m0s]\n"},
-		{[]string{"session", "open", "--ttl", "999ms"}, "raftlock: session open: --ttl 999ms out of range [1s, 5m0s]\n"},
-		{[]string{"session", "open", "--ttl", "5m1s"}, "raftlock: session open: --ttl 5m1s out of range [1s, 5m0s]\n"},
-		{[]string{"session", "open", "--lock-delay", "-1ns"}, "raftlock: session open: --lock-delay -1ns out of range [0s, 1m0s]\n"},
-		{[]string{"session", "open", "--lock-delay", "61s"}, "raftlock: session open: --lock-delay 1m1s out of range [0s, 1m0s]\n"},
-		{[]string{"acquire", "--session", "s", "--wait", "-1s", "x"}, "raftlock: acquire: --wait -1s out of range [0s, 10m0s]\n"},
-		{[]string{"acquire", "--session", "s", "--wait", "10m1s", "x"}, "raftlock: acquire: --wait 10m1s out of range [0s, 10m0s]\n"},
-		{[]string{"--timeout", "-1s", "status"}, "raftlock: --timeout -1s out of range [0s, ∞)\n"},
-		{[]string{"session", "open", "--ttl", "soon"}, "raftlock: session open: invalid value \"soon\" for flag -ttl: parse error\n"},
+		{[]string{"session", "open", "--ttl", "0s"}, "raftlock: usage: session open: --ttl 0s out of range [1s, 5m0s]\n", openHint},
+		{[]string{"session", "open", "--ttl", "-15s"}, "raftlock: usage: session open: --ttl -15s out of range [1s, 5m0s]\n", openHint},
+		{[]string{"session", "open", "--ttl", "999ms"}, "raftlock: usage: session open: --ttl 999ms out of range [1s, 5m0s]\n", openHint},
+		{[]string{"session", "open", "--ttl", "5m1s"}, "raftlock: usage: session open: --ttl 5m1s out of range [1s, 5m0s]\n", openHint},
+		{[]string{"session", "open", "--lock-delay", "-1ns"}, "raftlock: usage: session open: --lock-delay -1ns out of range [0s, 1m0s]\n", openHint},
+		{[]string{"session", "open", "--lock-delay", "61s"}, "raftlock: usage: session open: --lock-delay 1m1s out of range [0s, 1m0s]\n", openHint},
+		{[]string{"acquire", "--session", "s", "--wait", "-1s", "x"}, "raftlock: usage: acquire: --wait -1s out of range [0s, 10m0s]\n", acquireHint},
+		{[]string{"acquire", "--session", "s", "--wait", "10m1s", "x"}, "raftlock: usage: acquire: --wait 10m1s out of range [0s, 10m0s]\n", acquireHint},
+		{[]string{"--timeout", "-1s", "status"}, "raftlock: usage: --timeout -1s out of range [0s, ∞)\n", globalHint},
+		{[]string{"session", "open", "--ttl", "soon"}, "raftlock: usage: session open: invalid value \"soon\" for flag -ttl: parse error\n", openHint},
 	} {
 		code, out, errOut := rl(tc.args...)
-		if code != 2 || errOut != tc.want+hint {
-			t.Errorf("%q: exit %d, stderr %q; want 2, %q", tc.args, code, errOut, tc.want+hint)
+		if code != 2 || errOut != tc.want+tc.hint {
+			t.Errorf("%q: exit %d, stderr %q; want 2, %q", tc.args, code, errOut, tc.want+tc.hint)
 		}
 		if strings.Contains(out, "token:") || strings.HasPrefix(out, "s") {
 			t.Errorf("%q: the command ran: stdout %q", tc.args, out)

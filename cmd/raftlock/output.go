@@ -54,24 +54,65 @@ func (c *cli) printCluster(info transport.ClusterInfo) error {
 	return c.printf("%s", b.String())
 }
 
+// timeFormat is how the CLI prints a time: RFC 3339 with milliseconds, in
+// local time.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// stamp formats t as the CLI prints times.
+func (c *cli) stamp(t time.Time) string { return t.In(c.loc).Format(timeFormat) }
+
+// lockSummary says whether l is held, in its lock-delay or free: "exclusive,
+// 1 holder(s)", "lock-delay until T (no holder)" or "free". A lock in its
+// lock-delay is never called free: it cannot be taken until T.
+func (c *cli) lockSummary(l api.LockState) string {
+	switch {
+	case len(l.Holders) > 0:
+		return fmt.Sprintf("%s, %d holder(s)", l.Mode, len(l.Holders))
+	case !l.DelayUntil.IsZero():
+		return fmt.Sprintf("lock-delay until %s (no holder)", c.stamp(l.DelayUntil))
+	default:
+		return "free"
+	}
+}
+
+// holderText describes one holder: "session S holder H token N value "V"".
+func holderText(h api.Holder) string {
+	s := fmt.Sprintf("session %s holder %s token %d", h.Session, h.Holder, h.Token)
+	if h.Value != "" {
+		s += fmt.Sprintf(" value %q", h.Value)
+	}
+	return s
+}
+
 func (c *cli) printLock(l api.LockState) error {
 	var b strings.Builder
-	if len(l.Holders) == 0 {
-		fmt.Fprintf(&b, "lock %s: free\n", l.Name)
-	} else {
-		fmt.Fprintf(&b, "lock %s: %s, %d holder(s)\n", l.Name, l.Mode, len(l.Holders))
-		for _, h := range l.Holders {
-			fmt.Fprintf(&b, "  session %s holder %s token %d", h.Session, h.Holder, h.Token)
-			if h.Value != "" {
-				fmt.Fprintf(&b, " value %q", h.Value)
-			}
-			b.WriteString("\n")
-		}
+	fmt.Fprintf(&b, "lock %s: %s\n", l.Name, c.lockSummary(l))
+	for _, h := range l.Holders {
+		fmt.Fprintf(&b, "  %s\n", holderText(h))
 	}
 	fmt.Fprintf(&b, "waiters: %d\n", l.Waiters)
-	if !l.DelayUntil.IsZero() {
-		fmt.Fprintf(&b, "lock-delay until: %s\n", l.DelayUntil.UTC().Format(time.RFC3339Nano))
+	if len(l.Holders) > 0 && !l.DelayUntil.IsZero() {
+		fmt.Fprintf(&b, "lock-delay until: %s\n", c.stamp(l.DelayUntil))
 	}
+	return c.printf("%s", b.String())
+}
+
+// printWatched prints one state of lock watch: one line starting with the
+// time, or with -o json the API's lock state with "at".
+func (c *cli) printWatched(l api.LockState) error {
+	at := c.stamp(c.now())
+	if c.json() {
+		return c.printJSON(struct {
+			At string `json:"at"`
+			transport.LockReply
+		}{at, transport.NewLockReply(l)})
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s lock %s: %s", at, l.Name, c.lockSummary(l))
+	for _, h := range l.Holders {
+		fmt.Fprintf(&b, "; %s", holderText(h))
+	}
+	fmt.Fprintf(&b, "; waiters: %d\n", l.Waiters)
 	return c.printf("%s", b.String())
 }
 
@@ -84,12 +125,15 @@ func (c *cli) printLocks(ls []api.LockState) error {
 	fmt.Fprintln(tw, "NAME\tMODE\tHOLDERS\tWAITERS\tDELAY UNTIL")
 	for _, l := range ls {
 		mode := "free"
-		if len(l.Holders) > 0 {
+		switch {
+		case len(l.Holders) > 0:
 			mode = l.Mode.String()
+		case !l.DelayUntil.IsZero():
+			mode = "lock-delay" // no holder, but not free either
 		}
 		delay := "-"
 		if !l.DelayUntil.IsZero() {
-			delay = l.DelayUntil.UTC().Format(time.RFC3339)
+			delay = c.stamp(l.DelayUntil)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", l.Name, mode, len(l.Holders), l.Waiters, delay)
 	}

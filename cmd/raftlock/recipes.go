@@ -3,10 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
-
-	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -26,7 +25,7 @@ func newLeaderReply(l session.Leader) leaderReply {
 }
 
 func (c *cli) printLeader(verb string, l session.Leader) error {
-	if c.json {
+	if c.json() {
 		return c.printJSON(newLeaderReply(l))
 	}
 	return c.printf("%s: %s value %q token %d sequencer %s\n", verb, l.Election, l.Value, l.Token(), l.Sequencer)
@@ -34,27 +33,26 @@ func (c *cli) printLeader(verb string, l session.Leader) error {
 
 // elect runs "raftlock elect NAME VALUE": campaign, print when elected,
 // hold the leadership until interrupted (then resign), exit 1 if it is lost.
-func (c *cli) elect(ctx context.Context, args []string) error {
-	fs, o := c.execFlags()
-	pos, err := parse(fs, args, 2, 2)
-	if err != nil {
-		return err
+func (c *cli) elect(fs *flag.FlagSet) runFunc {
+	o := sessionFlags(fs)
+	return func(ctx context.Context, pos []string) error {
+		return c.campaign(ctx, o, pos[0], pos[1])
 	}
-	if o.shared {
-		return usagef("elect: an election is exclusive; --shared makes no sense")
-	}
+}
+
+// campaign runs elect for the election name with value.
+func (c *cli) campaign(ctx context.Context, o *execOptions, name, value string) error {
 	if err := o.validate("elect"); err != nil {
 		return err
 	}
-	name, value := pos[0], pos[1]
 	o.value = value
-	cl, err := transport.NewClient(c.addrs)
+	cl, err := c.longClient(ctx)
 	if err != nil {
-		return usagef("--addr: %v", err)
+		return err
 	}
 	defer cl.CloseIdleConnections()
 	fmt.Fprintf(c.stderr, "raftlock: campaigning for %s as %q\n", name, value)
-	s, l, err := c.takeLock(ctx, cl, name, o)
+	s, l, err := c.takeLock(ctx, cl, "elect", name, o)
 	if err != nil {
 		return err
 	}
@@ -74,7 +72,7 @@ func (c *cli) elect(ctx context.Context, args []string) error {
 		fmt.Fprintf(c.stderr, "raftlock: resigned %s\n", name)
 		return nil
 	case <-l.Lost():
-		return api.Errorf(api.CodeSessionNotFound, "leadership of %s lost (session %s %s)", name, s.ID(), s.State())
+		return &codeError{code: "lock_lost", err: fmt.Errorf("leadership of %s lost: %s", name, lossReason(s, nil, s.Events()))}
 	}
 }
 
@@ -87,69 +85,60 @@ func (c *cli) resignTimeout() time.Duration {
 }
 
 // leader runs "raftlock leader [--observe] NAME".
-func (c *cli) leader(ctx context.Context, args []string) error {
-	fs := c.flags("leader")
+func (c *cli) leader(fs *flag.FlagSet) runFunc {
 	observe := fs.Bool("observe", false, "keep printing each new leader until interrupted")
-	pos, err := parse(fs, args, 1, 1)
-	if err != nil {
-		return err
-	}
-	name := pos[0]
-	if *observe {
-		return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
-			ch, err := session.Observe(ctx, cl, name)
+	return func(ctx context.Context, pos []string) error {
+		name := pos[0]
+		if *observe {
+			return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
+				ch, err := session.Observe(ctx, cl, name)
+				if err != nil {
+					return err
+				}
+				for l := range ch {
+					if err := c.printLeader("leader", l); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}
+		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+			l, err := session.CurrentLeader(ctx, cl, name)
 			if err != nil {
 				return err
 			}
-			for l := range ch {
-				if err := c.printLeader("leader", l); err != nil {
+			return c.printLeader("leader", l)
+		})
+	}
+}
+
+// lockWatch runs "raftlock lock watch NAME": print the lock's state, then
+// each change, until interrupted; each line starts with the time.
+func (c *cli) lockWatch(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
+			ch, err := session.Watch(ctx, cl, pos[0])
+			if err != nil {
+				return err
+			}
+			for st := range ch {
+				if err := c.printWatched(st); err != nil {
 					return err
 				}
 			}
 			return nil
 		})
 	}
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
-		l, err := session.CurrentLeader(ctx, cl, name)
-		if err != nil {
-			return err
-		}
-		return c.printLeader("leader", l)
-	})
-}
-
-// lockWatch runs "raftlock lock watch NAME": print the lock's state, then
-// each change, until interrupted.
-func (c *cli) lockWatch(ctx context.Context, args []string) error {
-	pos, err := parse(c.flags("lock watch"), args, 1, 1)
-	if err != nil {
-		return err
-	}
-	return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
-		ch, err := session.Watch(ctx, cl, pos[0])
-		if err != nil {
-			return err
-		}
-		for st := range ch {
-			if c.json {
-				err = c.printJSON(transport.NewLockReply(st))
-			} else {
-				err = c.printLock(st)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }
 
 // stream runs a command that prints until interrupted: --timeout does not
-// apply, and the interrupt is a normal end.
+// apply (but a cluster that cannot be reached at the start fails it), and
+// the interrupt is a normal end.
 func (c *cli) stream(ctx context.Context, f func(context.Context, *transport.Client) error) error {
-	cl, err := transport.NewClient(c.addrs)
+	cl, err := c.longClient(ctx)
 	if err != nil {
-		return usagef("--addr: %v", err)
+		return err
 	}
 	defer cl.CloseIdleConnections()
 	err = f(ctx, cl)

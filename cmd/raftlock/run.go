@@ -7,159 +7,256 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-
 	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
-// Exit statuses.
+// Exit statuses (exec adds its own: exec.go).
 const (
 	exitOK    = 0
 	exitError = 1
 	exitUsage = 2
 )
 
-const defaultAddr = "127.0.0.1:7001"
+const (
+	defaultAddr    = "127.0.0.1:7001"
+	defaultTimeout = 30 * time.Second
+	// failFast is how long a command tries to connect to any node before
+	// it fails with unreachable (transport.WithFailFast).
+	failFast = time.Second
+)
 
-const usageText = `usage: raftlock [global flags] COMMAND [ARGS]
-
-Global flags:
-  --addr host:port[,host:port...]  nodes to talk to (env RAFTLOCK_ADDR; default 127.0.0.1:7001)
-  --timeout D                      give up after D (default 30s; 0s: never; not
-                                   negative); a waiting acquire gets its --wait on top
-  --json                           print the API's JSON instead of text
-
-Commands:
-  status                           leader, term, members
-  lock get NAME                    state of one lock
-  lock list [PREFIX]               locks whose names start with PREFIX
-  lock watch NAME                  print the lock's state, then every change (blocking
-                                   queries, no polling) until interrupted
-  sequencer check SEQUENCER        is the sequencer still current? (exit 1,
-                                   stale_sequencer, if it is not)
-  session open [--ttl 15s] [--lock-delay 10s] [--name N]
-                                   open a session; prints its id (--ttl 1s to 5m;
-                                   --lock-delay 0s to 1m, 0s: none)
-  session keepalive ID             extend a session's lease
-  session get ID                   describe a session
-  session close ID                 close a session (releases its locks at once)
-  acquire --session ID [--holder H] [--shared] [--wait 0s] [--value V] NAME
-                                   take a lock; prints token, sequencer and holder
-                                   (a random holder id unless --holder; --wait 0s
-                                   to 10m, 0s: try once)
-  release --session ID --holder H NAME
-                                   give a lock up
-  exec [--shared] [--wait D] [--ttl 15s] [--lock-delay 10s] [--kill-grace 3s] [--value V]
-       NAME -- CMD [ARGS...]
-                                   run CMD while holding NAME (see below)
-  elect [--ttl 15s] [--lock-delay 10s] NAME VALUE
-                                   campaign to lead NAME with VALUE (e.g. your address);
-                                   prints when elected, holds until interrupted (then
-                                   resigns); exits 1 if the leadership is lost
-  leader [--observe] NAME          the current leader of NAME (value, token, sequencer);
-                                   --observe prints each new leader until interrupted
-  help                             this text
-
-exec waits for the lock (as long as it takes, or up to --wait; --wait 0s tries once),
-then runs CMD in its own process group with RAFTLOCK_SEQUENCER, RAFTLOCK_TOKEN,
-RAFTLOCK_LOCK and RAFTLOCK_SESSION set, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT,
-SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends. CMD is dead before
-the cluster can give the lock to anyone else: if no keepalive is acknowledged, CMD
-gets SIGTERM kill-grace + 0.5s before the lock is lost (lease end + lock-delay -
-margin), SIGKILL kill-grace later. So exec needs --lock-delay of at least
---kill-grace + 0.5s + margin (3.8s with the defaults: --ttl 15s, --kill-grace 3s); it refuses
-shorter ones and names the values that work.
-
-Exit status: 0 on success, 1 on an error (printed as "raftlock: <code>: <message>"),
-2 on a usage error. exec exits with CMD's status (128+N if signal N ended it), or
-124 if the lock was lost while CMD ran, 125 if the lock could not be taken, 126 if
-CMD could not be started, 127 if CMD was not found.
-`
+// Output formats (-o).
+const (
+	outText = "text"
+	outJSON = "json"
+)
 
 // cli is one invocation's settings and output.
 type cli struct {
 	stdout, stderr io.Writer
-	addrs          []string
-	timeout        time.Duration
-	json           bool
+	// The global flags: --addr, --timeout, -o/--output (and --json).
+	addr    string
+	addrs   []string
+	timeout time.Duration
+	output  string
+	// now and loc time and place the timestamps that lock watch prints
+	// (tests fix them).
+	now func() time.Time
+	loc *time.Location
 }
 
-// usageError is a command line that cannot be run. err, if any, is the
-// validator's error behind it (errors.Is(err, api.ErrInvalidArgument)).
+func newCLI(stdout, stderr io.Writer) *cli {
+	return &cli{stdout: stdout, stderr: stderr, now: time.Now, loc: time.Local}
+}
+
+// json reports whether the result is to be printed as JSON.
+func (c *cli) json() bool { return c.output == outJSON }
+
+// run runs the CLI with args (without the program name) and returns the
+// exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return newCLI(stdout, stderr).main(ctx, args)
+}
+
+// main parses the global flags, finds the command in the table, parses
+// its flags and runs it.
+func (c *cli) main(ctx context.Context, args []string) int {
+	if err := c.fromEnv(); err != nil {
+		return c.finish(err)
+	}
+	gfs := newFlagSet("raftlock")
+	c.globalFlags(gfs, true)
+	version := gfs.Bool("version", false, "print the version and exit")
+	if err := gfs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c.finish(c.printf("%s", overview()))
+		}
+		return c.finish(usagef("", "%v", err))
+	}
+	if *version {
+		return c.finish(c.printf("%s", versionText()))
+	}
+	rest := gfs.Args()
+	if len(rest) == 0 {
+		fmt.Fprint(c.stderr, overview())
+		return exitUsage
+	}
+	cmd, group, args, err := lookup(rest)
+	switch {
+	case err != nil:
+		return c.finish(err)
+	case cmd == nil: // "raftlock lock --help"
+		return c.finish(c.printf("%s", groupHelp(group)))
+	}
+	fs := newFlagSet(cmd.name)
+	c.globalFlags(fs, cmd.output)
+	runCmd := cmd.setup(c, fs)
+	split := cmd.split
+	if split == nil {
+		split = func(fs *flag.FlagSet, args []string) ([]string, error) {
+			return parse(fs, args, cmd.nargs[0], cmd.nargs[1])
+		}
+	}
+	pos, err := split(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return c.finish(c.printf("%s", cmd.helpText()))
+	}
+	if err == nil {
+		err = c.settle()
+	}
+	if err == nil {
+		err = runCmd(ctx, pos)
+	}
+	return c.finish(err)
+}
+
+// fromEnv sets the global flags' defaults from the environment.
+func (c *cli) fromEnv() error {
+	c.addr, c.timeout, c.output = defaultAddr, defaultTimeout, outText
+	if v := os.Getenv("RAFTLOCK_ADDR"); v != "" {
+		c.addr = v
+	}
+	if v := os.Getenv("RAFTLOCK_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return usagef("", "RAFTLOCK_TIMEOUT=%q: not a duration (e.g. 30s)", v)
+		}
+		c.timeout = d
+	}
+	if v := os.Getenv("RAFTLOCK_OUTPUT"); v != "" {
+		if err := (outputFlag{c}).Set(v); err != nil {
+			return usagef("", "RAFTLOCK_OUTPUT=%q: %v", v, err)
+		}
+	}
+	return nil
+}
+
+// globalFlags defines the global flags on fs: --addr, --timeout, the
+// deprecated --json and, with output, -o/--output. Every command's flag
+// set has them too, so they may come before or after the command. (Every
+// command took --json before -o came, so every one still does; it changes
+// nothing for those that print no result.)
+func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
+	fs.StringVar(&c.addr, "addr", c.addr, "nodes to talk to, `host:port[,host:port...]`")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after `D`")
+	fs.BoolFunc("json", "same as -o json (deprecated)", func(s string) error {
+		on, err := strconv.ParseBool(s)
+		if on {
+			c.output = outJSON
+		}
+		return err
+	})
+	if output {
+		fs.Var(outputFlag{c}, "o", "output format, `text|json`")
+		fs.Var(outputFlag{c}, "output", "output format, `text|json`")
+	}
+}
+
+// globalFlag names the flags globalFlags defines (a command's help lists
+// the others).
+var globalFlag = map[string]bool{"addr": true, "timeout": true, "o": true, "output": true, "json": true}
+
+// outputFlag is -o/--output: text or json.
+type outputFlag struct{ c *cli }
+
+func (o outputFlag) String() string {
+	if o.c == nil {
+		return ""
+	}
+	return o.c.output
+}
+
+func (o outputFlag) Set(s string) error {
+	switch s {
+	case outText, outJSON:
+		o.c.output = s
+		return nil
+	}
+	return fmt.Errorf("want text or json")
+}
+
+// settle checks the global flags once every flag is parsed.
+func (c *cli) settle() error {
+	if err := api.CheckNonNegative("--timeout", c.timeout); err != nil {
+		return badFlag("", err)
+	}
+	c.addrs = c.addrs[:0]
+	for _, a := range strings.Split(c.addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.addrs = append(c.addrs, a)
+		}
+	}
+	return nil
+}
+
+// newFlagSet returns a flag set that prints nothing: a parse error comes
+// back from Parse and is printed once, as a usage error, and -h/--help
+// prints the command's help once.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// usageError is a command line that cannot be run (exit 2). cmd names the
+// command (or group) whose help the hint points to ("": the overview);
+// err, if any, is the validator's error behind it (errors.Is(err,
+// api.ErrInvalidArgument)).
 type usageError struct {
+	cmd string
 	msg string
 	err error
 }
 
-func (e *usageError) Error() string { return e.msg }
+func (e *usageError) Error() string {
+	if e.cmd == "" {
+		return e.msg
+	}
+	return e.cmd + ": " + e.msg
+}
 
 func (e *usageError) Unwrap() error { return e.err }
 
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
+// usagef returns the usage error of command cmd ("": none).
+func usagef(cmd, format string, args ...any) error {
+	return &usageError{cmd: cmd, msg: fmt.Sprintf(format, args...)}
 }
 
 // badFlag is the usage error of a flag value refused by a session
-// validator (api.CheckTTL, CheckNonNegative, ...): printed once as
-// "raftlock: CMD: <message>", the message naming the flag, the value and
-// the allowed range, without the API code. cmd is "" for a global flag.
+// validator (api.CheckTTL, CheckNonNegative, ...): its message names the
+// flag, the value and the allowed range, without the API code. cmd is ""
+// for a global flag.
 func badFlag(cmd string, err error) error {
 	msg := err.Error()
 	var e *api.Error
 	if errors.As(err, &e) {
 		msg = e.Message
 	}
-	if cmd != "" {
-		msg = cmd + ": " + msg
-	}
-	return &usageError{msg: msg, err: err}
+	return &usageError{cmd: cmd, msg: msg, err: err}
 }
 
-// run runs the CLI with args (without the program name) and returns the
-// exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	c := &cli{stdout: stdout, stderr: stderr}
-	fs := flag.NewFlagSet("raftlock", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usageText) }
-	addr := os.Getenv("RAFTLOCK_ADDR")
-	if addr == "" {
-		addr = defaultAddr
-	}
-	fs.StringVar(&addr, "addr", addr, "nodes: host:port[,host:port...]")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "overall timeout (0s: never)")
-	fs.BoolVar(&c.json, "json", false, "print JSON")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageText)
-			return exitOK
-		}
-		return exitUsage
-	}
-	if err := api.CheckNonNegative("--timeout", c.timeout); err != nil {
-		return c.finish(badFlag("", err))
-	}
-	for _, a := range strings.Split(addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			c.addrs = append(c.addrs, a)
-		}
-	}
-	rest := fs.Args()
-	if len(rest) == 0 {
-		fmt.Fprint(stderr, usageText)
-		return exitUsage
-	}
-	return c.finish(c.dispatch(ctx, rest[0], rest[1:]))
+// codeError is an error with one of the CLI's own codes (API.md):
+// stale_sequencer, command_not_found, not_executable, lock_lost.
+type codeError struct {
+	code string
+	err  error
 }
 
-// finish prints err (if it says something) and returns the exit status
-// it calls for.
+func (e *codeError) Error() string { return e.err.Error() }
+
+func (e *codeError) Unwrap() error { return e.err }
+
+// finish prints err (if it says something) as one line, "raftlock: CODE:
+// message" (a usage error: "raftlock: usage: message" and a hint naming
+// the help to read), and returns the exit status it calls for.
 func (c *cli) finish(err error) int {
-	stderr := c.stderr
 	var ue *usageError
 	var es *exitStatus
 	switch {
@@ -168,17 +265,19 @@ func (c *cli) finish(err error) int {
 	case errors.As(err, &es):
 		if es.err != nil {
 			code, msg := describe(es.err)
-			fmt.Fprintf(stderr, "raftlock: %s: %s\n", code, msg)
+			fmt.Fprintf(c.stderr, "raftlock: %s: %s\n", code, msg)
 		}
 		return es.code
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "raftlock: %s\nrun 'raftlock help' for usage\n", ue.msg)
+		help := ""
+		if ue.cmd != "" {
+			help = " " + ue.cmd
+		}
+		fmt.Fprintf(c.stderr, "raftlock: usage: %s\nrun 'raftlock help%s' for usage\n", ue.Error(), help)
 		return exitUsage
 	default:
 		code, msg := describe(err)
-		fmt.Fprintf(stderr, "raftlock: %s: %s\n", code, msg)
+		fmt.Fprintf(c.stderr, "raftlock: %s: %s\n", code, msg)
 		return exitError
 	}
 }
@@ -186,7 +285,10 @@ func (c *cli) finish(err error) int {
 // describe returns the code and message to print for err.
 func describe(err error) (string, string) {
 	var e *api.Error
+	var ce *codeError
 	switch {
+	case errors.As(err, &ce):
+		return ce.code, ce.err.Error()
 	case errors.As(err, &e):
 		msg := e.Message
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -195,8 +297,6 @@ func describe(err error) (string, string) {
 		return string(e.Code), msg
 	case errors.Is(err, session.ErrElectionNoLeader):
 		return "no_election_leader", err.Error()
-	case errors.Is(err, errStaleSequencer):
-		return "stale_sequencer", err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout", err.Error()
 	case errors.Is(err, context.Canceled):
@@ -206,68 +306,9 @@ func describe(err error) (string, string) {
 	}
 }
 
-// dispatch runs one command.
-func (c *cli) dispatch(ctx context.Context, name string, args []string) error {
-	switch name {
-	case "help", "-h", "--help":
-		fmt.Fprint(c.stdout, usageText)
-		return nil
-	case "status":
-		return c.status(ctx, args)
-	case "lock":
-		return c.sub(ctx, "lock", args, map[string]func(context.Context, []string) error{
-			"get": c.lockGet, "list": c.lockList, "watch": c.lockWatch})
-	case "sequencer":
-		return c.sub(ctx, "sequencer", args, map[string]func(context.Context, []string) error{
-			"check": c.sequencerCheck})
-	case "session":
-		return c.sub(ctx, "session", args, map[string]func(context.Context, []string) error{
-			"open": c.sessionOpen, "keepalive": c.sessionKeepAlive, "get": c.sessionGet, "close": c.sessionClose})
-	case "acquire":
-		return c.acquire(ctx, args)
-	case "release":
-		return c.release(ctx, args)
-	case "exec":
-		return c.execCmd(ctx, args)
-	case "elect":
-		return c.elect(ctx, args)
-	case "leader":
-		return c.leader(ctx, args)
-	default:
-		return usagef("unknown command %q", name)
-	}
-}
-
-// sub runs a subcommand of a command group.
-func (c *cli) sub(ctx context.Context, group string, args []string, cmds map[string]func(context.Context, []string) error) error {
-	if len(args) == 0 {
-		return usagef("%s: missing subcommand", group)
-	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(c.stdout, usageText)
-		return nil
-	}
-	f, ok := cmds[args[0]]
-	if !ok {
-		return usagef("%s: unknown subcommand %q", group, args[0])
-	}
-	return f(ctx, args[1:])
-}
-
-// flags returns a FlagSet for a subcommand; it accepts --json too.
-func (c *cli) flags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	// A parse error comes back from Parse and is printed once, by run, as a
-	// usage error; the flag package does not print it too.
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() { fmt.Fprint(c.stdout, usageText) }
-	fs.BoolVar(&c.json, "json", c.json, "print JSON")
-	return fs
-}
-
-// parse parses a subcommand's flags, which may come before or after its
+// parse parses a command's flags, which may come before or after its
 // positional arguments ("--" ends the flags), and checks the number of
-// positional arguments.
+// positional arguments (maxPos -1: any).
 func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error) {
 	var pos []string
 	for {
@@ -275,7 +316,7 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef("%s: %v", fs.Name(), err)
+			return nil, usagef(fs.Name(), "%v", err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -290,19 +331,34 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error
 	}
 	switch {
 	case len(pos) < minPos:
-		return nil, usagef("%s: missing argument", fs.Name())
-	case len(pos) > maxPos:
-		return nil, usagef("%s: too many arguments: %q", fs.Name(), pos[maxPos:])
+		return nil, usagef(fs.Name(), "missing argument")
+	case maxPos >= 0 && len(pos) > maxPos:
+		return nil, usagef(fs.Name(), "too many arguments: %q", pos[maxPos:])
 	}
 	return pos, nil
+}
+
+// newClient returns a client of the cluster. Unless --timeout is 0s
+// (never give up), it fails fast: a cluster none of whose nodes can be
+// connected to is reported as unreachable after about a second.
+func (c *cli) newClient() (*transport.Client, error) {
+	var opts []transport.ClientOption
+	if c.timeout > 0 {
+		opts = append(opts, transport.WithFailFast(failFast))
+	}
+	cl, err := transport.NewClient(c.addrs, opts...)
+	if err != nil {
+		return nil, usagef("", "--addr: %v", err)
+	}
+	return cl, nil
 }
 
 // client returns a client of the cluster and the ctx of one command, with
 // extra time on top of --timeout (a waiting acquire's wait).
 func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Client, context.Context, context.CancelFunc, error) {
-	cl, err := transport.NewClient(c.addrs)
+	cl, err := c.newClient()
 	if err != nil {
-		return nil, nil, nil, usagef("--addr: %v", err)
+		return nil, nil, nil, err
 	}
 	if c.timeout == 0 { // --timeout 0s: never give up
 		ctx, cancel := context.WithCancel(ctx)
@@ -310,4 +366,27 @@ func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Clien
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+extra)
 	return cl, ctx, cancel, nil
+}
+
+// longClient returns the client of a command that runs until interrupted
+// or for as long as its child (exec, elect, lock watch, leader --observe):
+// it first makes sure the cluster is reachable (one fail-fast health
+// call, unless --timeout is 0s), then returns a client that, like a
+// session's, retries until its ctx ends, so that the command rides out a
+// full restart of the cluster.
+func (c *cli) longClient(ctx context.Context) (*transport.Client, error) {
+	if c.timeout > 0 {
+		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+			_, err := cl.Health(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	cl, err := transport.NewClient(c.addrs)
+	if err != nil {
+		return nil, usagef("", "--addr: %v", err)
+	}
+	return cl, nil
 }
