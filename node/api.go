@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -101,7 +102,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	}
 	ttl, ok := n.leases.KeepAlive(id)
 	if !ok {
-		return 0, api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	return ttl, nil
 }
@@ -116,7 +117,7 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return mapStatus(res, "close session "+id)
+	return mapStatus(res, "close session (handle "+api.SessionHandle(id)+")")
 }
 
 // SessionInfo describes a session and the locks it holds.
@@ -129,7 +130,7 @@ func (n *Node) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	}
 	s, ok := n.fsm.Session(id)
 	if !ok {
-		return api.Info{}, api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+		return api.Info{}, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	info := api.Info{ID: s.ID, Name: s.Name, TTL: time.Duration(s.TTL), LockDelay: time.Duration(s.LockDelay), Locks: []string{}}
 	for name := range s.Locks {
@@ -245,7 +246,7 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) error {
 	return mapStatus(res, "release "+req.Name)
 }
 
-func lockState(l fsm.Lock) api.LockState {
+func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 	st := api.LockState{Name: l.Name, Mode: l.Mode, Holders: []api.Holder{},
 		Waiters: len(l.Waiters), Index: l.Index}
 	for _, w := range l.Waiters {
@@ -255,8 +256,8 @@ func lockState(l fsm.Lock) api.LockState {
 		st.Mode = 0
 	}
 	for _, h := range l.Holders {
-		st.Holders = append(st.Holders, api.Holder{Session: h.Session, Holder: h.Holder,
-			Token: sequencer.Token(h.Token), Value: h.Value})
+		st.Holders = append(st.Holders, api.Holder{SessionHandle: api.SessionHandle(h.Session),
+			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
 	}
 	if l.Delayed {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
@@ -272,6 +273,19 @@ func lockState(l fsm.Lock) api.LockState {
 		st.GrantsSince = sequencer.Token(l.Index + 1)
 	}
 	return st
+}
+
+// holderSessionName is the name of h's session: from the grant that made
+// h a holder, read with the lock, or from the session when the lock's
+// history no longer holds that grant.
+func (n *Node) holderSessionName(l fsm.Lock, h fsm.Holder) string {
+	for _, g := range slices.Backward(l.Grants) {
+		if g.Token == h.Token && g.Holder == h.Holder {
+			return g.SessionName
+		}
+	}
+	s, _ := n.fsm.Session(h.Session)
+	return s.Name
 }
 
 // LockState returns the state of one lock (a free lock has no holders).
@@ -296,7 +310,7 @@ func (n *Node) lockState(name string) api.LockState {
 		return api.LockState{Name: name, Holders: []api.Holder{}, Index: applied,
 			GrantsSince: sequencer.Token(l.GrantsSince)}
 	}
-	return lockState(l)
+	return n.lockStateOf(l)
 }
 
 // WatchLock answers the lock's state once its Index is above index, or the
@@ -351,7 +365,7 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error
 	ls := n.fsm.Locks(prefix)
 	out := make([]api.LockState, 0, len(ls))
 	for _, l := range ls {
-		out = append(out, lockState(l))
+		out = append(out, n.lockStateOf(l))
 	}
 	return out, nil
 }

@@ -84,7 +84,7 @@ func TestClientSessionsOverHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Holders) != 1 || st.Holders[0].Token != l2.Token() || st.Holders[0].Session != s2.ID() {
+	if len(st.Holders) != 1 || st.Holders[0].Token != l2.Token() || st.Holders[0].SessionHandle != s2.Handle() {
 		t.Fatalf("after failover: %+v, want held by %s with token %d", st, s2.ID(), l2.Token())
 	}
 	if !s2.Safe() {

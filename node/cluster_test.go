@@ -162,7 +162,8 @@ func (c *testCluster) run(i int, cfg Config, ln net.Listener) {
 		if n, err = New(cfg); err != nil || ln == nil {
 			return
 		}
-		srv = &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+		srv = &http.Server{Handler: transport.NewServer(n, transport.WithLogger(cfg.Logger.Named("http"))),
+			ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 	})
 	if err != nil {

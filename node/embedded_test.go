@@ -201,7 +201,7 @@ func TestBlockedLockSurvivesFailover(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(st.Holders) != 1 || st.Holders[0].Session != waiter.ID() || st.Holders[0].Holder != l2.Holder() || st.Waiters != 0 {
+			if len(st.Holders) != 1 || st.Holders[0].SessionHandle != waiter.Handle() || st.Holders[0].Holder != l2.Holder() || st.Waiters != 0 {
 				t.Fatalf("after handoff %+v, want exactly one grant to the waiter's holder %s", st, l2.Holder())
 			}
 			info, err := client.SessionInfo(ctx, waiter.ID())

@@ -292,7 +292,7 @@ func (n *Node) expireDue(ctx context.Context) {
 			n.leases.Unmark(ids[i])
 			continue
 		}
-		n.log.Info("session expired", "session", ids[i])
+		n.log.Info("session expired", "session_handle", api.SessionHandle(ids[i]))
 	}
 }
 
@@ -598,7 +598,10 @@ func (n *Node) registerSelf() {
 }
 
 // registerLoop makes sure the member table holds this node's HTTP address:
-// a follower asks the leader to record it, at the leader's peer port.
+// a follower asks the leader to record it, at the leader's peer port (the
+// only port that takes member records: the client HTTP API does not). A
+// node without a peer port (Config.RaftTransport) records its address only
+// when it leads.
 func (n *Node) registerLoop() {
 	defer n.wg.Done()
 	if n.cfg.HTTPAddr == "" {
@@ -625,7 +628,7 @@ func (n *Node) registerLoop() {
 			continue
 		}
 		li := n.Leader()
-		to := li.ForwardAddr()
+		to := li.PeerAddr
 		if to == "" || li.Self {
 			continue
 		}

@@ -30,7 +30,7 @@ func TestLeaderFailoverKeepsLocksAndSessions(t *testing.T) {
 	if err := c.do(func(n *Node) (err error) { st, err = n.LockState(ctxT(t), "jobs/a"); return }); err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].Session != s.ID {
+	if len(st.Holders) != 1 || st.Holders[0].Token != g.Token || st.Holders[0].SessionHandle != api.SessionHandle(s.ID) {
 		t.Fatalf("after failover lock = %+v, want held by %s with token %d", st, s.ID, g.Token)
 	}
 	// A retried acquire returns the same grant.

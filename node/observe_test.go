@@ -118,8 +118,8 @@ func TestObserveReportsLeadersElectedWhileItsQueryIsBlocked(t *testing.T) {
 		}
 		// The last one still leads at the answer that reports it: its
 		// session is known then.
-		if i == len(want)-1 && ld.Session != w.id {
-			t.Fatalf("current leader reported with session %q, want %q", ld.Session, w.id)
+		if i == len(want)-1 && ld.SessionHandle != api.SessionHandle(w.id) {
+			t.Fatalf("current leader reported with session handle %q, want that of %q", ld.SessionHandle, w.id)
 		}
 	}
 

@@ -232,8 +232,13 @@ func Open(ctx context.Context, b api.Backend, opts ...Option) (*Session, error) 
 	return s, nil
 }
 
-// ID returns the session id.
+// ID returns the session id: a secret capability (whoever knows it can keep
+// the session alive, release its locks or close it); show Handle instead.
 func (s *Session) ID() string { return s.id }
+
+// Handle returns the session's public handle (api.SessionHandle of its
+// id): how lock states, election leaders and the cluster's logs name it.
+func (s *Session) Handle() string { return api.SessionHandle(s.id) }
 
 // Name returns the session's descriptive name.
 func (s *Session) Name() string { return s.name }

@@ -763,7 +763,7 @@ func TestLockCancelReturnsPromptly(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("Lock did not return after cancel")
 		}
-		if hs := r.holders("a"); len(hs) != 1 || hs[0].Session != s1.ID() {
+		if hs := r.holders("a"); len(hs) != 1 || hs[0].SessionHandle != s1.Handle() {
 			t.Fatalf("holders %+v", hs)
 		}
 	})

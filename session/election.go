@@ -27,10 +27,12 @@ type Leader struct {
 	Election string
 	// Value is what the leader campaigned with.
 	Value string
-	// Session is the leader's session id while it leads at the answer that
-	// reports it; empty for a leader Observe learns of from the lock's
-	// history after it stopped leading.
-	Session string
+	// SessionHandle is the handle of the leader's session
+	// (api.SessionHandle; never its id, a secret) while it leads at the
+	// answer that reports it; empty for a leader Observe learns of from the
+	// lock's history after it stopped leading. A session knows itself by
+	// Session.Handle.
+	SessionHandle string
 	// SessionName is the name of the leader's session, from the lock's
 	// grant history (empty from a server that keeps none).
 	SessionName string
@@ -197,13 +199,13 @@ func electedAfter(st api.LockState, known sequencer.Token) ([]Leader, bool) {
 }
 
 // pastLeader is the leader an exclusive grant of an election lock's history
-// made; Session is set while that grant still holds the lock.
+// made; SessionHandle is set while that grant still holds the lock.
 func pastLeader(st api.LockState, g api.PastGrant) Leader {
 	ld := Leader{Election: st.Name, Value: g.Value, SessionName: g.SessionName,
 		Sequencer: sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: g.Token}}
 	for _, h := range st.Holders {
 		if h.Token == g.Token && h.Holder == g.Holder {
-			ld.Session = h.Session
+			ld.SessionHandle = h.SessionHandle
 		}
 	}
 	return ld
@@ -217,10 +219,11 @@ func leaderOf(st api.LockState) (Leader, bool) {
 	}
 	h := st.Holders[0]
 	ld := Leader{
-		Election:  st.Name,
-		Value:     h.Value,
-		Session:   h.Session,
-		Sequencer: sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: h.Token},
+		Election:      st.Name,
+		Value:         h.Value,
+		SessionHandle: h.SessionHandle,
+		SessionName:   h.SessionName,
+		Sequencer:     sequencer.Sequencer{Name: st.Name, Mode: sequencer.Exclusive, Token: h.Token},
 	}
 	for _, g := range st.Grants {
 		if g.Token == h.Token && g.Holder == h.Holder {

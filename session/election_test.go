@@ -62,15 +62,15 @@ func ledElection(index uint64, since sequencer.Token, grants ...api.PastGrant) a
 	st := freeElection(index, since, grants...)
 	g := grants[len(grants)-1]
 	st.Mode = sequencer.Exclusive
-	st.Holders = []api.Holder{{Session: "sid-" + g.Value, Holder: g.Holder, Token: g.Token, Value: g.Value}}
+	st.Holders = []api.Holder{{SessionHandle: "sid-" + g.Value, SessionName: g.SessionName, Holder: g.Holder, Token: g.Token, Value: g.Value}}
 	return st
 }
 
-// wantLeader checks one reported leader: value, token, session (id and
-// name) and gap.
-func wantLeader(t *testing.T, got Leader, value string, tok sequencer.Token, sessionID string, gap bool) {
+// wantLeader checks one reported leader: value, token, session (handle
+// and name) and gap.
+func wantLeader(t *testing.T, got Leader, value string, tok sequencer.Token, handle string, gap bool) {
 	t.Helper()
-	want := Leader{Election: "e", Value: value, Session: sessionID, SessionName: "sess-" + value,
+	want := Leader{Election: "e", Value: value, SessionHandle: handle, SessionName: "sess-" + value,
 		Sequencer: sequencer.Sequencer{Name: "e", Mode: sequencer.Exclusive, Token: tok}, Gap: gap}
 	if got != want {
 		t.Fatalf("leader %+v, want %+v", got, want)
@@ -141,7 +141,14 @@ func TestObserveFlagsAGapWhenTheHistoryNoLongerReachesBack(t *testing.T) {
 // the leader of each answer, as before histories, and cannot flag a gap.
 func TestObserveWithoutHistoryReportsEachAnswersLeader(t *testing.T) {
 	ctx, f, obs := observeScripted(t)
-	old := func(st api.LockState) api.LockState { st.Grants, st.GrantsSince = nil, 0; return st }
+	// ... nor session names of holders.
+	old := func(st api.LockState) api.LockState {
+		st.Grants, st.GrantsSince = nil, 0
+		for i := range st.Holders {
+			st.Holders[i].SessionName = ""
+		}
+		return st
+	}
 	f.answer(t, ctx, old(ledElection(20, 1, pastGrant(20, "a"))))
 	if first := recv(t, obs, "a"); first.Value != "a" || first.Token() != 20 || first.Gap || first.SessionName != "" {
 		t.Fatalf("first leader without history: %+v", first)

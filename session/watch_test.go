@@ -112,7 +112,7 @@ func TestElectionRecipe(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := recv(t, obs, "first leader")
-	if first.Value != "host-a:80" || first.Session != a.ID() || first.Token() != la.Token() {
+	if first.Value != "host-a:80" || first.SessionHandle != a.Handle() || first.Token() != la.Token() {
 		t.Fatalf("first leader %+v", first)
 	}
 	got := make(chan *Leadership, 1)

@@ -15,8 +15,11 @@ import (
 )
 
 // FuzzHTTPHandlers sends random methods, paths and bodies to the server
-// over a fake service: it never panics, every answer is 2xx with a JSON
-// body or a JSON error body, with a status from the documented set.
+// over a fake service, on the client port and on the peer port: it never
+// panics, every answer is 2xx with a JSON body or a JSON error body, with
+// a status from the documented set; a read answers no session id (but that
+// of /v1/sessions/{id}, whose caller has it), and the client port serves
+// no member records.
 func FuzzHTTPHandlers(f *testing.F) {
 	seeds := []struct{ method, path, body string }{
 		{"POST", "/v1/sessions", `{"name":"s","ttl":"15s","lock_delay":"10s"}`},
@@ -46,10 +49,9 @@ func FuzzHTTPHandlers(f *testing.F) {
 		f.Add(s.method, s.path, []byte(s.body))
 	}
 	svc := newFakeService("n1")
-	srv := NewServer(svc)
+	srv, peer := NewServer(svc), NewServer(svc, peerRoutes)
 	// One real session so that SID-paths reach the service.
 	sid := openFuzzSession(f, srv)
-	allowed := map[int]bool{200: true, 400: true, 404: true, 405: true, 408: true, 409: true, 413: true, 500: true, 503: true}
 	f.Fuzz(func(t *testing.T, method, path string, body []byte) {
 		path = strings.ReplaceAll(path, "SID", sid)
 		if !validMethod(method) || !strings.HasPrefix(path, "/") {
@@ -58,42 +60,63 @@ func FuzzHTTPHandlers(f *testing.F) {
 		// A waiting acquire in the fake ends with the request's ctx.
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1"+path, bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		w := httptest.NewRecorder()
-		srv.ServeHTTP(w, req)
-		res := w.Result()
-		if !allowed[res.StatusCode] {
-			t.Fatalf("%s %q: status %d", method, path, res.StatusCode)
-		}
-		if method == http.MethodHead {
-			return
-		}
-		out := w.Body.Bytes()
-		if !json.Valid(out) {
-			t.Fatalf("%s %q: %d, body not JSON: %q", method, path, res.StatusCode, out)
-		}
-		if res.StatusCode != 200 {
-			var e ErrorReply
-			if err := json.Unmarshal(out, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
-				t.Fatalf("%s %q: %d, not an error body: %q", method, path, res.StatusCode, out)
+		for _, port := range []struct {
+			name string
+			h    http.Handler
+		}{{"client port", srv}, {"peer port", peer}} {
+			req, err := http.NewRequestWithContext(ctx, method, "http://127.0.0.1"+path, bytes.NewReader(body))
+			if err != nil {
+				return
 			}
-			if StatusOf(sessionCode(e.Error.Code)) != res.StatusCode {
-				t.Fatalf("%s %q: code %s with status %d", method, path, e.Error.Code, res.StatusCode)
-			}
-		}
-		if res.Header.Get(HeaderLeader) != "n1" {
-			t.Fatalf("%s %q: no leader header", method, path)
-		}
-		// A body that is not UTF-8 is never decoded into a request (its
-		// bytes would turn into U+FFFD).
-		if method != http.MethodGet && method != http.MethodHead && len(bytes.TrimSpace(body)) > 0 &&
-			!utf8.Valid(body) && res.StatusCode == 200 {
-			t.Fatalf("%s %q: body %q, not UTF-8, answered 200", method, path, body)
+			w := httptest.NewRecorder()
+			port.h.ServeHTTP(w, req)
+			checkFuzzAnswer(t, port.name, method, path, body, sid, w)
 		}
 	})
+}
+
+// fuzzStatuses are the statuses the API answers with.
+var fuzzStatuses = map[int]bool{200: true, 400: true, 404: true, 405: true, 408: true, 409: true, 413: true, 500: true, 503: true}
+
+// checkFuzzAnswer checks one answer of FuzzHTTPHandlers.
+func checkFuzzAnswer(t *testing.T, port, method, path string, body []byte, sid string, w *httptest.ResponseRecorder) {
+	t.Helper()
+	res := w.Result()
+	if port == "client port" && strings.HasPrefix(path, "/v1/internal/") && res.StatusCode == 200 {
+		t.Fatalf("%s %q on the client port: answered 200", method, path)
+	}
+	if !fuzzStatuses[res.StatusCode] {
+		t.Fatalf("%s %q: status %d", method, path, res.StatusCode)
+	}
+	if method == http.MethodHead {
+		return
+	}
+	out := w.Body.Bytes()
+	if !json.Valid(out) {
+		t.Fatalf("%s %q: %d, body not JSON: %q", method, path, res.StatusCode, out)
+	}
+	if res.StatusCode != 200 {
+		var e ErrorReply
+		if err := json.Unmarshal(out, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
+			t.Fatalf("%s %q: %d, not an error body: %q", method, path, res.StatusCode, out)
+		}
+		if StatusOf(sessionCode(e.Error.Code)) != res.StatusCode {
+			t.Fatalf("%s %q: code %s with status %d", method, path, e.Error.Code, res.StatusCode)
+		}
+	}
+	if res.Header.Get(HeaderLeader) != "n1" {
+		t.Fatalf("%s %q: no leader header", method, path)
+	}
+	// A body that is not UTF-8 is never decoded into a request (its
+	// bytes would turn into U+FFFD).
+	if method != http.MethodGet && method != http.MethodHead && len(bytes.TrimSpace(body)) > 0 &&
+		!utf8.Valid(body) && res.StatusCode == 200 {
+		t.Fatalf("%s %q: body %q, not UTF-8, answered 200", method, path, body)
+	}
+	if method == http.MethodGet && res.StatusCode == 200 && !strings.Contains(path, sid) &&
+		bytes.Contains(out, []byte(sid)) {
+		t.Fatalf("%s %q: the answer carries a session id: %s", method, path, out)
+	}
 }
 
 func validMethod(m string) bool {

@@ -9,6 +9,7 @@ import (
 	"path"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,10 @@ type Server struct {
 	proxy http.RoundTripper
 	// warns rate-limits the WARN lines of failed requests.
 	warns warnLimiter
+	// peer serves the routes only members may call (POST
+	// /v1/internal/members): set on the peer port's server (ServePeers),
+	// never on the client HTTP port's.
+	peer bool
 	// localReads answers read endpoints without forwarding: a deliberate
 	// fault, set only in a build with -tags raftlock_faults
 	// (WithUnsafeLocalReads).
@@ -83,27 +88,32 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 	return s
 }
 
-// route is one API route: a ServeMux pattern, whether a follower forwards it
-// to the leader, and its handler.
+// routes registers the API routes: each a ServeMux pattern, whether a
+// follower forwards it to the leader, whether only members may call it (the
+// peer port's Server alone serves those), and its handler.
 func (s *Server) routes() {
 	for _, r := range []struct {
-		pattern string
-		forward bool
-		h       func(http.ResponseWriter, *http.Request) error
+		pattern  string
+		forward  bool
+		peerOnly bool
+		h        func(http.ResponseWriter, *http.Request) error
 	}{
-		{"POST /v1/sessions", true, s.handleOpenSession},
-		{"POST /v1/sessions/{id}/keepalive", true, s.handleKeepAlive},
-		{"GET /v1/sessions/{id}", !s.localReads, s.handleSessionInfo},
-		{"DELETE /v1/sessions/{id}", true, s.handleCloseSession},
-		{"POST /v1/acquire", true, s.handleAcquire},
-		{"POST /v1/release", true, s.handleRelease},
-		{"GET /v1/lock", !s.localReads, s.handleLock},
-		{"GET /v1/locks", !s.localReads, s.handleLocks},
-		{"POST /v1/sequencer/check", !s.localReads, s.handleCheck},
-		{"GET /v1/cluster", true, s.handleCluster},
-		{"POST /v1/internal/members", true, s.handleRegister},
-		{"GET /v1/health", false, s.handleHealth},
+		{"POST /v1/sessions", true, false, s.handleOpenSession},
+		{"POST /v1/sessions/{id}/keepalive", true, false, s.handleKeepAlive},
+		{"GET /v1/sessions/{id}", !s.localReads, false, s.handleSessionInfo},
+		{"DELETE /v1/sessions/{id}", true, false, s.handleCloseSession},
+		{"POST /v1/acquire", true, false, s.handleAcquire},
+		{"POST /v1/release", true, false, s.handleRelease},
+		{"GET /v1/lock", !s.localReads, false, s.handleLock},
+		{"GET /v1/locks", !s.localReads, false, s.handleLocks},
+		{"POST /v1/sequencer/check", !s.localReads, false, s.handleCheck},
+		{"GET /v1/cluster", true, false, s.handleCluster},
+		{"GET /v1/health", false, false, s.handleHealth},
+		{"POST /v1/internal/members", true, true, s.handleRegister},
 	} {
+		if r.peerOnly && !s.peer {
+			continue
+		}
 		s.mux.Handle(r.pattern, s.endpoint(r.forward, r.h))
 	}
 }
@@ -143,7 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// ServeMux would redirect unclean paths; the API has none.
 	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
-		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %q", r.Method, r.URL.Path))
+		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %q", r.Method, logPath(r.URL.Path)))
 		return
 	}
 	h, pattern := s.mux.Handler(r)
@@ -156,10 +166,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if allow := probe.header.Get("Allow"); allow != "" {
 				rw.Header().Set("Allow", allow)
 			}
-			s.writeError(rw, r, api.Errorf(api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+			s.writeError(rw, r, api.Errorf(api.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, logPath(r.URL.Path)))
 			return
 		}
-		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, logPath(r.URL.Path)))
 		return
 	}
 	s.mux.ServeHTTP(rw, r)
@@ -174,7 +184,7 @@ func (s *Server) recoverPanic(rw *responseWriter, r *http.Request) {
 	if v == http.ErrAbortHandler {
 		panic(v) // net/http aborts the response quietly.
 	}
-	s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+	s.log.Error("handler panic", "method", r.Method, "path", logPath(r.URL.Path), "panic", v, "stack", string(debug.Stack()))
 	if rw.wrote {
 		// Too late for an error answer: abort the connection so the client
 		// does not take a truncated answer for a whole one.
@@ -229,15 +239,33 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := apiError(err)
 	status := StatusOf(e.Code)
 	if expectedCode(e.Code) {
-		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message)
+		s.log.Debug("request refused", "method", r.Method, "path", logPath(r.URL.Path), "code", e.Code, "error", e.Message)
 	} else if ok, suppressed := s.warns.allow(e.Code); ok {
-		args := []any{"method", r.Method, "path", r.URL.Path, "code", e.Code, "error", e.Message}
+		args := []any{"method", r.Method, "path", logPath(r.URL.Path), "code", e.Code, "error", e.Message}
 		if suppressed > 0 {
 			args = append(args, "suppressed", suppressed)
 		}
 		s.log.Warn("request failed", args...)
 	}
 	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
+}
+
+// logPath is a request's path as log lines show it: a session's routes
+// name the session by its handle, never by its id (a secret capability).
+func logPath(p string) string {
+	rest, ok := strings.CutPrefix(p, "/v1/sessions/")
+	if !ok {
+		return p
+	}
+	id, tail, slash := strings.Cut(rest, "/")
+	if id == "" {
+		return p
+	}
+	out := "/v1/sessions/handle:" + api.SessionHandle(id)
+	if slash {
+		out += "/" + tail
+	}
+	return out
 }
 
 // expectedCode reports whether code is an answer of the contract rather

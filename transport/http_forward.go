@@ -67,7 +67,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 			s.writeError(w, r, proxyError(r, li, err))
 		},
 	}
-	s.log.Trace("forwarding to the leader", "method", r.Method, "path", r.URL.Path, "leader", li.ID, "addr", addr)
+	s.log.Trace("forwarding to the leader", "method", r.Method, "path", logPath(r.URL.Path), "leader", li.ID, "addr", addr)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, li)

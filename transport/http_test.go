@@ -150,7 +150,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l.Name != "jobs/a:b" || l.Mode != sequencer.Exclusive || len(l.Holders) != 1 || l.Holders[0] !=
-		(api.Holder{Session: info.ID, Holder: "h1", Token: g.Token, Value: "10.0.0.7:8080"}) || !l.DelayUntil.IsZero() {
+		(api.Holder{SessionHandle: api.SessionHandle(info.ID), SessionName: "demo", Holder: "h1", Token: g.Token, Value: "10.0.0.7:8080"}) || !l.DelayUntil.IsZero() {
 		t.Fatalf("lock: %+v", l)
 	}
 	free, err := c.LockState(ctx, "nobody/holds/this")
@@ -182,8 +182,17 @@ func TestRoundTrip(t *testing.T) {
 	if err := f.RegisterMember(ctx, Member{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: hostOf(ts), Voter: true}); err != nil {
 		t.Fatal(err)
 	}
-	resp := rawDo(t, ts.URL, "POST", "/v1/internal/members", strings.NewReader(`{"id":"n2","raft_addr":"127.0.0.1:7102","http_addr":"127.0.0.1:7002","voter":true}`))
-	if resp.status != 200 {
+	// Members register on the peer port (its Server has the members'
+	// routes), never on the client port.
+	const member = `{"id":"n2","raft_addr":"127.0.0.1:7102","http_addr":"127.0.0.1:7002","voter":true}`
+	if resp := rawDo(t, ts.URL, "POST", "/v1/internal/members", strings.NewReader(member)); resp.status != 404 {
+		t.Fatalf("register member on the client port: %d %s", resp.status, resp.body)
+	}
+	peer := newTestServer(t, f, peerRoutes)
+	if resp := rawDo(t, peer.URL, "POST", "/v1/internal/members", strings.NewReader(`{"raft_addr":"a","http_addr":"b"}`)); resp.status != 400 || resp.errCode() != string(api.CodeInvalidArgument) {
+		t.Fatalf("register member without id: %d %s", resp.status, resp.body)
+	}
+	if resp := rawDo(t, peer.URL, "POST", "/v1/internal/members", strings.NewReader(member)); resp.status != 200 {
 		t.Fatalf("register member: %d %s", resp.status, resp.body)
 	}
 	cl, err := c.Cluster(ctx)
@@ -237,7 +246,7 @@ func TestWireFormat(t *testing.T) {
 		t.Fatalf("acquire: %d %s", r.status, r.body)
 	}
 	r = rawDo(t, ts.URL, "GET", "/v1/lock?name=x", nil)
-	want := `{"name":"x","mode":"exclusive","holders":[{"session":"` + id + `","holder":"h","token":` + itoa(uint64(tok)) + `,"value":"v"}],"waiters":0,"queue":[],"index":` + itoa(uint64(tok)) + "}\n"
+	want := `{"name":"x","mode":"exclusive","holders":[{"session_handle":"` + api.SessionHandle(id) + `","session_name":"w","holder":"h","token":` + itoa(uint64(tok)) + `,"value":"v"}],"waiters":0,"queue":[],"index":` + itoa(uint64(tok)) + "}\n"
 	if r.status != 200 || string(r.body) != want {
 		t.Fatalf("lock:\n got %s\nwant %s", r.body, want)
 	}
@@ -486,7 +495,7 @@ func TestBadInput(t *testing.T) {
 		{"watch bad wait", "GET", "/v1/lock?name=a&index=1&wait=soon", ``, 400, api.CodeInvalidArgument},
 		{"watch wait too long", "GET", "/v1/lock?name=a&index=1&wait=11m", ``, 400, api.CodeInvalidArgument},
 		{"watch negative wait", "GET", "/v1/lock?name=a&index=1&wait=-1s", ``, 400, api.CodeInvalidArgument},
-		{"member without id", "POST", "/v1/internal/members", `{"raft_addr":"a","http_addr":"b"}`, 400, api.CodeInvalidArgument},
+		{"members' route on the client port", "POST", "/v1/internal/members", `{"id":"evil","raft_addr":"a","http_addr":"b"}`, 404, api.CodeNotFound},
 		{"unknown route", "GET", "/v1/nope", ``, 404, api.CodeNotFound},
 		{"root", "GET", "/", ``, 404, api.CodeNotFound},
 		{"unclean path", "GET", "/v1//cluster", ``, 404, api.CodeNotFound},

@@ -105,12 +105,14 @@ type ReleaseReply struct {
 	Released bool `json:"released"`
 }
 
-// HolderReply is one holder of a lock.
+// HolderReply is one holder of a lock. Its session is named by its handle
+// (api.SessionHandle) and its name, never by its id.
 type HolderReply struct {
-	Session string `json:"session"`
-	Holder  string `json:"holder"`
-	Token   uint64 `json:"token"`
-	Value   string `json:"value"`
+	SessionHandle string `json:"session_handle"`
+	SessionName   string `json:"session_name"`
+	Holder        string `json:"holder"`
+	Token         uint64 `json:"token"`
+	Value         string `json:"value"`
 }
 
 // LockReply answers GET /v1/lock and is one element of LocksReply. A free
@@ -179,7 +181,7 @@ type HealthInfo struct {
 	Serving bool `json:"serving"`
 }
 
-// RegisterReply answers POST /v1/internal/members.
+// RegisterReply answers POST /v1/internal/members (peer port only).
 type RegisterReply struct {
 	Registered bool `json:"registered"`
 }
@@ -286,7 +288,8 @@ func NewLockReply(l api.LockState) LockReply {
 	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
 		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
-		out.Holders = append(out.Holders, HolderReply{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token), Value: h.Value})
+		out.Holders = append(out.Holders, HolderReply{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
+			Holder: h.Holder, Token: uint64(h.Token), Value: h.Value})
 	}
 	for _, q := range l.Queue {
 		out.Queue = append(out.Queue, QueuedReply{Holder: q.Holder, Mode: q.Mode.String()})
@@ -313,7 +316,8 @@ func (r LockReply) State() (api.LockState, error) {
 		out.Mode = m
 	}
 	for _, h := range r.Holders {
-		out.Holders = append(out.Holders, api.Holder{Session: h.Session, Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+		out.Holders = append(out.Holders, api.Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
+			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
 	}
 	for _, q := range r.Queue {
 		m, err := sequencer.ParseMode(q.Mode)

@@ -15,7 +15,7 @@ import (
 // mode, holder, value, session_name; never a session id) and
 // "grants_since", and decodes to the same LockState.
 func TestLockReplyCarriesTheGrantHistory(t *testing.T) {
-	in := api.LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []api.Holder{{Session: "sid", Holder: "h2", Token: 9, Value: "b"}},
+	in := api.LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []api.Holder{{SessionHandle: "0123456789abcdef", SessionName: "bob", Holder: "h2", Token: 9, Value: "b"}},
 		Index: 9, GrantsSince: 3, Grants: []api.PastGrant{
 			{Token: 5, Mode: sequencer.Exclusive, Holder: "h1", Value: "a", SessionName: "alice"},
 			{Token: 7, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"},

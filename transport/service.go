@@ -66,7 +66,8 @@ type Service interface {
 	// Leader reports the local view of leadership, without network calls.
 	Leader() LeaderInfo
 	// RegisterMember records a member's HTTP address (leader only); followers
-	// call it through POST /v1/internal/members so that the leader can name
+	// call it through POST /v1/internal/members on the leader's peer port
+	// (the client HTTP port does not serve it) so that the leader can name
 	// every member's HTTP address.
 	RegisterMember(ctx context.Context, m Member) error
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"sync"
+
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // pending is the Return of an operation that never returned: it may take
@@ -281,11 +284,47 @@ func (h *historyLog) snapshot(start, end int64, clients int) History {
 			}
 		}
 	}
+	resolveHolders(hist.Ops)
 	sort.SliceStable(hist.Ops, func(i, j int) bool { return hist.Ops[i].Call < hist.Ops[j].Call })
 	sort.SliceStable(hist.Writes, func(i, j int) bool { return hist.Writes[i].At < hist.Writes[j].At })
 	sort.SliceStable(hist.Holds, func(i, j int) bool { return hist.Holds[i].Held < hist.Holds[j].Held })
 	sort.SliceStable(hist.Expiries, func(i, j int) bool { return hist.Expiries[i].At < hist.Expiries[j].At })
 	return hist
+}
+
+// unknownSession prefixes the handle of a holder's session that none of
+// the clients opened (as far as the history knows) in holderInfo.Session.
+const unknownSession = "handle:"
+
+// resolveHolders names the holders that reads saw by session id: a read
+// answer names a holder's session by its handle only, and the history knows
+// the id of every session its clients opened. A handle it cannot resolve
+// stays a session of its own, unknownSession + handle. Ops' holder slices
+// are copied, never changed in place.
+func resolveHolders(ops []Op) {
+	ids := map[string]string{}
+	for _, o := range ops {
+		if o.Kind == kindOpen && o.Session != "" {
+			ids[api.SessionHandle(o.Session)] = o.Session
+		}
+	}
+	for i := range ops {
+		if !slices.ContainsFunc(ops[i].Holders, func(h holderInfo) bool { return h.Handle != "" }) {
+			continue
+		}
+		hs := slices.Clone(ops[i].Holders)
+		for j, h := range hs {
+			if h.Handle == "" {
+				continue
+			}
+			id, ok := ids[h.Handle]
+			if !ok {
+				id = unknownSession + h.Handle
+			}
+			hs[j].Session, hs[j].Handle = id, ""
+		}
+		ops[i].Holders = hs
+	}
 }
 
 // historyLine is one line of a history file.

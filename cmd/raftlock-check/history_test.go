@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/raftlock/raftlock/session/api"
 )
 
 func TestHistoryRoundTrip(t *testing.T) {
@@ -144,5 +146,36 @@ func TestTrackerSignalsLostOfTheCutGrant(t *testing.T) {
 	case <-ch:
 	default:
 		t.Error("Lost() of client 1's token 4 not signalled")
+	}
+}
+
+// Reads name a holder's session by its handle, never its id: the history
+// names it by the id one of the clients opened it with (whichever client,
+// and whether its open came before or after the read), and a handle of no
+// session opened in the run by a session of its own.
+func TestHistoryMapsReadHoldersToSessionsByHandle(t *testing.T) {
+	l := newHistoryLog()
+	seen := func(client int, id uint64, at int64, hs ...holderInfo) {
+		l.record(client, message{T: msgCall, ID: id, At: at, Kind: kindRead, Lock: lk})
+		l.record(client, message{T: msgRet, ID: id, At: at + 1, Result: resOK, Holders: hs})
+	}
+	seen(0, 1, 10, holderInfo{Handle: api.SessionHandle(sB), Holder: hB, Token: 4})
+	l.record(1, message{T: msgCall, ID: 1, At: 5, Kind: kindOpen})
+	l.record(1, message{T: msgRet, ID: 1, At: 6, Result: resOK, Session: sB})
+	seen(0, 2, 20, holderInfo{Handle: api.SessionHandle("never-opened"), Holder: hC, Token: 5})
+	h := l.snapshot(0, 50, 2)
+	var reads []Op
+	for _, o := range h.Ops {
+		if o.Kind == kindRead {
+			reads = append(reads, o)
+		}
+	}
+	if len(reads) != 2 || reads[0].Holders[0] != hold(sB, hB, 4) ||
+		reads[1].Holders[0] != hold(unknownSession+api.SessionHandle("never-opened"), hC, 5) {
+		t.Fatalf("reads %+v: want %s's holder by its id, then an unknown session's by its handle", reads, sB)
+	}
+	// The log keeps what the clients sent.
+	if again := l.snapshot(0, 50, 2); !reflect.DeepEqual(again.Ops, h.Ops) || l.ops[0].Holders[0].Handle == "" {
+		t.Fatalf("a second snapshot differs, or the first changed the log: %+v", l.ops)
 	}
 }

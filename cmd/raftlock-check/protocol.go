@@ -138,9 +138,13 @@ type queuedInfo struct {
 	Mode   string `json:"mode,omitempty"`
 }
 
-// holderInfo is one holder in the answer of a read.
+// holderInfo is one holder in the answer of a read. A read names the
+// holder's session by its handle (api.SessionHandle), never by its id: the
+// client records Handle, and the checker's history names the session by the
+// id one of its clients opened it with (resolveHolders), Handle then empty.
 type holderInfo struct {
-	Session string `json:"session"`
+	Session string `json:"session,omitempty"`
+	Handle  string `json:"handle,omitempty"`
 	Holder  string `json:"holder"`
 	Token   uint64 `json:"token"`
 }

@@ -163,7 +163,7 @@ func (r *recorder) LockState(ctx context.Context, name string) (api.LockState, e
 		m.Result, m.Err = resFailed, err.Error()
 	}
 	for _, h := range st.Holders {
-		m.Holders = append(m.Holders, holderInfo{Session: h.Session, Holder: h.Holder, Token: uint64(h.Token)})
+		m.Holders = append(m.Holders, holderInfo{Handle: h.SessionHandle, Holder: h.Holder, Token: uint64(h.Token)})
 	}
 	if err == nil {
 		m.Queue, m.Index = queueOf(st), st.Index

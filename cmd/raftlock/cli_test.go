@@ -420,7 +420,7 @@ func TestExecErrors(t *testing.T) {
 // A session closed under exec (not expired) is reported as closed; exec
 // stops CMD and exits 124. elect, likewise, exits 1 with lock_lost.
 func TestSessionClosedUnderExecAndElect(t *testing.T) {
-	rl := cluster(t)
+	f, rl := fakeCluster(t)
 	sidFile := filepath.Join(t.TempDir(), "sid")
 	out, errOut := newOutput(t), newOutput(t)
 	r := background(t, newCLI(out, errOut), "exec", "--ttl", "1s", "--lock-delay", "1s", "--kill-grace", "100ms", "jobs/x", "--",
@@ -453,11 +453,22 @@ func TestSessionClosedUnderExecAndElect(t *testing.T) {
 	if err := json.Unmarshal([]byte(eout.String()), &l); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _ := rl("session", "close", l.Session); code != 0 {
+	// elect prints its session's handle, never its id: the test finds the
+	// id in the fake's log of acquires.
+	var esid string
+	for _, c := range f.Log("Acquire") {
+		if req := c.Arg.(api.AcquireRequest); req.Name == "e/x" && api.SessionHandle(req.Session) == l.SessionHandle {
+			esid = req.Session
+		}
+	}
+	if esid == "" {
+		t.Fatalf("elected %+v: no acquire of its session in the log", l)
+	}
+	if code, _, _ := rl("session", "close", esid); code != 0 {
 		t.Fatal("session close failed")
 	}
 	code = r.wait(t, "elect whose session was closed")
-	want = "raftlock: lock_lost: leadership of e/x lost: session " + l.Session + " closed (the cluster reported it gone while its lease still ran)\n"
+	want = "raftlock: lock_lost: leadership of e/x lost: session " + esid + " closed (the cluster reported it gone while its lease still ran)\n"
 	if code != exitError || !strings.HasSuffix(eerr.String(), want) {
 		t.Errorf("elect whose session was closed: exit %d, %q; want 1, ...%q", code, eerr.String(), want)
 	}

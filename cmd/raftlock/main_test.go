@@ -43,11 +43,19 @@ func (f *fake) RegisterMember(context.Context, transport.Member) error { return 
 // against it.
 func cluster(t *testing.T) func(args ...string) (int, string, string) {
 	t.Helper()
-	ts := httptest.NewServer(transport.NewServer(newFake()))
+	_, rl := fakeCluster(t)
+	return rl
+}
+
+// fakeCluster is cluster, with the fake it serves.
+func fakeCluster(t *testing.T) (*fake, func(args ...string) (int, string, string)) {
+	t.Helper()
+	f := newFake()
+	ts := httptest.NewServer(transport.NewServer(f))
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	t.Setenv("RAFTLOCK_ADDR", addr)
-	return func(args ...string) (int, string, string) {
+	return f, func(args ...string) (int, string, string) {
 		t.Helper()
 		return runCLI(t, args...)
 	}

@@ -75,9 +75,15 @@ func (c *cli) lockSummary(l api.LockState) string {
 	}
 }
 
-// holderText describes one holder: "session S holder H token N value "V"".
+// holderText describes one holder: `session HANDLE "NAME" holder H token N
+// value "V"`; the session is named by its handle, never its id (the server
+// never reveals one), and by its name when it has one.
 func holderText(h api.Holder) string {
-	s := fmt.Sprintf("session %s holder %s token %d", h.Session, h.Holder, h.Token)
+	s := "session " + h.SessionHandle
+	if h.SessionName != "" {
+		s += fmt.Sprintf(" %q", h.SessionName)
+	}
+	s += fmt.Sprintf(" holder %s token %d", h.Holder, h.Token)
 	if h.Value != "" {
 		s += fmt.Sprintf(" value %q", h.Value)
 	}

@@ -11,17 +11,20 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// leaderReply is the JSON form of an election's leader.
+// leaderReply is the JSON form of an election's leader. Its session is
+// named by its handle and name, never by its id.
 type leaderReply struct {
-	Election  string `json:"election"`
-	Value     string `json:"value"`
-	Session   string `json:"session"`
-	Token     uint64 `json:"token"`
-	Sequencer string `json:"sequencer"`
+	Election      string `json:"election"`
+	Value         string `json:"value"`
+	SessionHandle string `json:"session_handle"`
+	SessionName   string `json:"session_name"`
+	Token         uint64 `json:"token"`
+	Sequencer     string `json:"sequencer"`
 }
 
 func newLeaderReply(l session.Leader) leaderReply {
-	return leaderReply{Election: l.Election, Value: l.Value, Session: l.Session, Token: uint64(l.Token()), Sequencer: l.Sequencer.String()}
+	return leaderReply{Election: l.Election, Value: l.Value, SessionHandle: l.SessionHandle, SessionName: l.SessionName,
+		Token: uint64(l.Token()), Sequencer: l.Sequencer.String()}
 }
 
 func (c *cli) printLeader(verb string, l session.Leader) error {
@@ -57,7 +60,8 @@ func (c *cli) campaign(ctx context.Context, o *execOptions, name, value string) 
 		return err
 	}
 	bg := context.WithoutCancel(ctx)
-	elected := session.Leader{Election: name, Value: value, Session: s.ID(), Sequencer: l.Sequencer()}
+	elected := session.Leader{Election: name, Value: value, SessionHandle: s.Handle(), SessionName: s.Name(),
+		Sequencer: l.Sequencer()}
 	if err := c.printLeader("elected", elected); err != nil {
 		return err
 	}

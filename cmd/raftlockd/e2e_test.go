@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // cluster is three real raftlockd processes on 127.0.0.1, driven over
@@ -71,10 +72,11 @@ func (c *cluster) callAny(method, path string, body, out any) error {
 
 type lockResp struct {
 	Holders []struct {
-		Session string
-		Holder  string
-		Token   uint64
-		Value   string
+		SessionHandle string `json:"session_handle"`
+		SessionName   string `json:"session_name"`
+		Holder        string
+		Token         uint64
+		Value         string
 	}
 	Waiters    int
 	DelayUntil string `json:"delay_until"`
@@ -178,7 +180,7 @@ func TestEndToEndKillLeader(t *testing.T) {
 	if err := c.callAny("GET", "/v1/lock?name=e2e/x", nil, &lx); err != nil {
 		t.Fatal(err)
 	}
-	if len(lx.Holders) != 1 || lx.Holders[0].Token != gx.Token || lx.Holders[0].Session != s1.ID || lx.Holders[0].Value != "me" {
+	if len(lx.Holders) != 1 || lx.Holders[0].Token != gx.Token || lx.Holders[0].SessionHandle != api.SessionHandle(s1.ID) || lx.Holders[0].Value != "me" {
 		t.Fatalf("e2e/x after failover: %+v, want held by %s with token %d", lx, s1.ID, gx.Token)
 	}
 	// The dying session expires; its lock comes free after the lock-delay

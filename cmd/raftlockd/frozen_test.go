@@ -177,7 +177,7 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 				case st := <-watch:
 					// B's session, not its Lock's holder id: the watch
 					// may see the grant before B's Lock returns it.
-					if len(st.Holders) == 1 && st.Holders[0].Session == b.ID() && !watched {
+					if len(st.Holders) == 1 && st.Holders[0].SessionHandle == b.Handle() && !watched {
 						watched, watchedAt = true, time.Now()
 					}
 				case <-end:

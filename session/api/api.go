@@ -165,12 +165,15 @@ type ReleaseRequest struct {
 	Holder  string
 }
 
-// Holder is one holder of a lock.
+// Holder is one holder of a lock, as any reader may know it: its session
+// is named by its handle (SessionHandle) and its name, never by its id (a
+// secret capability).
 type Holder struct {
-	Session string
-	Holder  string
-	Token   sequencer.Token
-	Value   string
+	SessionHandle string
+	SessionName   string
+	Holder        string
+	Token         sequencer.Token
+	Value         string
 }
 
 // QueuedHolder is one waiter in a lock's queue.

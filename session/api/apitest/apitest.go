@@ -687,7 +687,7 @@ func (b *Backend) sessionLocked(id string) (*session, error) {
 	}
 	s := b.sessions[id]
 	if s == nil {
-		return nil, api.Errorf(api.CodeSessionNotFound, "session %s: unknown, closed or expired", id)
+		return nil, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	return s, nil
 }
@@ -696,7 +696,7 @@ func (b *Backend) infoLocked(id string) api.Info {
 	info := b.sessions[id].info
 	info.Locks = []string{}
 	for _, name := range slices.Sorted(maps.Keys(b.locks)) {
-		if slices.ContainsFunc(b.locks[name].holders, func(h api.Holder) bool { return h.Session == id }) {
+		if slices.ContainsFunc(b.locks[name].holders, func(h api.Holder) bool { return h.SessionHandle == api.SessionHandle(id) }) {
 			info.Locks = append(info.Locks, name)
 		}
 	}
@@ -744,7 +744,7 @@ func (b *Backend) acquireLocked(req api.AcquireRequest) (*waiter, api.Grant, err
 	if l.delayUntil.IsZero() && len(l.queue) == 0 && l.compatible(req.Mode) {
 		idx := b.entryLocked()
 		b.locks[req.Name] = l
-		b.grantLocked(l, api.Holder{Session: req.Session, Holder: req.Holder, Value: req.Value}, req.Mode, idx)
+		b.grantLocked(l, b.holderLocked(req.Session, req.Holder, req.Value), req.Mode, idx)
 		b.changedLocked(req.Name, l, idx)
 		return nil, b.grant(req.Name, sequencer.Token(idx), req.Mode), nil
 	}
@@ -773,10 +773,22 @@ func (b *Backend) grantLocked(l *lock, h api.Holder, m sequencer.Mode, idx uint6
 	b.grants++
 }
 
+// holderLocked is holder holder of session id with value, as readers see
+// it: the session named by its handle and name.
+func (b *Backend) holderLocked(id, holder, value string) api.Holder {
+	h := api.Holder{SessionHandle: api.SessionHandle(id), Holder: holder, Value: value}
+	if s := b.sessions[id]; s != nil {
+		h.SessionName = s.info.Name
+	}
+	return h
+}
+
 // holding returns the index of (session, holder) among l's holders, -1 if
 // none.
 func (l *lock) holding(session, holder string) int {
-	return slices.IndexFunc(l.holders, func(h api.Holder) bool { return h.Session == session && h.Holder == holder })
+	return slices.IndexFunc(l.holders, func(h api.Holder) bool {
+		return h.SessionHandle == api.SessionHandle(session) && h.Holder == holder
+	})
 }
 
 // queued returns the place of (session, holder) in l's queue, -1 if none.
@@ -799,7 +811,7 @@ func (b *Backend) changedLocked(name string, l *lock, idx uint64) {
 	for len(l.queue) > 0 && l.delayUntil.IsZero() && l.compatible(l.queue[0].mode) {
 		w := l.queue[0]
 		l.queue = l.queue[1:]
-		b.grantLocked(l, api.Holder{Session: w.session, Holder: w.holder, Value: w.value}, w.mode, idx)
+		b.grantLocked(l, b.holderLocked(w.session, w.holder, w.value), w.mode, idx)
 		w.done, w.token = true, sequencer.Token(idx)
 	}
 	l.index = idx
@@ -817,8 +829,8 @@ func (b *Backend) removeSessionLocked(id string, expire bool) {
 	for _, name := range slices.Sorted(maps.Keys(b.locks)) {
 		l := b.locks[name]
 		n := len(l.holders) + len(l.queue)
-		held := slices.ContainsFunc(l.holders, func(h api.Holder) bool { return h.Session == id })
-		l.holders = slices.DeleteFunc(l.holders, func(h api.Holder) bool { return h.Session == id })
+		held := slices.ContainsFunc(l.holders, func(h api.Holder) bool { return h.SessionHandle == api.SessionHandle(id) })
+		l.holders = slices.DeleteFunc(l.holders, func(h api.Holder) bool { return h.SessionHandle == api.SessionHandle(id) })
 		for i := len(l.queue) - 1; i >= 0; i-- {
 			if l.queue[i].session == id {
 				l.endWait(i, api.Errorf(api.CodeSessionNotFound, "acquire %s: the wait ended: session closed or expired", name))
