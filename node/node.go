@@ -110,13 +110,21 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// SnapshotThreshold is how many entries trigger a snapshot (default 8192).
 	SnapshotThreshold uint64
+	// TLS, if set, makes the peer port that New opens mutual TLS (as
+	// raftlockd's --tls-cert, --tls-key and --tls-ca do, e.g. from
+	// transport.LoadTLS): Raft and the API for peers, in and out, with this
+	// node's certificate, every peer's verified against the CA. A PeerPort
+	// opened beforehand carries its own (transport.RaftTCPConfig.TLS).
+	TLS *transport.TLS
 	// PeerPort is the node's peer port (Raft and the API for peers),
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.
 	PeerPort *transport.RaftNet
 	// RaftTransport overrides the Raft transport (in-memory unit tests); the
 	// node then has no peer port, and followers forward to the leader's
-	// HTTP address.
+	// HTTP address. Member records reach a leader only through its peer
+	// port, so such a node records its own HTTP address only while it
+	// leads (followers' addresses are missing from /v1/cluster).
 	RaftTransport raft.Transport
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
@@ -281,7 +289,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	if trans == nil {
 		rn, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
-			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger,
+			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger, TLS: cfg.TLS,
 		})
 		if err != nil {
 			store.Close()
@@ -359,7 +367,8 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // DialPeer dials a peer's port (or HTTP address) from this node's own IP
-// (transport.PeerDialer): forwarded requests then travel as Raft does.
+// (transport.PeerDialer): forwarded requests then travel as Raft does,
+// over mutual TLS when the node has Config.TLS.
 func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	if n.peer != nil {
 		return n.peer.DialContext(ctx, network, addr)

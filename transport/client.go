@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,7 +81,11 @@ const (
 // (e.g. a waiting acquire's poll) makes neither. With WithResolver, the
 // resolver's order alone decides where attempts go.
 type Client struct {
+	// addrs are the nodes' host:port; https holds those given as
+	// https://host:port.
 	addrs      []string
+	https      map[string]bool
+	tls        *tls.Config
 	hc         *http.Client
 	timeout    time.Duration
 	minBackoff time.Duration
@@ -150,6 +156,15 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 	}
 }
 
+// WithTLS sets the TLS configuration of the client's connections to
+// https:// addresses: the CA to verify the nodes against (RootCAs; nil:
+// the system's roots) and, for a cluster that requires client
+// certificates, the client's (Certificates). transport.ClientConfig builds
+// one from PEM files. It is ignored when WithHTTPClient is given too.
+func WithTLS(cfg *tls.Config) ClientOption {
+	return func(c *Client) { c.tls = cfg }
+}
+
 // WithRetryBackoff sets the first and the longest pause between retries.
 func WithRetryBackoff(min, max time.Duration) ClientOption {
 	return func(c *Client) {
@@ -194,24 +209,26 @@ func WithFailFast(d time.Duration) ClientOption {
 }
 
 // NewClient returns a client of the cluster whose nodes listen on addrs
-// (host:port each); it starts with the first, and with the leader once an
-// answer named it (see Client).
+// (host:port each, plain HTTP; https://host:port for a node that serves
+// HTTPS, see WithTLS); it starts with the first, and with the leader once
+// an answer named it (see Client).
 func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 	c := &Client{timeout: DefaultRequestTimeout, minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff,
-		suspectFor: suspectPeriod}
+		suspectFor: suspectPeriod, https: map[string]bool{}}
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
 		if a == "" {
 			continue
 		}
-		host, port, err := net.SplitHostPort(a)
+		hostport, secure, err := splitScheme(a)
 		if err != nil {
-			return nil, fmt.Errorf("raftlock client: address %q: %w", a, err)
+			return nil, err
 		}
-		if host == "" || port == "" {
-			return nil, fmt.Errorf("raftlock client: address %q: want host:port", a)
+		if slices.Contains(c.addrs, hostport) && c.https[hostport] != secure {
+			return nil, fmt.Errorf("raftlock client: address %s given both with and without https://", hostport)
 		}
-		c.addrs = append(c.addrs, a)
+		c.addrs = append(c.addrs, hostport)
+		c.https[hostport] = secure
 	}
 	for _, o := range opts {
 		o(c)
@@ -229,12 +246,69 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 		}
 		c.hc = &http.Client{Transport: &http.Transport{
 			DialContext:           dial,
+			TLSClientConfig:       c.tls,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}}
 	}
 	return c, nil
+}
+
+// splitScheme reads a node's address: host:port, http://host:port or
+// https://host:port; it returns host:port and whether it is https.
+func splitScheme(a string) (hostport string, secure bool, err error) {
+	hostport = a
+	if rest, ok := strings.CutPrefix(a, "https://"); ok {
+		hostport, secure = rest, true
+	} else if rest, ok := strings.CutPrefix(a, "http://"); ok {
+		hostport = rest
+	}
+	hostport = strings.TrimSuffix(hostport, "/")
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return "", false, fmt.Errorf("raftlock client: address %q: %w", a, err)
+	}
+	if host == "" || port == "" {
+		return "", false, fmt.Errorf("raftlock client: address %q: want host:port or https://host:port", a)
+	}
+	return hostport, secure, nil
+}
+
+// url is the URL of path (escaped) at addr, https if addr was given so.
+func (c *Client) url(addr, path string) string {
+	if c.https[addr] {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
+}
+
+// tlsRefused returns the error of a TLS handshake that failed (a
+// certificate not verified, one refused by the node, a node that does not
+// speak TLS), nil for any other error: the request was surely not served.
+func tlsRefused(err error) error {
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var rh tls.RecordHeaderError
+	var op *net.OpError
+	switch {
+	case errors.As(err, &cv):
+		return cv
+	case errors.As(err, &ua):
+		return ua
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &ci):
+		return ci
+	case errors.As(err, &rh):
+		return fmt.Errorf("the node does not speak TLS (%w); use host:port without https://", rh)
+	case errors.As(err, &op) && op.Op == "remote error":
+		// A TLS alert from the node: e.g. "tls: certificate required".
+		return op.Err
+	}
+	return nil
 }
 
 // CloseIdleConnections closes the client's idle connections.
@@ -449,7 +523,7 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// cl.path is already escaped.
-	u := "http://" + addr + cl.path
+	u := c.url(addr, cl.path)
 	q := cl.query
 	if cl.queryFunc != nil {
 		q = cl.queryFunc()
@@ -475,13 +549,22 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			return nil, nil, ctx.Err()
 		}
 		var op *net.OpError
-		dialFailed := errors.As(err, &op) && op.Op == "dial"
+		var dialErr error
+		if errors.As(err, &op) && op.Op == "dial" {
+			dialErr = op
+		} else if te := tlsRefused(err); te != nil {
+			// A TLS handshake that failed is a failed dial: nothing was
+			// served (a node that refuses a client's certificate under TLS
+			// 1.3 says so only after the request was written).
+			dialErr = te
+		}
+		dialFailed := dialErr != nil
 		c.noAnswer(addr, dialFailed || rctx.Err() != nil)
 		if dialFailed || cl.method == http.MethodGet {
 			// Surely not processed (or a read): no_leader, try another node.
 			ae := &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "cannot reach %s: %v", addr, err)}
 			if dialFailed {
-				ae.dial = op
+				ae.dial = dialErr
 			}
 			return nil, ae, nil
 		}
@@ -529,6 +612,9 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	switch resp.StatusCode {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return nil, &attemptError{rotate: true, err: api.Errorf(api.CodeNoLeader, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
+	}
+	if strings.Contains(text, "HTTP request to an HTTPS server") {
+		text += " (use https://" + addr + ")"
 	}
 	return nil, &attemptError{err: api.Errorf(api.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 }

@@ -16,7 +16,10 @@ import (
 // PeerDialer is implemented by a Service whose node reaches its peers on
 // their peer port (RaftNet): the Server forwards through DialPeer, so a
 // forwarded request leaves from the node's own address, like its Raft
-// traffic, and reaches the leader whenever Raft does.
+// traffic, and reaches the leader whenever Raft does. On a TLS peer port
+// the connections DialPeer returns have completed a mutual TLS handshake
+// (the peer verified against the cluster's CA): requests on them name the
+// scheme http, and travel inside the TLS.
 type PeerDialer interface {
 	DialPeer(ctx context.Context, network, addr string) (net.Conn, error)
 }
@@ -35,7 +38,7 @@ func ServePeers(ln net.Listener, svc Service, log hclog.Logger) *PeerServer {
 	}
 	p := &PeerServer{
 		srv: &http.Server{
-			Handler:           NewServer(svc, WithLogger(log)),
+			Handler:           NewServer(svc, WithLogger(log), peerRoutes),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		},
@@ -50,6 +53,10 @@ func ServePeers(ln net.Listener, svc Service, log hclog.Logger) *PeerServer {
 	return p
 }
 
+// peerRoutes adds the routes only members may call (POST
+// /v1/internal/members) to the peer port's Server.
+func peerRoutes(s *Server) { s.peer = true }
+
 // Close stops serving at once: requests in flight end (their clients see
 // an unknown outcome and retry elsewhere).
 func (p *PeerServer) Close() error {
@@ -58,9 +65,9 @@ func (p *PeerServer) Close() error {
 	return err
 }
 
-// PostMember asks the leader, at its peer port (or HTTP address) addr, to
-// record member m in the member table (POST /v1/internal/members), dialling
-// with dial (nil: a plain dialer).
+// PostMember asks the leader, at its peer port addr, to record member m in
+// the member table (POST /v1/internal/members, served on the peer port
+// only), dialling with dial (nil: a plain dialer).
 func PostMember(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, m Member) error {
 	body, err := json.Marshal(m)
 	if err != nil {

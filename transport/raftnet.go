@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,10 @@ type RaftTCPConfig struct {
 	// Timeout bounds one RPC's I/O (default 10s).
 	Timeout time.Duration
 	Logger  hclog.Logger
+	// TLS, if set, makes the port mutual TLS: every connection, Raft's and
+	// the API's, in and out, is TLS with the node's certificate, and the
+	// other end must present a node certificate signed by the CA.
+	TLS *TLS
 }
 
 // RaftNet is a node's peer port: one TCP listener that carries Raft's RPCs
@@ -38,15 +43,33 @@ type RaftNet struct {
 	// API on it (ServePeers).
 	Peers net.Listener
 
-	dialer *net.Dialer
+	dialer *peerDialer
 }
 
 // DialContext dials a peer's port from this node's own IP, as Raft does,
-// giving up after peerDialTimeout.
+// giving up after peerDialTimeout. On a TLS port the connection it returns
+// has completed its handshake: the peer's certificate was verified.
 func (rn *RaftNet) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := *rn.dialer
-	d.Timeout = peerDialTimeout
-	return d.DialContext(ctx, network, addr)
+	return rn.dialer.dial(ctx, network, addr, peerDialTimeout)
+}
+
+// peerDialer opens the node's connections to its peers' ports: from the
+// node's own IP, and with TLS (the node's certificate; the peer's verified
+// against the CA, at the address dialled) when tls is set.
+type peerDialer struct {
+	net net.Dialer
+	tls *tls.Config
+}
+
+func (d *peerDialer) dial(ctx context.Context, network, addr string, timeout time.Duration) (net.Conn, error) {
+	nd := d.net
+	nd.Timeout = timeout
+	if d.tls == nil {
+		return nd.DialContext(ctx, network, addr)
+	}
+	// tls.Dialer takes the host of addr for the server name to verify,
+	// and bounds the handshake with the dial's timeout.
+	return (&tls.Dialer{NetDialer: &nd, Config: d.tls}).DialContext(ctx, network, addr)
 }
 
 // peerDialTimeout bounds a connection attempt to a peer's port.
@@ -64,7 +87,9 @@ const peekTimeout = 10 * time.Second
 // A connection's first byte says what it carries: Raft's RPC types are
 // small numbers (0-4), an HTTP request starts with a method's capital
 // letter. Connections are sorted in their own goroutines, so a peer that
-// connects and sends nothing holds up no one.
+// connects and sends nothing holds up no one. With cfg.TLS the sorting
+// comes after the TLS handshake: a connection whose peer presents no node
+// certificate signed by the CA is closed before anything is read from it.
 func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	ln, err := net.Listen("tcp", cfg.BindAddr)
 	if err != nil {
@@ -83,9 +108,13 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		ln.Close()
 		return nil, fmt.Errorf("raft transport: advertise address %s is not dialable; set it explicitly", adv)
 	}
-	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	dialer := &peerDialer{net: net.Dialer{KeepAlive: 30 * time.Second}}
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsUnspecified() {
-		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+		dialer.net.LocalAddr = &net.TCPAddr{IP: ip}
+	}
+	var serverTLS *tls.Config
+	if cfg.TLS != nil {
+		serverTLS, dialer.tls = cfg.TLS.peerServerConfig(), cfg.TLS.peerClientConfig()
 	}
 	if cfg.MaxPool == 0 {
 		cfg.MaxPool = 3
@@ -97,7 +126,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	mux := newPortMux(ln, logger.Named("peer-port"))
+	mux := newPortMux(ln, serverTLS, logger.Named("peer-port"))
 	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer}
 	return &RaftNet{
 		Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -111,34 +140,36 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	}, nil
 }
 
-// tcpStream is a raft.StreamLayer over TCP with a bound local address.
+// tcpStream is a raft.StreamLayer over TCP (or TLS) with a bound local
+// address.
 type tcpStream struct {
 	mux    *portMux
 	adv    net.Addr
-	dialer *net.Dialer
+	dialer *peerDialer
 }
 
 func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d := *s.dialer
-	d.Timeout = timeout
-	return d.Dial("tcp", string(address))
+	return s.dialer.dial(context.Background(), "tcp", string(address), timeout)
 }
 
 func (s *tcpStream) Accept() (net.Conn, error) { return s.mux.raft.Accept() }
 func (s *tcpStream) Close() error              { return s.mux.close() }
 func (s *tcpStream) Addr() net.Addr            { return s.adv }
 
-// portMux sorts the connections of one listener between Raft and the API.
+// portMux sorts the connections of one listener between Raft and the API,
+// after a TLS handshake if tls is set.
 type portMux struct {
 	ln        net.Listener
+	tls       *tls.Config
 	log       hclog.Logger
+	warns     warnLimiter
 	raft, api *chanListener
 	done      chan struct{}
 	once      sync.Once
 }
 
-func newPortMux(ln net.Listener, log hclog.Logger) *portMux {
-	m := &portMux{ln: ln, log: log, done: make(chan struct{})}
+func newPortMux(ln net.Listener, tlsConf *tls.Config, log hclog.Logger) *portMux {
+	m := &portMux{ln: ln, tls: tlsConf, log: log, done: make(chan struct{})}
 	m.raft = &chanListener{conns: make(chan net.Conn), done: m.done, addr: ln.Addr(), close: m.close}
 	m.api = &chanListener{conns: make(chan net.Conn), done: m.done, addr: ln.Addr(), close: m.close}
 	go m.run()
@@ -168,14 +199,30 @@ func (m *portMux) run() {
 }
 
 // sort reads c's first byte and hands c, byte included, to its listener.
+// On a TLS port it first completes the handshake (within the same
+// peekTimeout): a peer without a node certificate signed by the CA is
+// refused there, and the byte read is the first of the plaintext.
 func (m *portMux) sort(c net.Conn) {
 	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(peekTimeout))
+	_ = c.SetDeadline(time.Now().Add(peekTimeout))
+	if m.tls != nil {
+		tc := tls.Server(c, m.tls)
+		if err := tc.Handshake(); err != nil {
+			// At most one line every warnEvery: anyone who reaches the
+			// port can fail a handshake.
+			if ok, n := m.warns.allow("peer_tls_refused"); ok {
+				m.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err, "suppressed", n)
+			}
+			c.Close()
+			return
+		}
+		c = tc
+	}
 	if _, err := io.ReadFull(c, b[:]); err != nil {
 		c.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	to := m.raft
 	if b[0] >= 'A' && b[0] <= 'Z' {
 		to = m.api

@@ -17,16 +17,7 @@ import (
 // at the end of the test.
 func newPeerPort(t *testing.T, svc Service) *RaftNet {
 	t.Helper()
-	rn, err := NewRaftTCPTransport(RaftTCPConfig{BindAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ps := ServePeers(rn.Peers, svc, nil)
-	t.Cleanup(func() {
-		ps.Close()
-		rn.Transport.Close()
-	})
-	return rn
+	return newTLSPeerPort(t, svc, nil)
 }
 
 // answerVotes answers every RequestVote reaching rn's Raft transport.

@@ -45,6 +45,9 @@ type cli struct {
 	addrs   []string
 	timeout time.Duration
 	output  string
+	// --ca, --cert, --key: the CA to verify https:// nodes against and the
+	// client's certificate (tlsConfig builds their tls.Config).
+	caFile, certFile, keyFile string
 	// now and loc time and place the timestamps that lock watch prints
 	// (tests fix them).
 	now func() time.Time
@@ -129,6 +132,7 @@ func (c *cli) fromEnv() error {
 		}
 		c.timeout = d
 	}
+	c.caFile, c.certFile, c.keyFile = os.Getenv("RAFTLOCK_CACERT"), os.Getenv("RAFTLOCK_CERT"), os.Getenv("RAFTLOCK_KEY")
 	if v := os.Getenv("RAFTLOCK_OUTPUT"); v != "" {
 		if err := (outputFlag{c}).Set(v); err != nil {
 			return usagef("", "RAFTLOCK_OUTPUT=%q: %v", v, err)
@@ -145,6 +149,9 @@ func (c *cli) fromEnv() error {
 func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 	fs.StringVar(&c.addr, "addr", c.addr, "nodes to talk to, `host:port[,host:port...]`")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after `D`")
+	fs.StringVar(&c.caFile, "ca", c.caFile, "the CA certificate to verify https:// nodes against, `FILE`")
+	fs.StringVar(&c.certFile, "cert", c.certFile, "the client certificate to present, `FILE`")
+	fs.StringVar(&c.keyFile, "key", c.keyFile, "the key of --cert, `FILE`")
 	fs.BoolFunc("json", "same as -o json (deprecated)", func(s string) error {
 		on, err := strconv.ParseBool(s)
 		if on {
@@ -160,7 +167,8 @@ func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 
 // globalFlag names the flags globalFlags defines (a command's help lists
 // the others).
-var globalFlag = map[string]bool{"addr": true, "timeout": true, "o": true, "output": true, "json": true}
+var globalFlag = map[string]bool{"addr": true, "timeout": true, "o": true, "output": true, "json": true,
+	"ca": true, "cert": true, "key": true}
 
 // outputFlag is -o/--output: text or json.
 type outputFlag struct{ c *cli }
@@ -346,6 +354,19 @@ func (c *cli) newClient() (*transport.Client, error) {
 	if c.timeout > 0 {
 		opts = append(opts, transport.WithFailFast(failFast))
 	}
+	return c.dial(opts...)
+}
+
+// dial returns a client of --addr with opts and, when --ca or --cert is
+// given, TLS.
+func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
+	if c.caFile != "" || c.certFile != "" || c.keyFile != "" {
+		cfg, err := transport.ClientConfig(c.caFile, c.certFile, c.keyFile)
+		if err != nil {
+			return nil, usagef("", "--ca, --cert, --key: %v", err)
+		}
+		opts = append(opts, transport.WithTLS(cfg))
+	}
 	cl, err := transport.NewClient(c.addrs, opts...)
 	if err != nil {
 		return nil, usagef("", "--addr: %v", err)
@@ -384,9 +405,5 @@ func (c *cli) longClient(ctx context.Context) (*transport.Client, error) {
 			return nil, err
 		}
 	}
-	cl, err := transport.NewClient(c.addrs)
-	if err != nil {
-		return nil, usagef("", "--addr: %v", err)
-	}
-	return cl, nil
+	return c.dial()
 }

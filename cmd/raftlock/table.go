@@ -111,6 +111,9 @@ once. Exits 1 (lock_lost) if the leadership is lost.`,
 no_election_leader, if there is none). With --observe, prints every leader in
 grant order until interrupted.`,
 			nargs: [2]int{1, 1}, setup: (*cli).leader},
+		{name: "tls init", usage: "DIR --node ID=HOST [--node ...] [--client NAME ...]",
+			summary: "write a CA, node and client certificates for a TLS cluster", help: tlsInitHelp,
+			nargs: [2]int{1, 1}, setup: (*cli).tlsInit},
 		{name: "version", summary: "raftlock's version, VCS commit and Go version (also: --version)",
 			setup: (*cli).version},
 		{name: "help", usage: "[COMMAND]", summary: "this overview, or the help of COMMAND",
@@ -186,10 +189,15 @@ func overview() string {
 const globalHelp = `
 Global flags (before or after the command):
   --addr host:port[,host:port...]  nodes to talk to (env RAFTLOCK_ADDR; default 127.0.0.1:7001)
+                                   (https://host:port for a node that serves HTTPS)
   --timeout D                      give up after D (env RAFTLOCK_TIMEOUT; default 30s; 0s:
                                    never, not even when no node can be reached); a waiting
                                    acquire gets its --wait on top. When no node at all can
                                    be connected to, a command fails in about 1s: unreachable
+  --ca FILE                        the CA certificate to verify https:// nodes against (env
+                                   RAFTLOCK_CACERT; default the system's)
+  --cert FILE, --key FILE          the client certificate and key to present, for a cluster
+                                   run with --client-cert-auth (env RAFTLOCK_CERT, RAFTLOCK_KEY)
   -o, --output text|json           print results as text or as the API's JSON (env
                                    RAFTLOCK_OUTPUT; default text)
   --json                           same as -o json (deprecated)
@@ -257,7 +265,7 @@ func (cmd *command) helpText() string {
 		fmt.Fprintf(tw, "  --%s%s\t%s\n", f.Name, arg, usage)
 	})
 	_ = tw.Flush()
-	global := "--addr, --timeout"
+	global := "--addr, --timeout, --ca, --cert, --key"
 	if cmd.output {
 		global += ", -o/--output"
 	}

@@ -5,6 +5,10 @@
 //	          --raft-addr 127.0.0.1:7101 --http-addr 127.0.0.1:7001 \
 //	          --peers n1=127.0.0.1:7101,n2=127.0.0.1:7102,n3=127.0.0.1:7103
 //	raftlockd --dev
+//
+// With --tls-cert, --tls-key and --tls-ca it serves HTTPS on --http-addr
+// and mutual TLS on --raft-addr; a node on an address other machines can
+// reach refuses to start without them, unless --insecure.
 package main
 
 import (
@@ -43,6 +47,13 @@ type options struct {
 	failoverGrace                                         time.Duration
 	heartbeat, election, leaderLease                      time.Duration
 	faults                                                node.Faults
+	// TLS: the node's certificate and key and the cluster's CA (PEM
+	// files); clientCertAuth: the API requires client certificates too;
+	// insecure: plaintext on a non-loopback address is meant.
+	tlsCert, tlsKey, tlsCA string
+	clientCertAuth         bool
+	insecure               bool
+	tlsFiles               *transport.TLS // loaded by run
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +79,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		"Raft election timeout ("+raftRange+"; at least --raft-heartbeat-timeout)")
 	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout,
 		"Raft leader lease timeout, not a read lease ("+raftRange+"; at most --raft-heartbeat-timeout)")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "this node's certificate (PEM): HTTPS on --http-addr, mutual TLS on --raft-addr (with --tls-key, --tls-ca)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
+	fs.StringVar(&o.tlsCA, "tls-ca", "", "the cluster's CA certificate (PEM): peers (and, with --client-cert-auth, clients) must present a certificate it signed")
+	fs.BoolVar(&o.clientCertAuth, "client-cert-auth", false, "the API requires a client certificate signed by --tls-ca")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	addFaultFlags(fs, &o.faults)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
@@ -82,12 +98,40 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if o.dev {
+		if o.tls() || o.clientCertAuth || o.insecure {
+			return o, errors.New("--dev is plaintext on 127.0.0.1: --tls-cert, --tls-key, --tls-ca, --client-cert-auth and --insecure are for real nodes")
+		}
 		return o, nil
 	}
 	if o.id == "" || o.dataDir == "" || o.raftAddr == "" || o.httpAddr == "" {
 		return o, errors.New("--id, --data-dir, --raft-addr and --http-addr are required (or use --dev)")
 	}
-	return o, nil
+	return o, o.checkTLS()
+}
+
+// tls reports whether any of the TLS files is given.
+func (o options) tls() bool { return o.tlsCert != "" || o.tlsKey != "" || o.tlsCA != "" }
+
+// checkTLS checks the TLS flags: all three files or none; and without
+// them, only loopback addresses unless --insecure.
+func (o options) checkTLS() error {
+	switch {
+	case o.tls() && (o.tlsCert == "" || o.tlsKey == "" || o.tlsCA == ""):
+		return errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca (raftlock tls init makes them)")
+	case o.tls() && o.insecure:
+		return errors.New("--insecure is for running without TLS; drop it or the --tls-* flags")
+	case o.clientCertAuth && !o.tls():
+		return errors.New("--client-cert-auth needs TLS: --tls-cert, --tls-key and --tls-ca")
+	case o.tls() || o.insecure:
+		return nil
+	}
+	for _, a := range []struct{ flag, addr string }{{"--http-addr", o.httpAddr}, {"--raft-addr", o.raftAddr}, {"--raft-advertise", o.raftAdvertise}} {
+		if a.addr != "" && !transport.IsLoopback(a.addr) {
+			return fmt.Errorf("%s %s is not a loopback address: refusing to run without TLS (give --tls-cert, --tls-key and --tls-ca; "+
+				"raftlock tls init makes them), or pass --insecure to serve it in plaintext, to anyone who can reach it", a.flag, a.addr)
+		}
+	}
+	return nil
 }
 
 // reportedError is an error the flag package has already printed, with the
@@ -184,6 +228,14 @@ func run(args []string, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 		return 2
+	}
+	if o.tls() {
+		if o.tlsFiles, err = transport.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+			return 2
+		}
+	} else if o.insecure {
+		logger.Warn("INSECURE: serving without TLS on a non-loopback address: anyone who can reach it can use the cluster, and join it")
 	}
 	if o.debugAddr != "" {
 		dbg, _, err := startDebug(o.debugAddr, logger)
@@ -295,12 +347,24 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	scheme := "http"
+	if o.tlsFiles != nil {
+		s.http.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)
+		scheme = "https"
+	}
 	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if s.http.TLSConfig != nil {
+			err = s.http.ServeTLS(ln, "", "")
+		} else {
+			err = s.http.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.errc <- err
 		}
 	}()
-	nlog.Info("serving", "http", ln.Addr().String(), "raft", n.RaftAddr(), "data_dir", spec.dataDir)
+	nlog.Info("serving", "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
+		"client_cert_auth", o.clientCertAuth, "data_dir", spec.dataDir)
 	return s, nil
 }
 
@@ -316,7 +380,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
 		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
-		Faults: o.faults,
+		Faults: o.faults, TLS: o.tlsFiles,
 	}
 }
 

@@ -14,6 +14,9 @@ package main
 //
 //	<!-- ci: run; stop-dev -->        stop the dev cluster first, as Ctrl-C
 //	                                   would (the block needs its ports)
+//	<!-- ci: run; stop-background --> stop what the blocks before left
+//	                                   running (SIGTERM, and wait), e.g. a
+//	                                   cluster on the ports the block needs
 //	<!-- ci: run; expect "TEXT" -->   once every block has run, the output
 //	                                   (background processes included) must
 //	                                   show TEXT within 30 s
@@ -76,6 +79,7 @@ type readmeBlock struct {
 	line    int    // of the opening fence, 1-based
 	heading string // the section it is in
 	stopDev bool
+	stopBg  bool
 	expect  []string
 	body    string
 }
@@ -129,7 +133,7 @@ func parseReadme(text string) ([]readmeBlock, error) {
 	return blocks, nil
 }
 
-// parseMarker reads "<!-- ci: run[; stop-dev][; expect "TEXT"]... -->".
+// parseMarker reads "<!-- ci: run[; stop-dev][; stop-background][; expect "TEXT"]... -->".
 func (b *readmeBlock) parseMarker(line string) error {
 	inner, ok := strings.CutSuffix(strings.TrimPrefix(line, readmeMarker), "-->")
 	if !ok {
@@ -144,6 +148,8 @@ func (b *readmeBlock) parseMarker(line string) error {
 		switch {
 		case opt == "stop-dev":
 			b.stopDev = true
+		case opt == "stop-background":
+			b.stopBg = true
 		case strings.HasPrefix(opt, "expect "):
 			text, err := strconv.Unquote(strings.TrimSpace(strings.TrimPrefix(opt, "expect ")))
 			if err != nil || text == "" {
@@ -151,7 +157,7 @@ func (b *readmeBlock) parseMarker(line string) error {
 			}
 			b.expect = append(b.expect, text)
 		default:
-			return fmt.Errorf("%q: unknown option (stop-dev, expect \"TEXT\")", opt)
+			return fmt.Errorf("%q: unknown option (stop-dev, stop-background, expect \"TEXT\")", opt)
 		}
 	}
 	return nil
@@ -212,8 +218,8 @@ func TestReadmeMarkedBlocks(t *testing.T) {
 			t.Errorf("parseReadme accepted %q", bad)
 		}
 	}
-	got, err := parseReadme("# A\n```sh\n<!-- ci: run -->\n```\n## B\n<!-- ci: run; stop-dev; expect \"x y\" -->\n```sh\necho 1\necho 2\n```\n")
-	if err != nil || len(got) != 1 || got[0].heading != "## B" || !got[0].stopDev ||
+	got, err := parseReadme("# A\n```sh\n<!-- ci: run -->\n```\n## B\n<!-- ci: run; stop-dev; stop-background; expect \"x y\" -->\n```sh\necho 1\necho 2\n```\n")
+	if err != nil || len(got) != 1 || got[0].heading != "## B" || !got[0].stopDev || !got[0].stopBg ||
 		len(got[0].expect) != 1 || got[0].expect[0] != "x y" || got[0].body != "echo 1\necho 2" || got[0].line != 7 {
 		t.Fatalf("parseReadme = %+v, %v", got, err)
 	}
@@ -377,12 +383,24 @@ ci_stop_dev() {
 	echo "the dev cluster did not stop within 30s of SIGINT" >&2
 	return 1
 }
+# SIGTERM to the blocks' background jobs, then wait until they have exited.
+ci_stop_background() {
+	local pids
+	pids=$(jobs -p)
+	if [ -n "$pids" ]; then
+		kill $pids 2>/dev/null || true
+		wait $pids 2>/dev/null || true
+	fi
+}
 set -x
 `)
 	for _, blk := range blocks {
 		fmt.Fprintf(&b, "\n# README.md:%d (%s)\n", blk.line, blk.heading)
 		if blk.stopDev {
 			b.WriteString("ci_stop_dev\n")
+		}
+		if blk.stopBg {
+			b.WriteString("ci_stop_background\n")
 		}
 		b.WriteString(blk.body)
 		b.WriteString("\n")

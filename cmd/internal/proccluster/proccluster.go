@@ -9,6 +9,7 @@ package proccluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os/exec"
@@ -69,6 +70,10 @@ type Cluster struct {
 	bin   string
 	mu    sync.Mutex
 	Nodes []*Node
+	// CertDir, for a TLS cluster (StartTLS), holds its CA and certificates;
+	// tls is its clients' configuration.
+	CertDir string
+	tls     *tls.Config
 }
 
 // Start starts size raftlockd processes of bin forming one cluster, with
@@ -76,7 +81,38 @@ type Cluster struct {
 // They are killed when the test ends.
 func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: bin}
+	return start(t, bin, size, "", extra)
+}
+
+// StartTLS is Start for a TLS cluster: certDir holds what raftlock tls
+// init writes for it, the CA (ca.pem), node i's certificate and key
+// (n<i>.pem, n<i>-key.pem) and a client certificate (client.pem,
+// client-key.pem), which the cluster's Go clients present. Every node runs
+// with --tls-cert, --tls-key and --tls-ca; Addrs are https:// addresses.
+func StartTLS(t testing.TB, bin, certDir string, size int, extra ...string) *Cluster {
+	t.Helper()
+	return start(t, bin, size, certDir, extra)
+}
+
+// ClientTLS is the TLS configuration of a client of the cluster
+// certificates in certDir (StartTLS) describe: the CA and the client
+// certificate.
+func ClientTLS(t testing.TB, certDir string) *tls.Config {
+	t.Helper()
+	cfg, err := transport.ClientConfig(filepath.Join(certDir, "ca.pem"),
+		filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func start(t testing.TB, bin string, size int, certDir string, extra []string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: bin, CertDir: certDir}
+	if certDir != "" {
+		c.tls = ClientTLS(t, certDir)
+	}
 	var raft, peers []string
 	for i := 1; i <= size; i++ {
 		raft = append(raft, FreeAddr(t))
@@ -85,8 +121,13 @@ func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
 	dir := t.TempDir()
 	for i := 1; i <= size; i++ {
 		n := &Node{ID: fmt.Sprintf("n%d", i), HTTPAddr: FreeAddr(t)}
-		n.args = append([]string{"--id", n.ID, "--data-dir", filepath.Join(dir, n.ID), "--raft-addr", raft[i-1],
-			"--http-addr", n.HTTPAddr, "--peers", strings.Join(peers, ","), "--log-level", "warn"}, extra...)
+		n.args = []string{"--id", n.ID, "--data-dir", filepath.Join(dir, n.ID), "--raft-addr", raft[i-1],
+			"--http-addr", n.HTTPAddr, "--peers", strings.Join(peers, ","), "--log-level", "warn"}
+		if certDir != "" {
+			n.args = append(n.args, "--tls-cert", filepath.Join(certDir, n.ID+".pem"),
+				"--tls-key", filepath.Join(certDir, n.ID+"-key.pem"), "--tls-ca", filepath.Join(certDir, "ca.pem"))
+		}
+		n.args = append(n.args, extra...)
 		c.Nodes = append(c.Nodes, n)
 		c.Restart(i - 1)
 	}
@@ -103,13 +144,35 @@ func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
 	return c
 }
 
-// Addrs returns every node's HTTP address.
+// Log returns what node n wrote to stderr so far.
+func (n *Node) Log() string {
+	if n.log == nil {
+		return ""
+	}
+	return n.log.String()
+}
+
+// Addrs returns every node's HTTP address (https://host:port in a TLS
+// cluster).
 func (c *Cluster) Addrs() []string {
 	var out []string
 	for _, n := range c.Nodes {
-		out = append(out, n.HTTPAddr)
+		if c.tls != nil {
+			out = append(out, "https://"+n.HTTPAddr)
+		} else {
+			out = append(out, n.HTTPAddr)
+		}
 	}
 	return out
+}
+
+// clientOptions are the options every Go client of the cluster takes
+// (TLS), then opts.
+func (c *Cluster) clientOptions(opts ...transport.ClientOption) []transport.ClientOption {
+	if c.tls != nil {
+		opts = append(opts, transport.WithTLS(c.tls))
+	}
+	return opts
 }
 
 // AddrList returns the HTTP addresses comma-separated, as --addr takes
@@ -118,7 +181,7 @@ func (c *Cluster) AddrList() string { return strings.Join(c.Addrs(), ",") }
 
 // Client returns a Go client of the cluster.
 func (c *Cluster) Client() *transport.Client {
-	cl, err := transport.NewClient(c.Addrs())
+	cl, err := transport.NewClient(c.Addrs(), c.clientOptions()...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -183,7 +246,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 // Leader waits until the cluster names a leader and returns its index in
 // Nodes.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	cl, err := transport.NewClient(c.Addrs(), transport.WithRequestTimeout(time.Second))
+	cl, err := transport.NewClient(c.Addrs(), c.clientOptions(transport.WithRequestTimeout(time.Second))...)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,263 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// testPKI is a CA with the identities the TLS tests use.
+type testPKI struct {
+	ca *CA
+}
+
+func newTestPKI(t *testing.T) *testPKI {
+	t.Helper()
+	ca, err := NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testPKI{ca: ca}
+}
+
+func (p *testPKI) pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AddCert(p.ca.Cert)
+	return pool
+}
+
+// node returns a node identity of the CA (node true) or a client one.
+func (p *testPKI) identity(t *testing.T, name string, node bool) *TLS {
+	t.Helper()
+	var certPEM, keyPEM []byte
+	var err error
+	if node {
+		certPEM, keyPEM, err = p.ca.IssueNode(name, []string{"127.0.0.1"}, time.Hour)
+	} else {
+		certPEM, keyPEM, err = p.ca.IssueClient(name, time.Hour)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &TLS{Cert: cert, CA: p.pool()}
+}
+
+// newTLSPeerPort opens a peer port with identity id (nil: plaintext),
+// serving svc's API; both close at the end of the test.
+func newTLSPeerPort(t *testing.T, svc Service, id *TLS) *RaftNet {
+	t.Helper()
+	rn, err := NewRaftTCPTransport(RaftTCPConfig{BindAddr: "127.0.0.1:0", TLS: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := ServePeers(rn.Peers, svc, nil)
+	t.Cleanup(func() {
+		ps.Close()
+		rn.Transport.Close()
+	})
+	return rn
+}
+
+// appendEntries sends one AppendEntries naming from as its leader.
+func appendEntries(from, to *RaftNet, leader string) error {
+	var resp raft.AppendEntriesResponse
+	return from.Transport.AppendEntries(raft.ServerID(leader), to.Transport.LocalAddr(),
+		&raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte(leader)}, Term: 1}, &resp)
+}
+
+// A peer port with TLS takes Raft's RPCs only from peers that present a
+// node certificate of the cluster's CA: from a plaintext peer, one with a
+// certificate of another CA (self-signed), and one with a client
+// certificate of the right CA, no AppendEntries arrives; a member's does.
+func TestTLSPeerPortAdmitsOnlyMembers(t *testing.T) {
+	pki := newTestPKI(t)
+	a := newTLSPeerPort(t, newFakeService("n1"), pki.identity(t, "n1", true))
+	member := newTLSPeerPort(t, newFakeService("n2"), pki.identity(t, "n2", true))
+	intruders := map[string]*RaftNet{
+		"plaintext":   newTLSPeerPort(t, newFakeService("x1"), nil),
+		"another CA":  newTLSPeerPort(t, newFakeService("x2"), newTestPKI(t).identity(t, "n1", true)),
+		"client cert": newTLSPeerPort(t, newFakeService("x3"), pki.identity(t, "x3", false)),
+	}
+	arrived := make(chan string, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case rpc := <-a.Transport.Consumer():
+				if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+					arrived <- string(req.ID)
+				}
+				rpc.Respond(&raft.AppendEntriesResponse{Success: true}, nil)
+			}
+		}
+	}()
+	for name, x := range intruders {
+		if err := appendEntries(x, a, name); err == nil {
+			t.Errorf("AppendEntries from a peer with %s: accepted", name)
+		}
+	}
+	if err := appendEntries(member, a, "member"); err != nil {
+		t.Fatalf("AppendEntries from a member: %v", err)
+	}
+	// The member's entry is the first, and only, to arrive: the port
+	// serves RPCs in order of arrival, and every intruder's came earlier.
+	if got := <-arrived; got != "member" {
+		t.Fatalf("first AppendEntries to arrive came from %q, want the member's", got)
+	}
+	// The member refuses to talk to a server that is not one, either.
+	if err := appendEntries(member, intruders["another CA"], "member"); err == nil {
+		t.Fatal("a member sent AppendEntries to a server with another CA's certificate")
+	}
+}
+
+// A raw TLS dial to a TLS peer port with a certificate of another CA is
+// refused at the handshake: nothing the client writes is ever read.
+func TestTLSPeerPortRefusesWrongCertAtHandshake(t *testing.T) {
+	pki := newTestPKI(t)
+	a := newTLSPeerPort(t, newFakeService("n1"), pki.identity(t, "n1", true))
+	rogue := newTestPKI(t).identity(t, "n2", true)
+	conn, err := tls.Dial("tcp", string(a.Transport.LocalAddr()), &tls.Config{
+		Certificates: []tls.Certificate{rogue.Cert}, RootCAs: pki.pool(), MinVersion: tls.VersionTLS13})
+	if err == nil {
+		defer conn.Close()
+		// TLS 1.3: the server judges the client's certificate after the
+		// client's side of the handshake; its verdict is the next read.
+		_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = conn.Write([]byte("GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"))
+		_, err = conn.Read(make([]byte, 1))
+	}
+	if err == nil || !strings.Contains(err.Error(), "tls:") {
+		t.Fatalf("handshake with another CA's certificate: %v, want a TLS error", err)
+	}
+}
+
+// dialingService is a fakeService whose node reaches its peers through a
+// peer port (PeerDialer), as node.Node does.
+type dialingService struct {
+	*fakeService
+	port *RaftNet
+}
+
+func (d dialingService) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	return d.port.DialContext(ctx, network, addr)
+}
+
+// newHTTPSServer serves svc's API over HTTPS with identity id.
+func newHTTPSServer(t *testing.T, svc Service, id *TLS, clientCerts bool) string {
+	t.Helper()
+	ts := httptest.NewUnstartedServer(NewServer(svc))
+	ts.TLS = id.APIConfig(clientCerts)
+	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are meant
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	return ts.Listener.Addr().String()
+}
+
+// The API over HTTPS: plain HTTP to it fails at once (saying to use
+// https://), HTTPS with the CA works, and with client certificate
+// authentication a client without one is refused (unreachable, fail-fast)
+// while one with a certificate of the CA is served. A follower forwards
+// over its TLS peer port to the leader's, which verifies it and is
+// verified.
+func TestTLSAPI(t *testing.T) {
+	pki := newTestPKI(t)
+	leader := newFakeService("n1")
+	leaderPort := newTLSPeerPort(t, leader, pki.identity(t, "n1", true))
+	follower := newFakeService("n2")
+	follower.setLeader(LeaderInfo{ID: "n1", PeerAddr: string(leaderPort.Transport.LocalAddr()), Term: 3})
+	followerID := pki.identity(t, "n2", true)
+	svc := dialingService{follower, newTLSPeerPort(t, follower, followerID)}
+	addr := newHTTPSServer(t, svc, followerID, false)
+	strict := newHTTPSServer(t, svc, followerID, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	client := func(addr string, opts ...ClientOption) *Client {
+		c, err := NewClient([]string{addr}, append(opts, WithFailFast(200*time.Millisecond))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.CloseIdleConnections)
+		return c
+	}
+	caOnly := &tls.Config{RootCAs: pki.pool()}
+
+	_, err := client(addr).Health(ctx)
+	if api.CodeOf(err) != api.CodeInternal || !strings.Contains(err.Error(), "use https://"+addr) {
+		t.Fatalf("plain HTTP to an HTTPS node: %v, want internal error naming https://", err)
+	}
+	if _, err := client("https://" + addr).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
+		!strings.Contains(err.Error(), "unknown authority") {
+		t.Fatalf("HTTPS without the CA: %v, want unreachable (unknown authority)", err)
+	}
+	if _, err := client("https://"+addr, WithTLS(caOnly)).OpenSession(ctx, api.OpenRequest{Name: "tls"}); err != nil {
+		t.Fatalf("HTTPS with the CA, forwarded over TLS to the leader: %v", err)
+	}
+	if n := leader.Calls("OpenSession"); n != 1 {
+		t.Fatalf("the leader served %d opens, want 1 (forwarded)", n)
+	}
+
+	if _, err := client("https://"+strict, WithTLS(caOnly)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
+		!strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("no client certificate under client cert auth: %v, want unreachable (certificate required)", err)
+	}
+	withCert := caOnly.Clone()
+	withCert.Certificates = []tls.Certificate{pki.identity(t, "alice", false).Cert}
+	if _, err := client("https://"+strict, WithTLS(withCert)).Health(ctx); err != nil {
+		t.Fatalf("client certificate of the CA: %v", err)
+	}
+	rogue := caOnly.Clone()
+	rogue.Certificates = []tls.Certificate{newTestPKI(t).identity(t, "alice", false).Cert}
+	if _, err := client("https://"+strict, WithTLS(rogue)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable {
+		t.Fatalf("client certificate of another CA: %v, want unreachable", err)
+	}
+}
+
+// The addresses a client takes: host:port and http:// are HTTP, https://
+// is HTTPS; one address both ways is refused.
+func TestClientAddressSchemes(t *testing.T) {
+	c, err := NewClient([]string{"127.0.0.1:1", "http://127.0.0.1:2", "https://127.0.0.1:3/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://127.0.0.1:1/x", "http://127.0.0.1:2/x", "https://127.0.0.1:3/x"}
+	for i, a := range c.addrs {
+		if got := c.url(a, "/x"); got != want[i] {
+			t.Errorf("url(%q) = %q, want %q", a, got, want[i])
+		}
+	}
+	for _, bad := range [][]string{{"https://127.0.0.1"}, {"https://:1"}, {"127.0.0.1:1", "https://127.0.0.1:1"}} {
+		if _, err := NewClient(bad); err == nil {
+			t.Errorf("NewClient(%q) accepted", bad)
+		}
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "127.1.2.3:1": true,
+		":1": false, "0.0.0.0:1": false, "10.0.0.1:1": false, "example.com:1": false, "[::]:1": false} {
+		if got := IsLoopback(addr); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+var _ http.Handler = (*Server)(nil)
