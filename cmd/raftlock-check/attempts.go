@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,10 +107,11 @@ func (t attemptCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // httpClient returns the HTTP client of a client process: its
 // connections come from the loopback address ip (empty: the kernel's
-// choice), and it counts the attempts of recorded calls (attemptCounter).
+// choice), it speaks TLS with tc (nil: the default) to https addresses,
+// and it counts the attempts of recorded calls (attemptCounter).
 // Like the transport's default client it has no overall Timeout (the
 // transport bounds every request itself).
-func httpClient(ip string) (*http.Client, error) {
+func httpClient(ip string, tc *tls.Config) (*http.Client, error) {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	if ip != "" {
 		addr := net.ParseIP(ip)
@@ -120,6 +122,7 @@ func httpClient(ip string) (*http.Client, error) {
 	}
 	return &http.Client{Transport: attemptCounter{inner: &http.Transport{
 		DialContext:           d.DialContext,
+		TLSClientConfig:       tc,
 		MaxIdleConnsPerHost:   64,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,

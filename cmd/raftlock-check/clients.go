@@ -87,8 +87,9 @@ type clientSet struct {
 	track *tracker
 }
 
-// startClients starts n client processes against addrs.
-func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
+// startClients starts n client processes against addrs (with TLS, the
+// CA and client certificate of certs).
+func startClients(cfg Config, addrs []string, certs *certFiles, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
 	cs := &clientSet{hist: hist, res: res, track: track}
 	command := cfg.ClientCommand
 	if len(command) == 0 {
@@ -102,6 +103,9 @@ func startClients(cfg Config, addrs, locks []string, dir string, hist *historyLo
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
 			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
 			Clients: cfg.Clients}
+		if certs != nil {
+			cc.TLSCA, cc.TLSCert, cc.TLSKey = certs.CA, certs.ClientCert, certs.ClientKey
+		}
 		raw, err := json.Marshal(cc)
 		if err != nil {
 			cs.kill()

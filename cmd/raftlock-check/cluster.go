@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -54,6 +55,45 @@ type cluster struct {
 	bin   string
 	nodes []*nodeProc
 	args  []string // flags every node gets
+	// certs, when set, are the run's TLS certificates: every node serves
+	// HTTPS and mutual TLS on its peer port, and requires a client
+	// certificate (--client-cert-auth); clientTLS is the configuration of
+	// the checker's own requests (health probes).
+	certs     *certFiles
+	clientTLS *tls.Config
+}
+
+// enableTLS makes certificates for the nodes in dir and starts every node
+// with TLS from then on.
+func (c *cluster) enableTLS(dir string) error {
+	certs, err := writeCerts(dir, c.nodes)
+	if err != nil {
+		return err
+	}
+	tc, err := certs.clientTLS()
+	if err != nil {
+		return err
+	}
+	c.certs, c.clientTLS = certs, tc
+	return nil
+}
+
+// apiAddr is the address a client is given for node n: https://host:port
+// with TLS, host:port without.
+func (c *cluster) apiAddr(n *nodeProc) string {
+	if c.certs != nil {
+		return "https://" + n.httpAddr()
+	}
+	return n.httpAddr()
+}
+
+// apiAddrs returns every node's apiAddr.
+func (c *cluster) apiAddrs() []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, c.apiAddr(n))
+	}
+	return out
 }
 
 // newCluster lays out n nodes under dir, each on its own loopback address
@@ -84,15 +124,6 @@ func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 	return c, nil
 }
 
-// httpAddrs returns every node's HTTP address.
-func (c *cluster) httpAddrs() []string {
-	var out []string
-	for _, n := range c.nodes {
-		out = append(out, n.httpAddr())
-	}
-	return out
-}
-
 // start starts node n (again, with the data it has).
 func (c *cluster) start(n *nodeProc) error {
 	n.mu.Lock()
@@ -107,6 +138,10 @@ func (c *cluster) start(n *nodeProc) error {
 	fmt.Fprintf(logf, "==== raftlock-check: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"--id", n.id, "--data-dir", n.dataDir, "--raft-addr", n.raftAddr(),
 		"--http-addr", n.httpAddr()}, c.args...)
+	if c.certs != nil {
+		cert, key := c.certs.nodeCert(n.id)
+		args = append(args, "--tls-cert", cert, "--tls-key", key, "--tls-ca", c.certs.CA, "--client-cert-auth")
+	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = childAttr()

@@ -75,6 +75,9 @@ type Config struct {
 	// request without the Go client's retries, taking no_leader at its
 	// word (see naiveWait).
 	NaiveShare float64
+	// TLS runs the cluster with TLS: certificates made for the run, HTTPS
+	// and client certificates on the API, mutual TLS between the nodes.
+	TLS bool
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -82,7 +85,7 @@ func defaultConfig() Config {
 	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
 		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
 		Grace: session.DefaultGracePeriod, GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
-		NaiveShare: 0.1}
+		NaiveShare: 0.1, TLS: true}
 }
 
 // parseFlags parses the checker's command line.
@@ -114,6 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
+	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -36,7 +36,8 @@ func (c *cluster) views(ctx context.Context) []view {
 		go func(n *nodeProc) {
 			defer wg.Done()
 			v := view{node: n}
-			cl, err := transport.NewClient([]string{n.httpAddr()}, transport.WithRequestTimeout(healthTimeout))
+			cl, err := transport.NewClient([]string{c.apiAddr(n)}, transport.WithRequestTimeout(healthTimeout),
+				transport.WithTLS(c.clientTLS))
 			if err == nil {
 				hctx, cancel := context.WithTimeout(ctx, healthTimeout)
 				v.info, v.err = cl.Health(hctx)

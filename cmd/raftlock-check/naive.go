@@ -59,7 +59,7 @@ func (b *rawBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.G
 	}
 	rctx, cancel := context.WithTimeout(ctx, req.Wait+naiveSlack)
 	defer cancel()
-	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, "http://"+addr+"/v1/acquire", bytes.NewReader(data))
+	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, nodeURL(addr, "/v1/acquire"), bytes.NewReader(data))
 	if err != nil {
 		return api.Grant{}, fmt.Errorf("naive acquire %s: %w", req.Name, err)
 	}

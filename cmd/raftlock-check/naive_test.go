@@ -54,7 +54,7 @@ func TestAttemptCounterTellsUnsureAttempts(t *testing.T) {
 	}
 	downAddr := down.Addr().String()
 	down.Close()
-	hc, err := httpClient("")
+	hc, err := httpClient("", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS {
+		if err := cl.enableTLS(filepath.Join(dir, "tls")); err != nil {
+			return nil, err
+		}
+	}
 	defer cl.stopAll(5 * time.Second)
 	if err := cl.startAll(); err != nil {
 		return nil, err
@@ -76,14 +81,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err != nil {
 		return nil, fmt.Errorf("cluster did not start (logs in %s): %w", dir, err)
 	}
-	logf("cluster of %d nodes up: %s", cfg.Nodes, strings.Join(cl.httpAddrs(), " "))
+	logf("cluster of %d nodes up: %s", cfg.Nodes, strings.Join(cl.apiAddrs(), " "))
 
 	hist, res, track := newHistoryLog(), newResource(), newTracker()
 	var locks []string
 	for i := 0; i < cfg.Locks; i++ {
 		locks = append(locks, fmt.Sprintf("check/lock%d", i))
 	}
-	cs, err := startClients(cfg, cl.httpAddrs(), locks, dir, hist, res, track)
+	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, locks, dir, hist, res, track)
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +220,11 @@ func watchChecks(ctx context.Context, stop context.CancelFunc, hist *historyLog,
 func describe(cfg Config) string {
 	s := fmt.Sprintf("%d nodes, %d clients, %d locks, %v, seed %d, faults %s, ttl %v, lock-delay %v, grace %v, naive share %g",
 		cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, strings.Join(cfg.Faults, ","), cfg.TTL, cfg.LockDelay, cfg.Grace, cfg.NaiveShare)
+	if cfg.TLS {
+		s += ", TLS"
+	} else {
+		s += ", no TLS"
+	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -38,6 +39,12 @@ type clientConfig struct {
 	// Clients is the number of client processes of the run (they take
 	// turns at long holds).
 	Clients int `json:"clients,omitempty"`
+	// TLSCA, TLSCert and TLSKey are the PEM files of the CA and of the
+	// client certificate, for a cluster with TLS (Addrs are then
+	// https://host:port).
+	TLSCA   string `json:"tls_ca,omitempty"`
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
 }
 
 // Shape of a client's work.
@@ -117,7 +124,14 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	addrs := append([]string(nil), cfg.Addrs...)
 	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
-	hc, err := httpClient(cfg.SourceIP)
+	var tc *tls.Config
+	if cfg.TLSCA != "" {
+		var err error
+		if tc, err = transport.ClientConfig(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+		}
+	}
+	hc, err := httpClient(cfg.SourceIP, tc)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
@@ -136,7 +150,7 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 		if err != nil {
 			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 		}
-		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: a})
+		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: hostPort(a)})
 	}
 	return w, nil
 }

@@ -9,6 +9,11 @@
 //
 // (and n2, n3 likewise). Kill the leader: another instance takes over once
 // the dead one's session lease and lock-delay have run out.
+//
+// With --tls-cert, --tls-key and --tls-ca (node certificates and the CA,
+// e.g. from "raftlock tls init DIR --node n1=127.0.0.1 ...") the replicas
+// talk to each other over mutual TLS only: a peer must hold a node
+// certificate signed by the CA.
 package main
 
 import (
@@ -26,6 +31,7 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
 )
 
 const election = "app/leader"
@@ -49,7 +55,7 @@ func main() {
 }
 
 func run() error {
-	var id, raftAddr, dataDir, peerList string
+	var id, raftAddr, dataDir, peerList, tlsCert, tlsKey, tlsCA string
 	var ttl, lockDelay time.Duration
 	flag.StringVar(&id, "id", "", "this instance's id (n1)")
 	flag.StringVar(&raftAddr, "raft", "", "host:port of this instance's peer port (Raft, and the other instances' calls)")
@@ -57,9 +63,22 @@ func run() error {
 	flag.StringVar(&peerList, "peers", "", "all instances: id=raft-host:port,...")
 	flag.DurationVar(&ttl, "ttl", 5*time.Second, "session lease")
 	flag.DurationVar(&lockDelay, "lock-delay", 2*time.Second, "lock-delay after a dead leader's session expires")
+	flag.StringVar(&tlsCert, "tls-cert", "", "this instance's node certificate (PEM): mutual TLS between the instances (with --tls-key, --tls-ca)")
+	flag.StringVar(&tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
+	flag.StringVar(&tlsCA, "tls-ca", "", "the CA certificate (PEM) that signed every instance's certificate")
 	flag.Parse()
 	if id == "" || raftAddr == "" || dataDir == "" || peerList == "" {
 		return errors.New("--id, --raft, --data and --peers are required")
+	}
+	var tlsID *transport.TLS
+	if tlsCert != "" || tlsKey != "" || tlsCA != "" {
+		if tlsCert == "" || tlsKey == "" || tlsCA == "" {
+			return errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")
+		}
+		var err error
+		if tlsID, err = transport.LoadTLS(tlsCert, tlsKey, tlsCA); err != nil {
+			return err
+		}
 	}
 	var peers []node.Peer
 	for _, p := range strings.Split(peerList, ",") {
@@ -74,8 +93,8 @@ func run() error {
 	logger := hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: os.Stderr})
 
 	// 1. The embedded replica: it serves its peers by itself, on its
-	// peer port.
-	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger})
+	// peer port (mutual TLS with tlsID).
+	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger, TLS: tlsID})
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/transport"
 )
 
 func freeAddr(t *testing.T) string {
@@ -45,8 +48,9 @@ type example struct {
 	output strings.Builder
 }
 
-// startExample builds the example and starts three instances of it.
-func startExample(t *testing.T) *example {
+// startExample builds the example and starts three instances of it (with
+// withTLS, over mutual TLS with certificates made for them).
+func startExample(t *testing.T, withTLS bool) *example {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs three processes")
@@ -65,10 +69,35 @@ func startExample(t *testing.T) *example {
 	e := &example{t: t, cmds: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, waitErr: map[string]error{},
 		elected: make(chan electedLine, 16)}
 	dir := t.TempDir()
+	var ca *transport.CA
+	if withTLS {
+		var err error
+		if ca, err = transport.NewCA("embedded test CA", time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for i := 1; i <= 3; i++ {
 		id := fmt.Sprintf("n%d", i)
-		cmd := exec.Command(bin, "--id", id, "--raft", raft[id], "--data", filepath.Join(dir, id),
-			"--peers", strings.Join(peers, ","), "--ttl", "2s", "--lock-delay", "1s")
+		args := []string{"--id", id, "--raft", raft[id], "--data", filepath.Join(dir, id),
+			"--peers", strings.Join(peers, ","), "--ttl", "2s", "--lock-delay", "1s"}
+		if ca != nil {
+			cert, key, err := ca.IssueNode(id, []string{"127.0.0.1"}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, kp := filepath.Join(dir, id+".pem"), filepath.Join(dir, id+"-key.pem")
+			if err := os.WriteFile(cp, cert, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(kp, key, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			args = append(args, "--tls-cert", cp, "--tls-key", kp, "--tls-ca", filepath.Join(dir, "ca.pem"))
+		}
+		cmd := exec.Command(bin, args...)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -170,7 +199,7 @@ func (e *example) waitOutput(want string) {
 // Three processes of the example form a cluster and elect one leader; when
 // it is killed (-9), another instance is elected with a larger token.
 func TestEmbeddedElection(t *testing.T) {
-	e := startExample(t)
+	e := startExample(t, false)
 	first := e.next("first election")
 	e.signal(first.id, syscall.SIGKILL)
 	second := e.next("election after kill -9")
@@ -189,7 +218,7 @@ func TestEmbeddedElection(t *testing.T) {
 // can be neither resigned nor closed), still stops on SIGTERM within
 // sessionStopTimeout + nodeStopTimeout, and exits 0.
 func TestEmbeddedStopsWithoutQuorum(t *testing.T) {
-	e := startExample(t)
+	e := startExample(t, false)
 	leader := e.next("first election")
 	last := "n1"
 	if leader.id == last {
@@ -218,5 +247,34 @@ func TestEmbeddedStopsWithoutQuorum(t *testing.T) {
 		t.Logf("%s, alone, exited %v after SIGTERM", last, time.Since(start).Round(time.Millisecond))
 	case <-time.After(bound):
 		t.Fatalf("%s, alone, still running %v after SIGTERM; output:\n%s", last, bound, e.text())
+	}
+}
+
+// The replicas of three instances started with --tls-cert, --tls-key and
+// --tls-ca talk over mutual TLS: they form a cluster and elect a leader,
+// and another after it is killed.
+func TestEmbeddedElectionTLS(t *testing.T) {
+	e := startExample(t, true)
+	first := e.next("first election over TLS")
+	e.signal(first.id, syscall.SIGKILL)
+	second := e.next("election over TLS after kill -9")
+	if second.id == first.id || second.token <= first.token {
+		t.Fatalf("second election %+v after %+v: want another instance with a larger token", second, first)
+	}
+}
+
+// An instance given only part of the TLS flags refuses to start.
+func TestEmbeddedPartialTLSRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the example")
+	}
+	bin := filepath.Join(t.TempDir(), "embedded")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--id", "n1", "--raft", freeAddr(t), "--data", t.TempDir(),
+		"--peers", "n1=127.0.0.1:1", "--tls-cert", "x.pem").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--tls-key") {
+		t.Fatalf("--tls-cert alone: %v, %s; want a refusal naming the missing flags", err, out)
 	}
 }
