@@ -14,6 +14,7 @@ import (
 	"fmt"
 
 	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // Version is the encoding version of commands written by this build. It is
@@ -82,6 +83,9 @@ type OpenSession struct {
 	Name      string `json:"name,omitempty"`
 	TTL       int64  `json:"ttl"`        // nanoseconds
 	LockDelay int64  `json:"lock_delay"` // nanoseconds
+	// Limits are the leader's limits when it proposed the open (nil on an
+	// entry written before limits: none).
+	Limits *api.Limits `json:"limits,omitempty"`
 }
 
 // SessionRef names a session to close or expire.
@@ -103,6 +107,9 @@ type Acquire struct {
 	// means api.MaxWait.
 	WaitFor int64  `json:"wait_for,omitempty"`
 	Value   string `json:"value,omitempty"`
+	// Limits are the leader's limits when it proposed the acquire (nil on
+	// an entry written before limits: none).
+	Limits *api.Limits `json:"limits,omitempty"`
 }
 
 // LockRef names one (session, holder) of one lock: a release, or the

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // Status is the business outcome of applying one command.
@@ -37,12 +38,15 @@ const (
 	// StatusModeMismatch: the holder already holds or waits for the lock
 	// in the other mode (Result.Mode says which).
 	StatusModeMismatch
+	// StatusResourceExhausted: the command would pass one of the limits
+	// it carries (Result.Refusal says which); nothing changed.
+	StatusResourceExhausted
 )
 
 // String names the status.
 func (s Status) String() string {
 	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
-		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch"}
+		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch", "resource_exhausted"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -61,6 +65,9 @@ type Result struct {
 	// Busy says why the lock was busy (StatusLockBusy), as the entry found
 	// it; nil otherwise.
 	Busy *Busy
+	// Refusal says which limit a command would pass
+	// (StatusResourceExhausted).
+	Refusal string
 }
 
 // Busy describes a lock an acquire found busy, from the state the entry
@@ -95,6 +102,10 @@ type SessionRecord struct {
 	Created int64 `json:"created"`
 	// Locks are the names of the locks it holds or waits for.
 	Locks map[string]struct{} `json:"-"`
+	// Holds counts its holds and waits (one per lock and holder id): what
+	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
+	// Restore.
+	Holds int `json:"-"`
 }
 
 // Holder is one holder of a lock.
@@ -324,7 +335,7 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 	r := Result{Index: index}
 	switch cmd.Type {
 	case CmdOpenSession:
-		r.Status = f.openSession(cmd.OpenSession)
+		r.Status, r.Refusal = f.openSession(cmd.OpenSession)
 	case CmdCloseSession:
 		r.Status = f.removeSession(index, cmd.CloseSession.ID, false)
 	case CmdExpireSession:
@@ -345,17 +356,20 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 	return r
 }
 
-func (f *FSM) openSession(c *OpenSession) Status {
+func (f *FSM) openSession(c *OpenSession) (Status, string) {
 	if c.ID == "" || c.TTL <= 0 || c.LockDelay < 0 {
-		return StatusInvalid
+		return StatusInvalid, ""
 	}
 	if _, ok := f.sessions[c.ID]; ok {
-		return StatusSessionExists
+		return StatusSessionExists, ""
+	}
+	if err := c.Limits.Exceeded(api.Usage{Sessions: len(f.sessions) + 1}); err != nil {
+		return StatusResourceExhausted, err.Message
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
 		Created: f.now, Locks: make(map[string]struct{})}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
-	return StatusOK
+	return StatusOK, ""
 }
 
 // removeSession closes (expire=false) or expires a session: its holds are
@@ -452,26 +466,42 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			}
 			return r
 		}
-	} else if l = f.takeFree(c.Lock); l == nil {
+	}
+	grantable := l == nil || (!l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode))
+	if !grantable && !c.Wait {
+		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
+		return r
+	}
+	// What the acquire would add, checked before anything changes.
+	var u api.Usage
+	if l == nil {
+		u.Locks = len(f.locks) + 1
+	}
+	u.SessionLocks = s.Holds + 1
+	if !grantable {
+		u.Waiters = len(l.Waiters) + 1
+	}
+	if err := c.Limits.Exceeded(u); err != nil {
+		r.Status, r.Refusal = StatusResourceExhausted, err.Message
+		return r
+	}
+	if l == nil {
 		// A free lock: granted below, it carries on the history it left
 		// behind, or starts one, complete since the state machine last
 		// forgot grants.
-		l = &Lock{Name: c.Lock, GrantsSince: f.forgot + 1}
+		if l = f.takeFree(c.Lock); l == nil {
+			l = &Lock{Name: c.Lock, GrantsSince: f.forgot + 1}
+		}
 	}
-	if !l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode) {
-		f.locks[c.Lock] = l
-		s.Locks[c.Lock] = struct{}{}
+	f.locks[c.Lock] = l
+	s.Locks[c.Lock] = struct{}{}
+	s.Holds++
+	if grantable {
 		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
 		f.changed(index, l)
 		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
 		return r
 	}
-	if !c.Wait {
-		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
-		return r
-	}
-	f.locks[c.Lock] = l
-	s.Locks[c.Lock] = struct{}{}
 	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value,
 		WaitFor: c.WaitFor, WaitSet: index})
 	f.emit(Event{Kind: EventWaitSet, Lock: c.Lock, Session: c.Session, Holder: c.Holder, WaitFor: c.WaitFor, Index: index})
@@ -631,6 +661,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	for i, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
+			f.sessions[c.Session].Holds--
 			f.forget(l, c.Session)
 			f.changed(index, l)
 			return StatusOK
@@ -656,6 +687,9 @@ func (f *FSM) dequeue(l *Lock, c *LockRef, why WaitEnd) bool {
 				return false
 			}
 			l.Waiters = append(l.Waiters[:i:i], l.Waiters[i+1:]...)
+			if s := f.sessions[c.Session]; s != nil {
+				s.Holds--
+			}
 			f.forget(l, c.Session)
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder, Reason: why})
 			return true
@@ -815,6 +849,31 @@ func (f *FSM) Locks(prefix string) []Lock {
 	return out
 }
 
+// LocksPage returns copies of at most limit locks whose names start with
+// prefix and sort after after, in name order, and the cursor of the next
+// page: the last name returned when more follow, else "".
+func (f *FSM) LocksPage(prefix, after string, limit int) ([]Lock, string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	names := []string{}
+	for name := range f.locks {
+		if name > after && strings.HasPrefix(name, prefix) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	next := ""
+	if len(names) > limit {
+		names = names[:limit]
+		next = names[limit-1]
+	}
+	out := make([]Lock, 0, len(names))
+	for _, name := range names {
+		out = append(out, copyLock(f.locks[name]))
+	}
+	return out, next
+}
+
 // Members returns the recorded member addresses, sorted by id.
 func (f *FSM) Members() []Member {
 	f.mu.RLock()
@@ -923,11 +982,13 @@ func (f *FSM) Load(data []byte) error {
 		for _, h := range l.Holders {
 			if s := f.sessions[h.Session]; s != nil {
 				s.Locks[l.Name] = struct{}{}
+				s.Holds++
 			}
 		}
 		for _, w := range l.Waiters {
 			if s := f.sessions[w.Session]; s != nil {
 				s.Locks[l.Name] = struct{}{}
+				s.Holds++
 			}
 		}
 	}

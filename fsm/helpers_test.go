@@ -201,7 +201,14 @@ func checkSessionIndex(t testing.TB, f *FSM) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	want := make(map[string][]string)
+	holds := make(map[string]int)
 	for name, l := range f.locks {
+		for _, h := range l.Holders {
+			holds[h.Session]++
+		}
+		for _, w := range l.Waiters {
+			holds[w.Session]++
+		}
 		seen := map[string]bool{}
 		for _, h := range l.Holders {
 			if !seen[h.Session] {
@@ -217,6 +224,9 @@ func checkSessionIndex(t testing.TB, f *FSM) {
 		}
 	}
 	for id, s := range f.sessions {
+		if s.Holds != holds[id] {
+			t.Fatalf("session %s: Holds %d, but it holds or waits %d times", id, s.Holds, holds[id])
+		}
 		got := sortedKeys(s.Locks)
 		w := want[id]
 		sort.Strings(w)

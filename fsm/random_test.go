@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 var (
@@ -56,6 +57,7 @@ func TestRandomCommands(t *testing.T) {
 					"reopened sessions": st.Reopened, "close handoffs": st.CloseHandoffs,
 					"waits ended by removal": st.RemovedWaits, "not holder": st.NotHolder, "busy": st.Busy,
 					"history drops": st.HistoryDrops, "free histories taken up": st.Revived,
+					"limits reached": st.Exhausted,
 				} {
 					if n == 0 {
 						t.Errorf("seed %d never exercised %s", seed, name)
@@ -73,6 +75,8 @@ type randStats struct {
 	// HistoryDrops counts grants pushed out of a full history; Revived,
 	// grants of a free lock that carried its history on.
 	HistoryDrops, Revived int
+	// Exhausted counts commands refused at a limit.
+	Exhausted int
 }
 
 type hkey struct{ s, h string }
@@ -94,6 +98,10 @@ var (
 	randLocks    = []string{"a", "b", "c/d", "e/f/g"}
 	randHolders  = []string{"h0", "h1", "h2"}
 	randDelays   = []time.Duration{0, time.Second, 3 * time.Second, 10 * time.Second}
+	// randLimits, tight enough for the sets above, are stamped into a
+	// third of the opens and acquires (the others carry none, as entries
+	// from before limits).
+	randLimits = api.Limits{Sessions: 4, Locks: 3, WaitersPerLock: 2, LocksPerSession: 2}
 )
 
 func runRandom(t *testing.T, seed uint64, steps int) randStats {
@@ -113,6 +121,15 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		now += rng.Int64N(int64(2 * time.Second))
 		cmd, note := genCommand(rng, a, &m)
 		cmd.Now = now
+		if rng.IntN(3) == 0 {
+			lim := randLimits
+			switch cmd.Type {
+			case CmdOpenSession:
+				cmd.OpenSession.Limits = &lim
+			case CmdAcquire:
+				cmd.Acquire.Limits = &lim
+			}
+		}
 		history = append(history, fmt.Sprintf("%d %s %s %s", idx, cmd.Type, describe(cmd), note))
 		fail := func(format string, args ...any) {
 			t.Helper()
@@ -136,6 +153,7 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		}
 
 		pre := snapshotLocks(a)
+		preState, exhausted := stateOf(t, a), wantExhausted(cmd, pre, a.Sessions())
 		var preSess SessionRecord
 		var preSessOK bool
 		if cmd.Type == CmdExpireSession || cmd.Type == CmdCloseSession {
@@ -156,6 +174,15 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 			fail("replicas diverge:\n%s\n%s", a.Dump(), b.Dump())
 		}
 		post := snapshotLocks(a)
+		if (ra.Status == StatusResourceExhausted) != exhausted {
+			fail("answered %s; the limits %+v say refused=%v", ra.Status, randLimits, exhausted)
+		}
+		if exhausted {
+			st.Exhausted++
+			if len(events) != 0 || !reflect.DeepEqual(preState, stateOf(t, a)) {
+				fail("a refused entry changed the state or emitted %+v", events)
+			}
+		}
 		checkCommandResult(fail, &st, cmd, ra, idx, pre, post, events, m.names)
 		// Model the expected lock-delays from the pre-state.
 		if cmd.Type == CmdExpireSession && preSessOK && preSess.LockDelay > 0 {
@@ -183,6 +210,8 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		checkEvents(fail, &st, &m, cmd, ra, idx, pre, events)
 		modelHistories(&st, &m, events, pre, post)
 		checkState(t, fail, a, &m, idx)
+		checkSessionIndex(t, a)
+		checkSessionIndex(t, b)
 		if cmd.Type == CmdOpenSession && ra.Status == StatusOK {
 			if m.opened[cmd.OpenSession.ID] {
 				st.Reopened++
@@ -203,6 +232,56 @@ func runRandom(t *testing.T, seed uint64, steps int) randStats {
 		t.Fatalf("seed %d: final states differ:\nA: %s\nC: %s", seed, da, db)
 	}
 	return st
+}
+
+// wantExhausted is the limit rule as the test knows it: whether cmd,
+// with the limits it carries, is refused in the state of the locks pre and
+// the sessions.
+func wantExhausted(cmd Command, pre map[string]Lock, sessions []SessionRecord) bool {
+	switch cmd.Type {
+	case CmdOpenSession:
+		c := cmd.OpenSession
+		if c.Limits == nil || c.ID == "" || c.TTL <= 0 || c.LockDelay < 0 {
+			return false
+		}
+		for _, s := range sessions {
+			if s.ID == c.ID {
+				return false
+			}
+		}
+		return len(sessions) >= c.Limits.Sessions
+	case CmdAcquire:
+		c := cmd.Acquire
+		i := slices.IndexFunc(sessions, func(s SessionRecord) bool { return s.ID == c.Session })
+		if c.Limits == nil || c.Lock == "" || c.Holder == "" || !c.Mode.Valid() || i < 0 {
+			return false
+		}
+		l, stored := pre[c.Lock]
+		k := hkey{c.Session, c.Holder}
+		if _, held := findHolder(l, k); held || isWaiter(l, k) {
+			return false // a retry adds nothing
+		}
+		free := !stored || (!l.Delayed && len(l.Waiters) == 0 && (len(l.Holders) == 0 || (l.Mode == Shared && c.Mode == Shared)))
+		if !free && !c.Wait {
+			return false // busy
+		}
+		holds := 0
+		for _, l := range pre {
+			for _, h := range l.Holders {
+				if h.Session == c.Session {
+					holds++
+				}
+			}
+			for _, w := range l.Waiters {
+				if w.Session == c.Session {
+					holds++
+				}
+			}
+		}
+		return (!stored && len(pre) >= c.Limits.Locks) || holds >= c.Limits.LocksPerSession ||
+			(!free && len(l.Waiters) >= c.Limits.WaitersPerLock)
+	}
+	return false
 }
 
 func sessionOf(c Command) string {
@@ -477,7 +556,7 @@ func checkCommandResult(fail func(string, ...any), st *randStats, cmd Command, r
 				fail("busy on a lock that was available: %+v", l)
 			}
 			checkBusy(fail, r.Busy, l, sessions, 0)
-		case StatusSessionNotFound, StatusInvalid:
+		case StatusSessionNotFound, StatusInvalid, StatusResourceExhausted:
 			if !reflect.DeepEqual(pre, post) {
 				fail("%s changed the locks", r.Status)
 			}

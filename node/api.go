@@ -80,7 +80,7 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 		return api.Info{}, err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdOpenSession, OpenSession: &fsm.OpenSession{
-		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay)}})
+		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay), Limits: &n.cfg.Limits}})
 	if err != nil {
 		return api.Info{}, err
 	}
@@ -179,7 +179,7 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		var err error
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
-			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
+			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits}})
 		if err != nil {
 			return api.Grant{}, err
 		}
@@ -368,6 +368,24 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error
 		out = append(out, n.lockStateOf(l))
 	}
 	return out, nil
+}
+
+// LocksPage lists one page of the locks (held, waited for or delayed)
+// whose names start with q.Prefix: at most q.Limit after q.After, in name
+// order (api.LocksQuery).
+func (n *Node) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
+	if err := q.Resolve(); err != nil {
+		return api.LocksPage{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return api.LocksPage{}, err
+	}
+	ls, next := n.fsm.LocksPage(q.Prefix, q.After, q.Limit)
+	page := api.LocksPage{Locks: make([]api.LockState, 0, len(ls)), Next: next}
+	for _, l := range ls {
+		page.Locks = append(page.Locks, n.lockStateOf(l))
+	}
+	return page, nil
 }
 
 // CheckSequencer tells whether a sequencer is still current: the lock is

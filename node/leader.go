@@ -514,6 +514,8 @@ func mapStatus(r fsm.Result, what string) error {
 		return api.Errorf(api.CodeNotHolder, "%s: this session/holder does not hold the lock", what)
 	case fsm.StatusInvalid:
 		return api.Errorf(api.CodeInvalidArgument, "%s: invalid command", what)
+	case fsm.StatusResourceExhausted:
+		return api.Errorf(api.CodeResourceExhausted, "%s: %s", what, r.Refusal)
 	default:
 		return api.Errorf(api.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
 	}

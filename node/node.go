@@ -100,6 +100,11 @@ type Config struct {
 	// MaxExpiriesPerTick rate-limits expiry proposals (zero:
 	// DefaultMaxExpiriesPerTick; negative refused).
 	MaxExpiriesPerTick int
+	// Limits bound the replicated state (api.Limits; a zero field takes
+	// its default, a negative one is refused). Every node of a cluster
+	// should be given the same: the leader stamps its own into the
+	// commands it proposes, and every replica applies those.
+	Limits api.Limits
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
 	// (zero: DefaultHeartbeatTimeout, DefaultElectionTimeout,
 	// DefaultLeaderLeaseTimeout). Each must lie in [MinRaftTimeout,
@@ -167,6 +172,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxExpiriesPerTick == 0 {
 		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
+	}
+	if err := c.Limits.Resolve(); err != nil {
+		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.MaxExpiriesPerTick < 0 {
 		return fmt.Errorf("node: config: %w", invalid("MaxExpiriesPerTick %d must be positive", c.MaxExpiriesPerTick))

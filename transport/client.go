@@ -889,25 +889,56 @@ func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait 
 	return l, nil
 }
 
-// Locks lists the locks whose names start with prefix.
+// Locks lists the locks whose names start with prefix, in name order,
+// asking for them page by page (LocksPage, the server's default page, so
+// that its first request is the one a server from before pages answers in
+// full): every lock that exists throughout the listing is in it exactly
+// once.
 func (c *Client) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
+	ls := []api.LockState{}
+	q := api.LocksQuery{Prefix: prefix}
+	for {
+		page, err := c.LocksPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, page.Locks...)
+		if page.Next == "" {
+			return ls, nil
+		}
+		q.After = page.Next
+	}
+}
+
+// LocksPage lists one page of the locks: at most q.Limit (zero: the
+// server's default page) whose names start with q.Prefix and sort after
+// q.After, in name order, and the cursor of the next page.
+func (c *Client) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
 	var out LocksReply
-	cl := &call{method: http.MethodGet, path: "/v1/locks", out: &out, idempotent: true}
-	if prefix != "" {
-		cl.query = url.Values{"prefix": {prefix}}
+	cl := &call{method: http.MethodGet, path: "/v1/locks", out: &out, idempotent: true, query: url.Values{}}
+	for k, v := range map[string]string{"prefix": q.Prefix, "after": q.After} {
+		if v != "" {
+			cl.query.Set(k, v)
+		}
+	}
+	if q.Limit != 0 {
+		cl.query.Set("limit", strconv.Itoa(q.Limit))
 	}
 	if _, err := c.do(ctx, cl); err != nil {
-		return nil, err
+		return api.LocksPage{}, err
 	}
-	ls := make([]api.LockState, 0, len(out.Locks))
+	page := api.LocksPage{Locks: make([]api.LockState, 0, len(out.Locks)), Next: out.Next}
 	for _, l := range out.Locks {
 		st, err := l.State()
 		if err != nil {
-			return nil, fmt.Errorf("raftlock locks: %w", err)
+			return api.LocksPage{}, fmt.Errorf("raftlock locks: %w", err)
 		}
-		ls = append(ls, st)
+		page.Locks = append(page.Locks, st)
 	}
-	return ls, nil
+	if page.Next != "" && page.Next <= q.After {
+		return api.LocksPage{}, api.Errorf(api.CodeInternal, "raftlock locks: the server's next page %q does not follow %q", page.Next, q.After)
+	}
+	return page, nil
 }
 
 // CheckSequencer asks whether a sequencer is still current.

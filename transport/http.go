@@ -208,6 +208,8 @@ func StatusOf(code api.Code) int {
 		return http.StatusServiceUnavailable
 	case api.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case api.CodeResourceExhausted:
+		return http.StatusTooManyRequests
 	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	default:
@@ -275,7 +277,7 @@ func expectedCode(code api.Code) bool {
 	switch code {
 	case api.CodeInvalidArgument, api.CodeSessionNotFound, api.CodeLockBusy, api.CodeNotHolder,
 		api.CodeWaitTimeout, api.CodeWaitCancelled, api.CodeNoLeader, api.CodeUnknownOutcome,
-		api.CodeTooLarge, api.CodeNotFound, api.CodeMethodNotAllowed:
+		api.CodeTooLarge, api.CodeResourceExhausted, api.CodeNotFound, api.CodeMethodNotAllowed:
 		return true
 	default:
 		return false

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -260,17 +261,36 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// LockPager is a Service that lists one page of locks itself (node.Node
+// does); the server pages the full listing of any other.
+type LockPager interface {
+	LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error)
+}
+
 func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "prefix")
+	q, err := query(r, "prefix", "limit", "after")
 	if err != nil {
 		return err
 	}
-	prefix := q.Get("prefix")
-	ls, err := s.svc.Locks(r.Context(), prefix)
+	lq := api.LocksQuery{Prefix: q.Get("prefix"), After: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		if lq.Limit, err = strconv.Atoi(v); err != nil || lq.Limit <= 0 {
+			return invalidf("limit %q out of range [1, %d]", v, api.MaxLocksPage)
+		}
+	}
+	var page api.LocksPage
+	if p, ok := s.svc.(LockPager); ok {
+		page, err = p.LocksPage(r.Context(), lq)
+	} else if err = lq.Resolve(); err == nil {
+		var ls []api.LockState
+		if ls, err = s.svc.Locks(r.Context(), lq.Prefix); err == nil {
+			page = api.PageLocks(ls, lq)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewLocksReply(ls))
+	writeJSON(w, http.StatusOK, NewLocksPageReply(page))
 	return nil
 }
 

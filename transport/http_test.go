@@ -548,7 +548,7 @@ func TestStatusOf(t *testing.T) {
 		api.CodeInvalidArgument: 400, api.CodeSessionNotFound: 404, api.CodeLockBusy: 409,
 		api.CodeNotHolder: 409, api.CodeWaitTimeout: 408, api.CodeNoLeader: 503,
 		api.CodeUnknownOutcome: 503, api.CodeTooLarge: 413, api.CodeInternal: 500,
-		api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, "something_new": 500,
+		api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, api.CodeResourceExhausted: 429, "something_new": 500,
 	} {
 		if got := StatusOf(code); got != status {
 			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)

@@ -149,9 +149,12 @@ type QueuedReply struct {
 	Mode   string `json:"mode"`
 }
 
-// LocksReply answers GET /v1/locks.
+// LocksReply answers GET /v1/locks: one page of the listing, and the
+// cursor of the next (the after parameter of the next request; empty after
+// the last page).
 type LocksReply struct {
 	Locks []LockReply `json:"locks"`
+	Next  string      `json:"next"`
 }
 
 // CheckBody is the body of POST /v1/sequencer/check.
@@ -345,10 +348,15 @@ func (r LockReply) State() (api.LockState, error) {
 	return out, nil
 }
 
-// NewLocksReply encodes a list of lock states.
+// NewLocksReply encodes a list of lock states (a last page: no next).
 func NewLocksReply(ls []api.LockState) LocksReply {
-	out := LocksReply{Locks: make([]LockReply, 0, len(ls))}
-	for _, l := range ls {
+	return NewLocksPageReply(api.LocksPage{Locks: ls})
+}
+
+// NewLocksPageReply encodes one page of a listing.
+func NewLocksPageReply(p api.LocksPage) LocksReply {
+	out := LocksReply{Locks: make([]LockReply, 0, len(p.Locks)), Next: p.Next}
+	for _, l := range p.Locks {
 		out.Locks = append(out.Locks, NewLockReply(l))
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 func TestParsePeers(t *testing.T) {
@@ -154,5 +155,30 @@ func TestFailoverGraceZeroReachesNodeAsNone(t *testing.T) {
 		if cfg.FailoverGrace != tc.want {
 			t.Errorf("%q: node.Config.FailoverGrace = %v, want %v", tc.args, cfg.FailoverGrace, tc.want)
 		}
+	}
+}
+
+// A limit flag below 1 is refused before anything starts (exit 2, one line
+// naming the flag); the flags reach the node's config, defaults included.
+func TestLimitFlagsBelowOneAreRefusedAndReachTheNode(t *testing.T) {
+	for _, tc := range []struct{ flag, want string }{
+		{"--max-sessions", "raftlockd: --max-sessions 0 out of range [1, ∞)\n"},
+		{"--max-locks", "raftlockd: --max-locks 0 out of range [1, ∞)\n"},
+		{"--max-waiters-per-lock", "raftlockd: --max-waiters-per-lock 0 out of range [1, ∞)\n"},
+		{"--max-locks-per-session", "raftlockd: --max-locks-per-session 0 out of range [1, ∞)\n"},
+	} {
+		var stderr bytes.Buffer
+		if code := run([]string{"--dev", tc.flag, "0"}, &stderr); code != 2 || stderr.String() != tc.want {
+			t.Errorf("run(--dev %s 0) = %d, stderr %q; want 2, %q", tc.flag, code, stderr.String(), tc.want)
+		}
+	}
+	o, err := parse([]string{"--dev", "--max-locks", "7"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := api.DefaultLimits()
+	want.Locks = 7
+	if got := nodeConfig(serverSpec{}, o, "", nil).Limits; got != want {
+		t.Fatalf("node limits %+v, want %+v", got, want)
 	}
 }

@@ -46,6 +46,7 @@ type options struct {
 	logJSON                                               bool
 	failoverGrace                                         time.Duration
 	heartbeat, election, leaderLease                      time.Duration
+	limits                                                api.Limits
 	faults                                                node.Faults
 	// TLS: the node's certificate and key and the cluster's CA (PEM
 	// files); clientCertAuth: the API requires client certificates too;
@@ -79,6 +80,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		"Raft election timeout ("+raftRange+"; at least --raft-heartbeat-timeout)")
 	fs.DurationVar(&o.leaderLease, "raft-leader-lease-timeout", node.DefaultLeaderLeaseTimeout,
 		"Raft leader lease timeout, not a read lease ("+raftRange+"; at most --raft-heartbeat-timeout)")
+	fs.IntVar(&o.limits.Sessions, "max-sessions", api.DefaultMaxSessions, "most sessions open at once (every node the same)")
+	fs.IntVar(&o.limits.Locks, "max-locks", api.DefaultMaxLocks, "most locks held, waited for or delayed at once (every node the same)")
+	fs.IntVar(&o.limits.WaitersPerLock, "max-waiters-per-lock", api.DefaultMaxWaitersPerLock, "most waiters in one lock's queue (every node the same)")
+	fs.IntVar(&o.limits.LocksPerSession, "max-locks-per-session", api.DefaultMaxLocksPerSession, "most holds and waits of one session, one per lock and holder id (every node the same)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "this node's certificate (PEM): HTTPS on --http-addr, mutual TLS on --raft-addr (with --tls-key, --tls-ca)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "the cluster's CA certificate (PEM): peers (and, with --client-cert-auth, clients) must present a certificate it signed")
@@ -95,6 +100,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
 	}
 	if err := o.validateDurations(); err != nil {
+		return o, err
+	}
+	if err := o.limits.Check(); err != nil {
 		return o, err
 	}
 	if o.dev {
@@ -380,7 +388,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
 		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
-		Faults: o.faults, TLS: o.tlsFiles,
+		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits,
 	}
 }
 

@@ -37,6 +37,10 @@ const (
 	MaxHolderBytes = 128
 	// MaxValueBytes bounds the value a holder sets on a lock.
 	MaxValueBytes = 4096
+	// DefaultLocksPage is how many locks one page of a listing holds when
+	// the caller names no limit; MaxLocksPage bounds the limit.
+	DefaultLocksPage = 1000
+	MaxLocksPage     = 10000
 )
 
 // Code is a stable, machine-readable error code (API.md).
@@ -51,13 +55,16 @@ const (
 	CodeWaitTimeout     Code = "wait_timeout"
 	// CodeWaitCancelled answers a waiting acquire whose wait its own holder
 	// ended (a release by the queued holder).
-	CodeWaitCancelled    Code = "wait_cancelled"
-	CodeNoLeader         Code = "no_leader"
-	CodeUnknownOutcome   Code = "unknown_outcome"
-	CodeTooLarge         Code = "too_large"
-	CodeInternal         Code = "internal"
-	CodeNotFound         Code = "not_found"
-	CodeMethodNotAllowed Code = "method_not_allowed"
+	CodeWaitCancelled  Code = "wait_cancelled"
+	CodeNoLeader       Code = "no_leader"
+	CodeUnknownOutcome Code = "unknown_outcome"
+	CodeTooLarge       Code = "too_large"
+	// CodeResourceExhausted refuses a request that would take the cluster
+	// past one of its Limits; nothing changed.
+	CodeResourceExhausted Code = "resource_exhausted"
+	CodeInternal          Code = "internal"
+	CodeNotFound          Code = "not_found"
+	CodeMethodNotAllowed  Code = "method_not_allowed"
 	// CodeUnreachable is the client's own (never on the wire, no HTTP
 	// status): no node could be connected to for a while (a client made
 	// with transport.WithFailFast).
@@ -97,7 +104,9 @@ var (
 	ErrNoLeader        = &Error{Code: CodeNoLeader, Message: "no leader"}
 	ErrUnknownOutcome  = &Error{Code: CodeUnknownOutcome, Message: "outcome unknown: leadership lost mid-write; retry the same request"}
 	ErrTooLarge        = &Error{Code: CodeTooLarge, Message: "too large"}
-	ErrUnreachable     = &Error{Code: CodeUnreachable, Message: "no node of the cluster could be reached"}
+	// ErrResourceExhausted: a limit of the cluster (Limits) was reached.
+	ErrResourceExhausted = &Error{Code: CodeResourceExhausted, Message: "resource exhausted"}
+	ErrUnreachable       = &Error{Code: CodeUnreachable, Message: "no node of the cluster could be reached"}
 )
 
 // CodeOf returns the code of err: that of an *Error in its chain, CodeInternal
@@ -227,6 +236,24 @@ type PastGrant struct {
 type SequencerCheck struct {
 	Valid        bool
 	CurrentToken sequencer.Token
+}
+
+// LocksQuery asks for one page of a listing: at most Limit locks (zero:
+// DefaultLocksPage; at most MaxLocksPage) whose names start with Prefix and
+// sort after After, in name order.
+type LocksQuery struct {
+	Prefix string
+	After  string
+	Limit  int
+}
+
+// LocksPage is one page of a listing. Next is the cursor of the next page
+// (pass it as LocksQuery.After), empty after the last one. Paging by name
+// lists every lock that exists throughout exactly once, in order, however
+// the others change meanwhile.
+type LocksPage struct {
+	Locks []LockState
+	Next  string
 }
 
 // Backend is what a session and its locks run on: the HTTP client of a

@@ -2,6 +2,7 @@ package api
 
 import (
 	"math"
+	"sort"
 	"time"
 	"unicode/utf8"
 
@@ -179,3 +180,33 @@ func (r ReleaseRequest) Check() error { return CheckLockRef(r.Name, r.Session, r
 
 // CheckSessionID checks a session id as a request carries it.
 func CheckSessionID(id string) error { return CheckText("session", id, 1, MaxSessionIDBytes) }
+
+// Resolve fills in the default page size of a listing (zero:
+// DefaultLocksPage) and checks the query: the prefix, the cursor (empty or
+// a lock name) and the limit, 1 to MaxLocksPage.
+func (q *LocksQuery) Resolve() error {
+	if err := CheckPrefix(q.Prefix); err != nil {
+		return err
+	}
+	if err := CheckText("after", q.After, 0, sequencer.MaxNameBytes); err != nil {
+		return err
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultLocksPage
+	}
+	if q.Limit < 1 || q.Limit > MaxLocksPage {
+		return Errorf(CodeInvalidArgument, "limit %d out of range [1, %d]", q.Limit, MaxLocksPage)
+	}
+	return nil
+}
+
+// PageLocks cuts the page q asks for (resolved) out of a listing of every
+// lock with q's prefix in name order (a Backend that only lists them all).
+func PageLocks(all []LockState, q LocksQuery) LocksPage {
+	i := sort.Search(len(all), func(i int) bool { return all[i].Name > q.After })
+	page := LocksPage{Locks: all[i:min(len(all), i+q.Limit)]}
+	if i+q.Limit < len(all) {
+		page.Next = page.Locks[len(page.Locks)-1].Name
+	}
+	return page
+}

@@ -1,0 +1,230 @@
+package fsm
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// limited stamps lim into an open or acquire command, as the leader does.
+func limited(c Command, lim api.Limits) Command {
+	switch c.Type {
+	case CmdOpenSession:
+		c.OpenSession.Limits = &lim
+	case CmdAcquire:
+		c.Acquire.Limits = &lim
+	}
+	return c
+}
+
+// stateOf is the state as a snapshot persists it, without the applied
+// index and clock (which every entry moves).
+func stateOf(t testing.TB, f *FSM) state {
+	t.Helper()
+	var st state
+	if err := json.Unmarshal(f.Dump()[1:], &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Applied, st.Now = 0, 0
+	return st
+}
+
+// refused applies c, which must be refused with resource_exhausted naming
+// what, and checks that it changed nothing: the same state, no event.
+func (h *harness) refused(c Command, what string) {
+	h.t.Helper()
+	before := stateOf(h.t, h.f)
+	r := h.must(StatusResourceExhausted, c)
+	if !strings.Contains(r.Refusal, what) || !strings.Contains(r.Refusal, "is reached") {
+		h.t.Errorf("refusal %q does not name %q", r.Refusal, what)
+	}
+	if r.Token != 0 || r.Busy != nil {
+		h.t.Errorf("refused result %+v carries a grant or busy", r)
+	}
+	if len(h.last) != 0 {
+		h.t.Errorf("refused entry emitted %+v", h.last)
+	}
+	if after := stateOf(h.t, h.f); !reflect.DeepEqual(before, after) {
+		h.t.Errorf("refused entry changed the state:\nbefore %+v\nafter  %+v", before, after)
+	}
+	checkSessionIndex(h.t, h.f)
+}
+
+func TestOpenPastSessionLimitIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{Sessions: 2}
+	h.must(StatusOK, limited(openCmd("s1", 0), lim))
+	h.must(StatusOK, limited(openCmd("s2", 0), lim))
+	h.refused(limited(openCmd("s3", 0), lim), "2 open sessions")
+	h.must(StatusOK, closeCmd("s1"))
+	h.must(StatusOK, limited(openCmd("s3", 0), lim))
+}
+
+func TestAcquireOfNewLockPastLockLimitIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{Locks: 2}
+	h.open("s1", 0)
+	h.open("s2", 0)
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h", sequencer.Exclusive, false), lim))
+	// "old" leaves a free history behind: a refused acquire keeps it.
+	h.must(StatusGranted, limited(acqCmd("old", "s1", "h", sequencer.Exclusive, false), lim))
+	h.must(StatusOK, relCmd("old", "s1", "h"))
+	h.must(StatusGranted, limited(acqCmd("b", "s1", "h", sequencer.Exclusive, false), lim))
+	for _, c := range []Command{
+		acqCmd("c", "s1", "h", sequencer.Exclusive, false),
+		acqCmd("c", "s2", "h", sequencer.Shared, true),
+		acqCmd("old", "s2", "h", sequencer.Exclusive, true),
+	} {
+		h.refused(limited(c, lim), "2 locks held, waited for or delayed")
+	}
+	// Within the limit: a stored lock takes more holders and waiters, and
+	// retries are answered as before.
+	h.must(StatusQueued, limited(acqCmd("a", "s2", "w", sequencer.Exclusive, true), lim))
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h", sequencer.Exclusive, false), lim))
+	h.must(StatusQueued, limited(acqCmd("a", "s2", "w", sequencer.Exclusive, true), lim))
+	h.must(StatusOK, relCmd("b", "s1", "h"))
+	h.must(StatusGranted, limited(acqCmd("old", "s2", "h", sequencer.Exclusive, false), lim))
+	if l := h.lock("old"); len(l.Grants) != 2 {
+		t.Fatalf("lock old carries %d grants, want its history and the new grant", len(l.Grants))
+	}
+}
+
+func TestWaitPastWaitersPerLockIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{WaitersPerLock: 2}
+	h.open("s1", 0)
+	h.open("s2", 0)
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h", sequencer.Exclusive, false), lim))
+	h.must(StatusQueued, limited(acqCmd("a", "s2", "w1", sequencer.Exclusive, true), lim))
+	h.must(StatusQueued, limited(acqCmd("a", "s2", "w2", sequencer.Shared, true), lim))
+	h.refused(limited(acqCmd("a", "s1", "w3", sequencer.Exclusive, true), lim), "2 waiters on this lock")
+	// A queued holder's retry keeps its place; a try is busy, as before.
+	h.must(StatusQueued, limited(acqCmd("a", "s2", "w1", sequencer.Exclusive, true), lim))
+	h.must(StatusLockBusy, limited(acqCmd("a", "s1", "w3", sequencer.Exclusive, false), lim))
+	h.must(StatusOK, cancelCmd("a", "s2", "w2"))
+	h.must(StatusQueued, limited(acqCmd("a", "s1", "w3", sequencer.Exclusive, true), lim))
+}
+
+// LocksPerSession bounds a session's holds and waits: each holder id on
+// each lock counts, so many holders of one shared lock count as many.
+func TestAcquirePastLocksPerSessionIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{LocksPerSession: 2}
+	h.open("s1", 0)
+	h.open("s2", 0)
+	h.must(StatusGranted, limited(acqCmd("busy", "s2", "h", sequencer.Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h", sequencer.Shared, false), lim))
+	h.must(StatusGranted, limited(acqCmd("b", "s1", "h", sequencer.Exclusive, false), lim))
+	for _, c := range []Command{
+		acqCmd("c", "s1", "h", sequencer.Exclusive, false),
+		acqCmd("busy", "s1", "h", sequencer.Exclusive, true),
+		acqCmd("a", "s1", "h2", sequencer.Shared, false),
+	} {
+		h.refused(limited(c, lim), "2 locks this session holds or waits for")
+	}
+	// A try of a busy lock adds nothing: busy, not refused; nor is a
+	// holder's retry.
+	h.must(StatusLockBusy, limited(acqCmd("busy", "s1", "h", sequencer.Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h", sequencer.Shared, false), lim))
+	h.must(StatusOK, relCmd("b", "s1", "h"))
+	h.must(StatusQueued, limited(acqCmd("busy", "s1", "h", sequencer.Exclusive, true), lim))
+	h.refused(limited(acqCmd("a", "s1", "h2", sequencer.Shared, false), lim), "2 locks this session holds or waits for")
+	h.must(StatusOK, cancelCmd("busy", "s1", "h"))
+	h.must(StatusGranted, limited(acqCmd("a", "s1", "h2", sequencer.Shared, false), lim))
+	// The count is rebuilt from a snapshot.
+	g := New(nil)
+	restoreInto(t, g, snapshotBytes(t, h.f))
+	checkSessionIndex(t, g)
+}
+
+// An entry written before limits (none in it) is applied without any:
+// replaying an old log gives the state it gave.
+func TestEntriesWithoutLimitsAreUnbounded(t *testing.T) {
+	h := newHarness(t)
+	for i := range 3 {
+		h.open(fmt.Sprint("s", i), 0)
+		h.must(StatusGranted, acqCmd(fmt.Sprint("l", i), "s0", "h", sequencer.Exclusive, false))
+	}
+	var none *api.Limits
+	if err := none.Exceeded(api.Usage{Sessions: 1 << 30, Locks: 1 << 30}); err != nil {
+		t.Fatalf("nil limits: %v", err)
+	}
+}
+
+// Limits travel in the entry: they survive encoding, so every replica
+// applies the leader's.
+func TestLimitsTravelInTheEntry(t *testing.T) {
+	lim := api.DefaultLimits()
+	for _, c := range []Command{limited(openCmd("s", time.Second), lim), limited(acqCmd("a", "s", "h", sequencer.Shared, true), lim)} {
+		data, err := c.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("decode(encode(%+v)) = %+v", c, got)
+		}
+	}
+}
+
+// Paging by name returns every lock exactly once, in order, while locks
+// before and after the cursor come and go between the pages.
+func TestLocksPagesListEveryLockOnceInOrderUnderChanges(t *testing.T) {
+	h := newHarness(t)
+	h.open("s", 0)
+	for i := range 50 {
+		h.must(StatusGranted, acqCmd(fmt.Sprintf("p/%03d", i*2), "s", "h", sequencer.Exclusive, false))
+	}
+	h.must(StatusGranted, acqCmd("q/other", "s", "h", sequencer.Exclusive, false))
+	var got []string
+	after, pages := "", 0
+	for {
+		ls, next := h.f.LocksPage("p/", after, 7)
+		pages++
+		for _, l := range ls {
+			got = append(got, l.Name)
+		}
+		if next == "" {
+			break
+		}
+		if next != ls[len(ls)-1].Name {
+			t.Fatalf("next %q is not the page's last lock %q", next, ls[len(ls)-1].Name)
+		}
+		// Between pages: a lock before the cursor goes and one comes
+		// back; an odd one is taken (before or after the cursor).
+		h.must(StatusOK, relCmd(got[0], "s", "h"))
+		h.must(StatusGranted, acqCmd(got[0], "s", "h", sequencer.Exclusive, false))
+		h.must(StatusGranted, acqCmd(fmt.Sprintf("p/%03d", pages*13%100|1), "s", "h", sequencer.Exclusive, false))
+		after = next
+	}
+	seen := map[string]bool{}
+	for i, n := range got {
+		if seen[n] {
+			t.Fatalf("%s listed twice", n)
+		}
+		seen[n] = true
+		if i > 0 && got[i-1] >= n {
+			t.Fatalf("out of order: %s after %s", n, got[i-1])
+		}
+	}
+	for i := range 50 {
+		if n := fmt.Sprintf("p/%03d", i*2); !seen[n] {
+			t.Fatalf("%s, held throughout, is missing", n)
+		}
+	}
+	if pages < 8 || seen["q/other"] {
+		t.Fatalf("%d pages, q/other listed %v", pages, seen["q/other"])
+	}
+	if ls, next := h.f.LocksPage("p/", "p/098", 7); len(ls) != 0 || next != "" {
+		t.Fatalf("page after the last lock: %d locks, next %q", len(ls), next)
+	}
+}

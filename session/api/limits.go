@@ -1,0 +1,104 @@
+package api
+
+import "fmt"
+
+// Default limits against exhaustion (Limits). A real deployment stays far
+// below them: a lock service holds coarse-grained locks, a handful per
+// client; yet they bound the replicated state every node keeps in memory
+// (10,000 locks with 4 KiB values took about 140 MB; the defaults allow
+// ten times that, more only with full grant histories of large values).
+const (
+	DefaultMaxSessions        = 100_000
+	DefaultMaxLocks           = 100_000
+	DefaultMaxWaitersPerLock  = 10_000
+	DefaultMaxLocksPerSession = 1_000
+)
+
+// Limits bound what the replicated state may hold. The leader stamps its
+// limits into every command that could pass one (an open, an acquire) and
+// the state machine checks them (Exceeded) from the command alone, so every
+// replica decides alike. A zero field means no limit (how entries written
+// before limits are applied); Resolve fills the defaults in.
+type Limits struct {
+	// Sessions bounds the open sessions.
+	Sessions int `json:"sessions,omitempty"`
+	// Locks bounds the locks held, waited for or in their lock-delay.
+	Locks int `json:"locks,omitempty"`
+	// WaitersPerLock bounds one lock's queue.
+	WaitersPerLock int `json:"waiters_per_lock,omitempty"`
+	// LocksPerSession bounds one session's holds and waits: one per lock
+	// and holder id (so many holders of one shared lock count as many).
+	LocksPerSession int `json:"locks_per_session,omitempty"`
+}
+
+// DefaultLimits returns the default limits.
+func DefaultLimits() Limits {
+	return Limits{Sessions: DefaultMaxSessions, Locks: DefaultMaxLocks,
+		WaitersPerLock: DefaultMaxWaitersPerLock, LocksPerSession: DefaultMaxLocksPerSession}
+}
+
+// fields names each limit by its raftlockd flag, with a pointer to it.
+func (l *Limits) fields() []struct {
+	flag string
+	v    *int
+} {
+	return []struct {
+		flag string
+		v    *int
+	}{{"--max-sessions", &l.Sessions}, {"--max-locks", &l.Locks},
+		{"--max-waiters-per-lock", &l.WaitersPerLock}, {"--max-locks-per-session", &l.LocksPerSession}}
+}
+
+// Resolve replaces every zero limit by its default, then checks them
+// (Check).
+func (l *Limits) Resolve() error {
+	def := DefaultLimits()
+	dfs := def.fields()
+	for i, f := range l.fields() {
+		if *f.v == 0 {
+			*f.v = *dfs[i].v
+		}
+	}
+	return l.Check()
+}
+
+// Check refuses a limit below 1 (invalid_argument naming its raftlockd
+// flag).
+func (l *Limits) Check() error {
+	for _, f := range l.fields() {
+		if *f.v < 1 {
+			return Errorf(CodeInvalidArgument, "%s %d out of range [1, ∞)", f.flag, *f.v)
+		}
+	}
+	return nil
+}
+
+// Usage is what the state would hold once a command is applied, in the
+// dimensions the command grows (zero: not grown).
+type Usage struct {
+	Sessions int
+	Locks    int
+	// Waiters is the length of the lock's queue; SessionLocks the number
+	// of locks the session holds or waits for.
+	Waiters      int
+	SessionLocks int
+}
+
+// Exceeded is the one limit rule: it returns the resource_exhausted error
+// of the first limit that u passes, nil if u is within them all (or l is
+// nil: no limits).
+func (l *Limits) Exceeded(u Usage) *Error {
+	if l == nil {
+		return nil
+	}
+	for _, c := range []struct {
+		have, max int
+		what      string
+	}{{u.Sessions, l.Sessions, "open sessions"}, {u.Locks, l.Locks, "locks held, waited for or delayed"},
+		{u.Waiters, l.WaitersPerLock, "waiters on this lock"}, {u.SessionLocks, l.LocksPerSession, "locks this session holds or waits for"}} {
+		if c.max > 0 && c.have > c.max {
+			return &Error{Code: CodeResourceExhausted, Message: fmt.Sprintf("the cluster's limit of %d %s is reached", c.max, c.what)}
+		}
+	}
+	return nil
+}
