@@ -17,7 +17,11 @@ import (
 // Every malformed or out-of-range request gets its API code, and the
 // replicated state does not change.
 func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
-	c := newTestCluster(t, 3, nil)
+	// Slow Raft timeouts: the rule is about the state one leader keeps;
+	// a leader change on a loaded machine would answer no_leader instead.
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
+	})
 	n, _ := c.leader()
 	ctx := ctxT(t)
 	s, err := n.OpenSession(ctx, api.OpenRequest{TTL: 30 * time.Second})
