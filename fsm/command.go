@@ -34,6 +34,11 @@ const (
 	CmdCancelWait    CommandType = 6
 	CmdEndDelay      CommandType = 7
 	CmdSetMember     CommandType = 8
+	// ACL commands: a token carries only the hash of its secret (the
+	// secret never enters the log).
+	CmdACLBootstrap CommandType = 9
+	CmdCreateToken  CommandType = 10
+	CmdDeleteToken  CommandType = 11
 )
 
 // String names the command type.
@@ -55,6 +60,12 @@ func (t CommandType) String() string {
 		return "end_delay"
 	case CmdSetMember:
 		return "set_member"
+	case CmdACLBootstrap:
+		return "acl_bootstrap"
+	case CmdCreateToken:
+		return "create_token"
+	case CmdDeleteToken:
+		return "delete_token"
 	default:
 		return fmt.Sprintf("command(%d)", uint8(t))
 	}
@@ -75,6 +86,11 @@ type Command struct {
 	CancelWait    *LockRef
 	EndDelay      *EndDelay
 	SetMember     *Member
+	// ACLBootstrap creates the management token (once per cluster);
+	// CreateToken any other.
+	ACLBootstrap *Token
+	CreateToken  *Token
+	DeleteToken  *TokenRef
 }
 
 // OpenSession creates a session with a leader-generated random id.
@@ -86,6 +102,26 @@ type OpenSession struct {
 	// Limits are the leader's limits when it proposed the open (nil on an
 	// entry written before limits: none).
 	Limits *api.Limits `json:"limits,omitempty"`
+	// Owner is the id of the ACL token that opened the session (empty
+	// with ACLs off).
+	Owner string `json:"owner,omitempty"`
+}
+
+// Token is an ACL token as replicated: a leader-generated id, the SHA-256
+// (hex) of its secret, never the secret, and its rules (api.ParseRules).
+type Token struct {
+	ID    string   `json:"id"`
+	Name  string   `json:"name,omitempty"`
+	Hash  string   `json:"hash"`
+	Rules []string `json:"rules"`
+	// Created is the clock of the entry that created the token (set by
+	// Apply; zero in the command).
+	Created int64 `json:"created,omitempty"`
+}
+
+// TokenRef names a token to delete.
+type TokenRef struct {
+	ID string `json:"id"`
 }
 
 // SessionRef names a session to close or expire.
@@ -191,6 +227,21 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 			c.SetMember = new(Member)
 		}
 		return c.SetMember, c.SetMember != nil, nil
+	case CmdACLBootstrap:
+		if alloc {
+			c.ACLBootstrap = new(Token)
+		}
+		return c.ACLBootstrap, c.ACLBootstrap != nil, nil
+	case CmdCreateToken:
+		if alloc {
+			c.CreateToken = new(Token)
+		}
+		return c.CreateToken, c.CreateToken != nil, nil
+	case CmdDeleteToken:
+		if alloc {
+			c.DeleteToken = new(TokenRef)
+		}
+		return c.DeleteToken, c.DeleteToken != nil, nil
 	default:
 		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}

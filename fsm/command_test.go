@@ -31,6 +31,9 @@ func sampleCommands() []Command {
 		{Type: CmdCancelWait, Now: 7, CancelWait: &LockRef{Lock: "jobs/leader", Session: "s", Holder: "h-3"}},
 		{Type: CmdEndDelay, Now: 8, EndDelay: &EndDelay{Lock: "jobs/leader", Until: 1_700_000_010_000_000_000}},
 		{Type: CmdSetMember, Now: -9, SetMember: &Member{ID: "node-1", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8000"}},
+		{Type: CmdACLBootstrap, Now: 10, ACLBootstrap: &Token{ID: "t0", Name: "management", Hash: "h0", Rules: []string{"admin"}}},
+		{Type: CmdCreateToken, Now: 11, CreateToken: &Token{ID: "t1", Hash: "h1", Rules: []string{"write:jobs/", "read:"}}},
+		{Type: CmdDeleteToken, Now: 12, DeleteToken: &TokenRef{ID: "t1"}},
 	}
 }
 
@@ -63,7 +66,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of zero %s: %+v, %v", c.Type, zg, err)
 		}
 	}
-	for typ := CmdOpenSession; typ <= CmdSetMember; typ++ {
+	for typ := CmdOpenSession; typ <= CmdDeleteToken; typ++ {
 		if !seen[typ] {
 			t.Errorf("no sample of %s", typ)
 		}
@@ -73,7 +76,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 func payloadField(t CommandType) string {
 	return map[CommandType]string{CmdOpenSession: "OpenSession", CmdCloseSession: "CloseSession",
 		CmdExpireSession: "ExpireSession", CmdAcquire: "Acquire", CmdRelease: "Release",
-		CmdCancelWait: "CancelWait", CmdEndDelay: "EndDelay", CmdSetMember: "SetMember"}[t]
+		CmdCancelWait: "CancelWait", CmdEndDelay: "EndDelay", CmdSetMember: "SetMember",
+		CmdACLBootstrap: "ACLBootstrap", CmdCreateToken: "CreateToken", CmdDeleteToken: "DeleteToken"}[t]
 }
 
 func mustPayload(t *testing.T, c Command) any {
@@ -88,7 +92,8 @@ func mustPayload(t *testing.T, c Command) any {
 // every entry and must never change.
 func TestCommandTypeValues(t *testing.T) {
 	want := map[CommandType]uint8{CmdOpenSession: 1, CmdCloseSession: 2, CmdExpireSession: 3, CmdAcquire: 4,
-		CmdRelease: 5, CmdCancelWait: 6, CmdEndDelay: 7, CmdSetMember: 8}
+		CmdRelease: 5, CmdCancelWait: 6, CmdEndDelay: 7, CmdSetMember: 8,
+		CmdACLBootstrap: 9, CmdCreateToken: 10, CmdDeleteToken: 11}
 	for typ, v := range want {
 		if uint8(typ) != v {
 			t.Errorf("%s = %d, want %d", typ, typ, v)
@@ -205,7 +210,7 @@ func TestDecodeErrors(t *testing.T) {
 		"version 2":           append([]byte{2, byte(CmdAcquire)}, body...),
 		"version 255":         append([]byte{255, byte(CmdAcquire)}, body...),
 		"type 0":              append([]byte{Version, 0}, body...),
-		"type 9":              append([]byte{Version, 9}, body...),
+		"type 12":             append([]byte{Version, 12}, body...),
 		"type 255":            append([]byte{Version, 255}, body...),
 		"bad json":            hdr(Version, CmdAcquire, `{"now":1,"arg":{`),
 		"not json":            hdr(Version, CmdAcquire, `hello`),

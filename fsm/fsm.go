@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,12 +42,19 @@ const (
 	// StatusResourceExhausted: the command would pass one of the limits
 	// it carries (Result.Refusal says which); nothing changed.
 	StatusResourceExhausted
+	// StatusAlreadyBootstrapped: an ACL bootstrap after the first.
+	StatusAlreadyBootstrapped
+	// StatusTokenNotFound: a deleted token's id is unknown.
+	StatusTokenNotFound
+	// StatusTokenExists: a created token's id or hash is in use.
+	StatusTokenExists
 )
 
 // String names the status.
 func (s Status) String() string {
 	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
-		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch", "resource_exhausted"}
+		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch", "resource_exhausted",
+		"already_bootstrapped", "token_not_found", "token_exists"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -100,6 +108,9 @@ type SessionRecord struct {
 	LockDelay int64  `json:"lock_delay"`
 	// Created is the leader's clock when the session was opened.
 	Created int64 `json:"created"`
+	// Owner is the id of the ACL token that opened it (empty with ACLs
+	// off): deleting that token closes the session.
+	Owner string `json:"owner,omitempty"`
 	// Locks are the names of the locks it holds or waits for.
 	Locks map[string]struct{} `json:"-"`
 	// Holds counts its holds and waits (one per lock and holder id): what
@@ -263,8 +274,13 @@ type FSM struct {
 	sessions map[string]*SessionRecord
 	locks    map[string]*Lock
 	members  map[string]Member
-	now      int64
-	applied  uint64
+	// tokens are the ACL tokens by id, byHash the same by secret hash;
+	// bootstrapped: the management token was created (once per cluster).
+	tokens       map[string]*Token
+	byHash       map[string]*Token
+	bootstrapped bool
+	now          int64
+	applied      uint64
 	// free holds the histories of free locks (*Lock values with no
 	// holders, waiters or delay), least recently freed first; freeAt
 	// finds them by name and freeGrants counts their grants.
@@ -291,6 +307,7 @@ func (f *FSM) reset() {
 	f.sessions = make(map[string]*SessionRecord)
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
+	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
@@ -350,6 +367,18 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 		r.Status = f.endDelay(index, cmd.EndDelay)
 	case CmdSetMember:
 		f.members[cmd.SetMember.ID] = *cmd.SetMember
+	case CmdACLBootstrap:
+		if f.bootstrapped {
+			r.Status = StatusAlreadyBootstrapped
+			break
+		}
+		if r.Status = f.createToken(cmd.ACLBootstrap); r.Status == StatusOK {
+			f.bootstrapped = true
+		}
+	case CmdCreateToken:
+		r.Status = f.createToken(cmd.CreateToken)
+	case CmdDeleteToken:
+		r.Status = f.deleteToken(index, cmd.DeleteToken.ID)
 	default:
 		r.Status = StatusInvalid
 	}
@@ -367,7 +396,7 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 		return StatusResourceExhausted, err.Message
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
-		Created: f.now, Locks: make(map[string]struct{})}
+		Created: f.now, Owner: c.Owner, Locks: make(map[string]struct{})}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
 	return StatusOK, ""
 }
@@ -417,6 +446,79 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 	}
 	f.emit(Event{Kind: EventSessionRemoved, Session: id})
 	return StatusOK
+}
+
+func (f *FSM) createToken(t *Token) Status {
+	if t.ID == "" || t.Hash == "" || len(t.Rules) == 0 {
+		return StatusInvalid
+	}
+	if _, ok := f.tokens[t.ID]; ok {
+		return StatusTokenExists
+	}
+	if _, ok := f.byHash[t.Hash]; ok {
+		return StatusTokenExists
+	}
+	tok := *t
+	tok.Rules = slices.Clone(t.Rules)
+	tok.Created = f.now
+	f.tokens[tok.ID], f.byHash[tok.Hash] = &tok, &tok
+	return StatusOK
+}
+
+// deleteToken deletes a token and closes its sessions (as a close: no
+// lock-delay), in session id order.
+func (f *FSM) deleteToken(index uint64, id string) Status {
+	t, ok := f.tokens[id]
+	if !ok {
+		return StatusTokenNotFound
+	}
+	delete(f.tokens, id)
+	delete(f.byHash, t.Hash)
+	var owned []string
+	for sid, s := range f.sessions {
+		if s.Owner == id {
+			owned = append(owned, sid)
+		}
+	}
+	sort.Strings(owned)
+	for _, sid := range owned {
+		f.removeSession(index, sid, false)
+	}
+	return StatusOK
+}
+
+// TokenByHash returns the token whose secret hashes to hash.
+func (f *FSM) TokenByHash(hash string) (Token, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.byHash[hash]
+	if !ok {
+		return Token{}, false
+	}
+	out := *t
+	out.Rules = slices.Clone(t.Rules)
+	return out, true
+}
+
+// Tokens returns the ACL tokens, by id.
+func (f *FSM) Tokens() []Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Token, 0, len(f.tokens))
+	for _, t := range f.tokens {
+		c := *t
+		c.Rules = slices.Clone(t.Rules)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// ACLBootstrapped reports whether the management token was created.
+func (f *FSM) ACLBootstrapped() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.bootstrapped
 }
 
 func compatible(l *Lock, m sequencer.Mode) bool {
@@ -891,6 +993,13 @@ func (f *FSM) Members() []Member {
 // snapshotVersion is the first byte of a persisted snapshot.
 const snapshotVersion byte = 1
 
+// snapshotVersionACL is the first byte of a snapshot that holds ACL state
+// (tokens, or the bootstrap): the same format, but a build that predates
+// ACLs would ignore the tokens and restore an open cluster, so it must
+// refuse the snapshot instead. A state without ACLs is still written as
+// version 1, which every build reads.
+const snapshotVersionACL byte = 2
+
 // state is the serialised form of the whole state machine. Slices are sorted
 // so that equal states serialise to equal bytes.
 type state struct {
@@ -906,6 +1015,11 @@ type state struct {
 	// kept has it; one without it was written before, and forgot every
 	// grant up to its applied index.
 	Forgot *uint64 `json:"forgot,omitempty"`
+	// Tokens are the ACL tokens (hashes, never secrets), by id;
+	// Bootstrapped: the ACL bootstrap happened. Both absent from a
+	// snapshot written before ACLs: none, not bootstrapped.
+	Tokens       []Token `json:"tokens,omitempty"`
+	Bootstrapped bool    `json:"acl_bootstrapped,omitempty"`
 }
 
 // Dump returns the canonical serialisation of the state (what snapshots
@@ -935,11 +1049,20 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	forgot := f.forgot
 	st.Forgot = &forgot
+	for _, t := range f.tokens {
+		st.Tokens = append(st.Tokens, *t)
+	}
+	sort.Slice(st.Tokens, func(i, j int) bool { return st.Tokens[i].ID < st.Tokens[j].ID })
+	st.Bootstrapped = f.bootstrapped
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: marshal state: %v", err)) // plain structs: cannot fail
 	}
-	return append([]byte{snapshotVersion}, b...)
+	v := snapshotVersion
+	if len(st.Tokens) > 0 || st.Bootstrapped {
+		v = snapshotVersionACL
+	}
+	return append([]byte{v}, b...)
 }
 
 // Snapshot serialises the state in memory; Persist only writes the bytes,
@@ -960,7 +1083,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // Load replaces the state with a Dump's.
 func (f *FSM) Load(data []byte) error {
-	if len(data) < 1 || data[0] != snapshotVersion {
+	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL) {
 		return fmt.Errorf("fsm: snapshot: unknown format version")
 	}
 	var st state
@@ -1006,6 +1129,11 @@ func (f *FSM) Load(data []byte) error {
 	for _, m := range st.Members {
 		f.members[m.ID] = m
 	}
+	for i := range st.Tokens {
+		t := st.Tokens[i]
+		f.tokens[t.ID], f.byHash[t.Hash] = &t, &t
+	}
+	f.bootstrapped = st.Bootstrapped
 	f.emit(Event{Kind: EventRestored})
 	return nil
 }

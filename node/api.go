@@ -75,12 +75,16 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 	if err := req.Resolve(); err != nil {
 		return api.Info{}, err
 	}
+	owner, err := n.owner(ctx)
+	if err != nil {
+		return api.Info{}, err
+	}
 	id, err := newSessionID()
 	if err != nil {
 		return api.Info{}, err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdOpenSession, OpenSession: &fsm.OpenSession{
-		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay), Limits: &n.cfg.Limits}})
+		ID: id, Name: req.Name, TTL: int64(req.TTL), LockDelay: int64(req.LockDelay), Limits: &n.cfg.Limits, Owner: owner}})
 	if err != nil {
 		return api.Info{}, err
 	}
@@ -95,6 +99,9 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 // from when it sent the request.
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
 	if err := api.CheckSessionID(id); err != nil {
+		return 0, err
+	}
+	if err := n.authorizeSession(ctx, id); err != nil {
 		return 0, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -113,6 +120,9 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 	if err := api.CheckSessionID(id); err != nil {
 		return err
 	}
+	if err := n.authorizeSession(ctx, id); err != nil {
+		return err
+	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdCloseSession, CloseSession: &fsm.SessionRef{ID: id}})
 	if err != nil {
 		return err
@@ -123,6 +133,9 @@ func (n *Node) CloseSession(ctx context.Context, id string) error {
 // SessionInfo describes a session and the locks it holds.
 func (n *Node) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	if err := api.CheckSessionID(id); err != nil {
+		return api.Info{}, err
+	}
+	if err := n.authorizeSession(ctx, id); err != nil {
 		return api.Info{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -165,6 +178,12 @@ func (n *Node) grant(name string, token uint64, mode sequencer.Mode) api.Grant {
 // (unknown_outcome), leaves it as it is.
 func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	if err := req.Resolve(); err != nil {
+		return api.Grant{}, err
+	}
+	if err := n.authorize(ctx, api.AccessWrite, req.Name); err != nil {
+		return api.Grant{}, err
+	}
+	if err := n.authorizeSession(ctx, req.Session); err != nil {
 		return api.Grant{}, err
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
@@ -238,6 +257,12 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) error {
 	if err := req.Check(); err != nil {
 		return err
 	}
+	if err := n.authorize(ctx, api.AccessWrite, req.Name); err != nil {
+		return err
+	}
+	if err := n.authorizeSession(ctx, req.Session); err != nil {
+		return err
+	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{
 		Lock: req.Name, Session: req.Session, Holder: req.Holder}})
 	if err != nil {
@@ -293,6 +318,9 @@ func (n *Node) LockState(ctx context.Context, name string) (api.LockState, error
 	if err := api.ValidateLockName(name); err != nil {
 		return api.LockState{}, err
 	}
+	if err := n.authorize(ctx, api.AccessRead, name); err != nil {
+		return api.LockState{}, err
+	}
 	if err := n.verifyRead(ctx); err != nil {
 		return api.LockState{}, err
 	}
@@ -324,6 +352,9 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 		wait = api.DefaultWatchWait
 	}
 	if err := api.CheckWatchWait("wait", wait); err != nil {
+		return api.LockState{}, err
+	}
+	if err := n.authorize(ctx, api.AccessRead, name); err != nil {
 		return api.LockState{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -359,6 +390,9 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error
 	if err := api.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}
+	if err := n.authorize(ctx, api.AccessRead, prefix); err != nil {
+		return nil, err
+	}
 	if err := n.verifyRead(ctx); err != nil {
 		return nil, err
 	}
@@ -375,6 +409,11 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error
 // order (api.LocksQuery).
 func (n *Node) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
 	if err := q.Resolve(); err != nil {
+		return api.LocksPage{}, err
+	}
+	// A listing needs read access to its whole prefix: every name under
+	// it is then readable, and no name it may not read is shown.
+	if err := n.authorize(ctx, api.AccessRead, q.Prefix); err != nil {
 		return api.LocksPage{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -397,6 +436,9 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (api.SequencerCh
 		return api.SequencerCheck{}, invalid("%v", err)
 	}
 	if err := api.ValidateLockName(seq.Name); err != nil {
+		return api.SequencerCheck{}, err
+	}
+	if err := n.authorize(ctx, api.AccessRead, seq.Name); err != nil {
 		return api.SequencerCheck{}, err
 	}
 	if err := n.verifyRead(ctx); err != nil {
@@ -450,6 +492,9 @@ func (n *Node) Leader() transport.LeaderInfo {
 // "elected" from "serving". (The member table it reads may then lag by the
 // entries the new leader has not applied yet.)
 func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
+	if err := n.authorize(ctx, api.AccessAdmin, ""); err != nil {
+		return transport.ClusterInfo{}, err
+	}
 	serving := n.ready.Load()
 	if serving {
 		if err := n.verifyRead(ctx); err != nil {

@@ -75,6 +75,35 @@ func (n *Node) forwardAddrs() []string {
 type embedded struct {
 	n      *Node
 	remote *transport.Client
+	// secret is the ACL token's secret of BackendWithToken ("": none).
+	secret string
+}
+
+// BackendWithToken is Backend for a cluster with ACLs on (Config.ACL):
+// every call is made with the token whose secret is secret, in-process
+// (authenticated against this node's state) as through the leader's peer
+// port (Authorization: Bearer). Backend's calls carry no token, so with
+// ACLs on they are refused (unauthenticated).
+func (n *Node) BackendWithToken(secret string) api.Backend {
+	c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer),
+		transport.WithToken(secret))
+	if err != nil {
+		panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
+	}
+	return &embedded{n: n, remote: c, secret: secret}
+}
+
+// with returns ctx carrying the token of e's secret, for a local call
+// (ctx unchanged without one or when it does not authenticate: the local
+// call then answers unauthenticated, as the leader would).
+func (e *embedded) with(ctx context.Context) context.Context {
+	if e.secret == "" || !e.n.cfg.ACL {
+		return ctx
+	}
+	if p, err := e.n.Authenticate(ctx, e.secret); err == nil {
+		return api.WithPrincipal(ctx, p)
+	}
+	return ctx
 }
 
 var _ api.Backend = (*embedded)(nil)
@@ -107,41 +136,51 @@ func (e *embedded) local() api.Backend {
 }
 
 func (e *embedded) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.OpenSession(ctx, req) })
 }
 
 func (e *embedded) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (time.Duration, error) { return b.KeepAlive(ctx, id) })
 }
 
 func (e *embedded) CloseSession(ctx context.Context, id string) error {
+	ctx = e.with(ctx)
 	return routeErr(e.local(), e.remote, func(b api.Backend) error { return b.CloseSession(ctx, id) })
 }
 
 func (e *embedded) SessionInfo(ctx context.Context, id string) (api.Info, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.SessionInfo(ctx, id) })
 }
 
 func (e *embedded) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.Grant, error) { return b.Acquire(ctx, req) })
 }
 
 func (e *embedded) Release(ctx context.Context, req api.ReleaseRequest) error {
+	ctx = e.with(ctx)
 	return routeErr(e.local(), e.remote, func(b api.Backend) error { return b.Release(ctx, req) })
 }
 
 func (e *embedded) LockState(ctx context.Context, name string) (api.LockState, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.LockState(ctx, name) })
 }
 
 func (e *embedded) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) ([]api.LockState, error) { return b.Locks(ctx, prefix) })
 }
 
 func (e *embedded) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.SequencerCheck, error) { return b.CheckSequencer(ctx, seq) })
 }
 
 func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
+	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.WatchLock(ctx, name, index, wait) })
 }

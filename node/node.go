@@ -105,6 +105,11 @@ type Config struct {
 	// should be given the same: the leader stamps its own into the
 	// commands it proposes, and every replica applies those.
 	Limits api.Limits
+	// ACL turns access control on (raftlockd --acl; every node of a
+	// cluster the same): every API call but GET /v1/health needs a token
+	// (api.Principal in its context, put there by the HTTP layer from
+	// Authorization: Bearer), whose rules allow it (api.Rules.Allows).
+	ACL bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
 	// (zero: DefaultHeartbeatTimeout, DefaultElectionTimeout,
 	// DefaultLeaderLeaseTimeout). Each must lie in [MinRaftTimeout,

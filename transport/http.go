@@ -98,6 +98,8 @@ func (s *Server) routes() {
 		peerOnly bool
 		h        func(http.ResponseWriter, *http.Request) error
 	}{
+		// With ACLs on, every route needs a token but health, the ACL
+		// bootstrap and the peer-only routes (open).
 		{"POST /v1/sessions", true, false, s.handleOpenSession},
 		{"POST /v1/sessions/{id}/keepalive", true, false, s.handleKeepAlive},
 		{"GET /v1/sessions/{id}", !s.localReads, false, s.handleSessionInfo},
@@ -109,18 +111,25 @@ func (s *Server) routes() {
 		{"POST /v1/sequencer/check", !s.localReads, false, s.handleCheck},
 		{"GET /v1/cluster", true, false, s.handleCluster},
 		{"GET /v1/health", false, false, s.handleHealth},
+		{"POST /v1/acl/bootstrap", true, false, s.handleACLBootstrap},
+		{"POST /v1/acl/tokens", true, false, s.handleCreateToken},
+		{"GET /v1/acl/tokens", true, false, s.handleTokens},
+		{"DELETE /v1/acl/tokens/{id}", true, false, s.handleDeleteToken},
 		{"POST /v1/internal/members", true, true, s.handleRegister},
 	} {
 		if r.peerOnly && !s.peer {
 			continue
 		}
-		s.mux.Handle(r.pattern, s.endpoint(r.forward, r.h))
+		open := r.peerOnly || r.pattern == "GET /v1/health" || r.pattern == "POST /v1/acl/bootstrap"
+		s.mux.Handle(r.pattern, s.endpoint(r.forward, open, r.h))
 	}
 }
 
-// endpoint wraps a handler: forwarding when this node does not lead, and
-// error answers for a returned error.
-func (s *Server) endpoint(forward bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+// endpoint wraps a handler: forwarding when this node does not lead (the
+// Authorization header goes along: the leader authenticates), then, with
+// ACLs on and unless the route is open, authentication, and error answers
+// for a returned error.
+func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if forward {
 			li, ok := leaderOf(w)
@@ -132,10 +141,39 @@ func (s *Server) endpoint(forward bool, h func(http.ResponseWriter, *http.Reques
 				return
 			}
 		}
+		if !open {
+			ctx, err := s.authenticate(r)
+			if err != nil {
+				if api.CodeOf(err) == api.CodeUnauthenticated {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+				}
+				s.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(ctx)
+		}
 		if err := h(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// authenticate returns r's context carrying the token of its
+// Authorization header, with ACLs on (r's context as it is with them off).
+func (s *Server) authenticate(r *http.Request) (context.Context, error) {
+	as, ok := s.svc.(ACLService)
+	if !ok || !as.ACLEnabled() {
+		return r.Context(), nil
+	}
+	secret, err := api.ParseBearer(r.Header.Get("Authorization"))
+	if err != nil {
+		return nil, err
+	}
+	p, err := as.Authenticate(r.Context(), secret)
+	if err != nil {
+		return nil, err
+	}
+	return api.WithPrincipal(r.Context(), p), nil
 }
 
 // ServeHTTP implements http.Handler.
@@ -212,6 +250,10 @@ func StatusOf(code api.Code) int {
 		return http.StatusTooManyRequests
 	case api.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case api.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case api.CodePermissionDenied:
+		return http.StatusForbidden
 	default:
 		return http.StatusInternalServerError
 	}
@@ -277,7 +319,8 @@ func expectedCode(code api.Code) bool {
 	switch code {
 	case api.CodeInvalidArgument, api.CodeSessionNotFound, api.CodeLockBusy, api.CodeNotHolder,
 		api.CodeWaitTimeout, api.CodeWaitCancelled, api.CodeNoLeader, api.CodeUnknownOutcome,
-		api.CodeTooLarge, api.CodeResourceExhausted, api.CodeNotFound, api.CodeMethodNotAllowed:
+		api.CodeTooLarge, api.CodeResourceExhausted, api.CodeNotFound, api.CodeMethodNotAllowed,
+		api.CodeUnauthenticated, api.CodePermissionDenied:
 		return true
 	default:
 		return false

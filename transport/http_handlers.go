@@ -343,3 +343,74 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 		Serving: li.Self && li.Serving})
 	return nil
 }
+
+// aclService is the server's ACLService; without one, the ACL routes
+// answer that ACLs are off.
+func (s *Server) aclService() (ACLService, error) {
+	as, ok := s.svc.(ACLService)
+	if !ok || !as.ACLEnabled() {
+		return nil, invalidf("ACLs are off on this cluster (raftlockd --acl)")
+	}
+	return as, nil
+}
+
+func (s *Server) handleACLBootstrap(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	as, err := s.aclService()
+	if err != nil {
+		return err
+	}
+	t, err := as.ACLBootstrap(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) handleCreateToken(w http.ResponseWriter, r *http.Request) error {
+	var b api.TokenRequest
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	as, err := s.aclService()
+	if err != nil {
+		return err
+	}
+	t, err := as.CreateToken(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, t)
+	return nil
+}
+
+func (s *Server) handleTokens(w http.ResponseWriter, r *http.Request) error {
+	as, err := s.aclService()
+	if err != nil {
+		return err
+	}
+	ts, err := as.Tokens(r.Context())
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, TokensReply{Tokens: ts})
+	return nil
+}
+
+func (s *Server) handleDeleteToken(w http.ResponseWriter, r *http.Request) error {
+	if err := decodeBody(w, r, &struct{}{}); err != nil {
+		return err
+	}
+	as, err := s.aclService()
+	if err != nil {
+		return err
+	}
+	if err := as.DeleteToken(r.Context(), r.PathValue("id")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, DeletedReply{Deleted: true})
+	return nil
+}

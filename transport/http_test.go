@@ -549,6 +549,7 @@ func TestStatusOf(t *testing.T) {
 		api.CodeNotHolder: 409, api.CodeWaitTimeout: 408, api.CodeNoLeader: 503,
 		api.CodeUnknownOutcome: 503, api.CodeTooLarge: 413, api.CodeInternal: 500,
 		api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, api.CodeResourceExhausted: 429, "something_new": 500,
+		api.CodeUnauthenticated: 401, api.CodePermissionDenied: 403,
 	} {
 		if got := StatusOf(code); got != status {
 			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)

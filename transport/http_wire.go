@@ -404,3 +404,13 @@ func wireDuration(d time.Duration) string {
 	}
 	return d.String()
 }
+
+// TokensReply answers GET /v1/acl/tokens (never a secret).
+type TokensReply struct {
+	Tokens []api.TokenInfo `json:"tokens"`
+}
+
+// DeletedReply answers DELETE /v1/acl/tokens/{id}.
+type DeletedReply struct {
+	Deleted bool `json:"deleted"`
+}

@@ -71,3 +71,18 @@ type Service interface {
 	// every member's HTTP address.
 	RegisterMember(ctx context.Context, m Member) error
 }
+
+// ACLService is what a Service implements to serve ACLs (node.Node does).
+// With ACLEnabled, the server authenticates every request but GET
+// /v1/health, POST /v1/acl/bootstrap and the peer-only routes, past
+// forwarding (on the leader), and hands the token on in the request's
+// context (api.WithPrincipal); the service authorizes (api.Rules.Allows).
+type ACLService interface {
+	ACLEnabled() bool
+	// Authenticate finds the token whose secret is secret.
+	Authenticate(ctx context.Context, secret string) (api.Principal, error)
+	ACLBootstrap(ctx context.Context) (api.TokenSecret, error)
+	CreateToken(ctx context.Context, req api.TokenRequest) (api.TokenSecret, error)
+	Tokens(ctx context.Context) ([]api.TokenInfo, error)
+	DeleteToken(ctx context.Context, id string) error
+}

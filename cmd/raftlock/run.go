@@ -48,6 +48,10 @@ type cli struct {
 	// --ca, --cert, --key: the CA to verify https:// nodes against and the
 	// client's certificate (tlsConfig builds their tls.Config).
 	caFile, certFile, keyFile string
+	// token is the ACL secret sent with every call (--token,
+	// RAFTLOCK_ACL_TOKEN: RAFTLOCK_TOKEN is the fencing token exec hands
+	// CMD).
+	token string
 	// now and loc time and place the timestamps that lock watch prints
 	// (tests fix them).
 	now func() time.Time
@@ -133,6 +137,7 @@ func (c *cli) fromEnv() error {
 		c.timeout = d
 	}
 	c.caFile, c.certFile, c.keyFile = os.Getenv("RAFTLOCK_CACERT"), os.Getenv("RAFTLOCK_CERT"), os.Getenv("RAFTLOCK_KEY")
+	c.token = os.Getenv("RAFTLOCK_ACL_TOKEN")
 	if v := os.Getenv("RAFTLOCK_OUTPUT"); v != "" {
 		if err := (outputFlag{c}).Set(v); err != nil {
 			return usagef("", "RAFTLOCK_OUTPUT=%q: %v", v, err)
@@ -152,6 +157,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 	fs.StringVar(&c.caFile, "ca", c.caFile, "the CA certificate to verify https:// nodes against, `FILE`")
 	fs.StringVar(&c.certFile, "cert", c.certFile, "the client certificate to present, `FILE`")
 	fs.StringVar(&c.keyFile, "key", c.keyFile, "the key of --cert, `FILE`")
+	fs.StringVar(&c.token, "token", c.token, "the ACL token's `SECRET` (better: env RAFTLOCK_ACL_TOKEN, which ps does not show)")
 	fs.BoolFunc("json", "same as -o json (deprecated)", func(s string) error {
 		on, err := strconv.ParseBool(s)
 		if on {
@@ -168,7 +174,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 // globalFlag names the flags globalFlags defines (a command's help lists
 // the others).
 var globalFlag = map[string]bool{"addr": true, "timeout": true, "o": true, "output": true, "json": true,
-	"ca": true, "cert": true, "key": true}
+	"ca": true, "cert": true, "key": true, "token": true}
 
 // outputFlag is -o/--output: text or json.
 type outputFlag struct{ c *cli }
@@ -366,6 +372,9 @@ func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
 			return nil, usagef("", "--ca, --cert, --key: %v", err)
 		}
 		opts = append(opts, transport.WithTLS(cfg))
+	}
+	if c.token != "" {
+		opts = append(opts, transport.WithToken(c.token))
 	}
 	cl, err := transport.NewClient(c.addrs, opts...)
 	if err != nil {

@@ -114,10 +114,19 @@ grant order until interrupted.`,
 		{name: "tls init", usage: "DIR --node ID=HOST [--node ...] [--client NAME ...]",
 			summary: "write a CA, node and client certificates for a TLS cluster", help: tlsInitHelp,
 			nargs: [2]int{1, 1}, setup: (*cli).tlsInit},
+		{name: "acl bootstrap", summary: "create the management token, once per cluster (raftlockd --acl)", output: true,
+			help: aclBootstrapHelp, setup: (*cli).aclBootstrap},
+		{name: "acl token create", usage: "--rule RULE [--rule ...] [--name NAME]",
+			summary: "create a token with rules read:PREFIX, write:PREFIX or admin; prints its secret once", output: true,
+			help: aclTokenCreateHelp, setup: (*cli).aclTokenCreate},
+		{name: "acl token list", summary: "the tokens: id, name and rules (never secrets)", output: true,
+			setup: (*cli).aclTokenList},
+		{name: "acl token delete", usage: "ID", summary: "delete a token and close its sessions", output: true,
+			nargs: [2]int{1, 1}, setup: (*cli).aclTokenDelete},
 		{name: "version", summary: "raftlock's version, VCS commit and Go version (also: --version)",
 			setup: (*cli).version},
 		{name: "help", usage: "[COMMAND]", summary: "this overview, or the help of COMMAND",
-			nargs: [2]int{0, 2}, setup: (*cli).help},
+			nargs: [2]int{0, 3}, setup: (*cli).help},
 	}
 }
 
@@ -139,10 +148,16 @@ func lookup(args []string) (cmd *command, group string, rest []string, err error
 	case "-h", "-help", "--help", "help":
 		return nil, name, nil, nil
 	default:
-		if cmd = find(name + " " + sub); cmd == nil {
-			return nil, "", nil, usagef(name, "unknown command %q", sub)
+		if cmd = find(name + " " + sub); cmd != nil {
+			return cmd, "", args[2:], nil
 		}
-		return cmd, "", args[2:], nil
+		// A group within the group: "acl token create".
+		if len(args) > 2 {
+			if cmd = find(name + " " + sub + " " + args[2]); cmd != nil {
+				return cmd, "", args[3:], nil
+			}
+		}
+		return nil, "", nil, usagef(name, "unknown command %q", strings.TrimSpace(strings.Join(args[1:min(len(args), 3)], " ")))
 	}
 }
 
@@ -198,6 +213,8 @@ Global flags (before or after the command):
                                    RAFTLOCK_CACERT; default the system's)
   --cert FILE, --key FILE          the client certificate and key to present, for a cluster
                                    run with --client-cert-auth (env RAFTLOCK_CERT, RAFTLOCK_KEY)
+  --token SECRET                   the ACL token to call with, for a cluster run with --acl
+                                   (env RAFTLOCK_ACL_TOKEN, which ps does not show)
   -o, --output text|json           print results as text or as the API's JSON (env
                                    RAFTLOCK_OUTPUT; default text)
   --json                           same as -o json (deprecated)

@@ -182,3 +182,16 @@ func TestLimitFlagsBelowOneAreRefusedAndReachTheNode(t *testing.T) {
 		t.Fatalf("node limits %+v, want %+v", got, want)
 	}
 }
+
+// ACLs are off unless --acl, which turns them on in the node's Config.
+func TestACLFlagTurnsOnNodeACL(t *testing.T) {
+	for args, want := range map[string]bool{"--dev": false, "--dev --acl": true} {
+		o, err := parse(strings.Fields(args), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := nodeConfig(serverSpec{}, o, "", nil).ACL; got != want {
+			t.Errorf("%s: Config.ACL = %v, want %v", args, got, want)
+		}
+	}
+}

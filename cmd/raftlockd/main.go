@@ -54,7 +54,9 @@ type options struct {
 	tlsCert, tlsKey, tlsCA string
 	clientCertAuth         bool
 	insecure               bool
-	tlsFiles               *transport.TLS // loaded by run
+	// acl: ACLs on (node.Config.ACL).
+	acl      bool
+	tlsFiles *transport.TLS // loaded by run
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -89,6 +91,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "the cluster's CA certificate (PEM): peers (and, with --client-cert-auth, clients) must present a certificate it signed")
 	fs.BoolVar(&o.clientCertAuth, "client-cert-auth", false, "the API requires a client certificate signed by --tls-ca")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
+	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	addFaultFlags(fs, &o.faults)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
@@ -388,7 +391,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
 		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
-		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits,
+		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl,
 	}
 }
 

@@ -63,8 +63,14 @@ const (
 	// past one of its Limits; nothing changed.
 	CodeResourceExhausted Code = "resource_exhausted"
 	CodeInternal          Code = "internal"
-	CodeNotFound          Code = "not_found"
-	CodeMethodNotAllowed  Code = "method_not_allowed"
+	// CodeUnauthenticated (ACLs on): no token, a malformed one or one the
+	// cluster does not know (401).
+	CodeUnauthenticated Code = "unauthenticated"
+	// CodePermissionDenied (ACLs on): the token's rules do not allow the
+	// call, or the session belongs to another token (403).
+	CodePermissionDenied Code = "permission_denied"
+	CodeNotFound         Code = "not_found"
+	CodeMethodNotAllowed Code = "method_not_allowed"
 	// CodeUnreachable is the client's own (never on the wire, no HTTP
 	// status): no node could be connected to for a while (a client made
 	// with transport.WithFailFast).

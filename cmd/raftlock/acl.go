@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// The acl group: bootstrap, and token create, list and delete (a cluster
+// run with raftlockd --acl).
+
+const aclBootstrapHelp = `Creates the cluster's management token (rules: admin) and prints its id and
+secret. It works once per cluster (later calls: permission_denied), needs no
+token, and the secret is shown only this once: keep it (e.g. in
+RAFTLOCK_ACL_TOKEN for later commands).`
+
+const aclTokenCreateHelp = `Creates a token with the given rules (admin only) and prints its id and secret,
+shown only this once. Rules: read:PREFIX (lock get/list/watch, sequencer
+check, leader), write:PREFIX (acquire, release, and read), admin (everything).
+An empty PREFIX is every lock. Example:
+
+  raftlock acl token create --name jobs --rule write:jobs/ --rule read:`
+
+func (c *cli) aclBootstrap(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, _ []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (api.TokenSecret, error) { return cl.ACLBootstrap(ctx) }
+		return show(ctx, c, "acl bootstrap", get, func(t api.TokenSecret) any { return t }, c.printTokenSecret)
+	}
+}
+
+func (c *cli) aclTokenCreate(fs *flag.FlagSet) runFunc {
+	var name string
+	var rules []string
+	fs.StringVar(&name, "name", "", "the token's descriptive `NAME`")
+	fs.Func("rule", "a `RULE`: read:PREFIX, write:PREFIX or admin (repeat for more)", func(v string) error {
+		rules = append(rules, v)
+		return nil
+	})
+	return func(ctx context.Context, _ []string) error {
+		if len(rules) == 0 {
+			return usagef("acl token create", "at least one --rule")
+		}
+		get := func(ctx context.Context, cl *transport.Client) (api.TokenSecret, error) {
+			return cl.CreateToken(ctx, api.TokenRequest{Name: name, Rules: rules})
+		}
+		return show(ctx, c, "acl token create", get, func(t api.TokenSecret) any { return t }, c.printTokenSecret)
+	}
+}
+
+func (c *cli) aclTokenList(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, _ []string) error {
+		get := func(ctx context.Context, cl *transport.Client) ([]api.TokenInfo, error) { return cl.Tokens(ctx) }
+		return show(ctx, c, "acl token list", get,
+			func(ts []api.TokenInfo) any { return transport.TokensReply{Tokens: ts} }, c.printTokens)
+	}
+}
+
+func (c *cli) aclTokenDelete(*flag.FlagSet) runFunc {
+	return func(ctx context.Context, pos []string) error {
+		get := func(ctx context.Context, cl *transport.Client) (transport.DeletedReply, error) {
+			return transport.DeletedReply{Deleted: true}, cl.DeleteToken(ctx, pos[0])
+		}
+		return show(ctx, c, "acl token delete", get, func(r transport.DeletedReply) any { return r },
+			func(transport.DeletedReply) error { return c.printf("deleted %s\n", pos[0]) })
+	}
+}
+
+func (c *cli) printTokenSecret(t api.TokenSecret) error {
+	return c.printf("id:     %s\nsecret: %s\n", t.ID, t.Secret)
+}
+
+func (c *cli) printTokens(ts []api.TokenInfo) error {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	tw.Write([]byte("ID\tNAME\tRULES\n"))
+	for _, t := range ts {
+		tw.Write([]byte(t.ID + "\t" + t.Name + "\t" + strings.Join(t.Rules, " ") + "\n"))
+	}
+	tw.Flush()
+	return c.printf("%s", b.String())
+}

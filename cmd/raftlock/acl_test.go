@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// startACLNode starts a one-node cluster with ACLs on, serving HTTP, and
+// points the CLI at it.
+func startACLNode(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raftAddr := string(pp.Transport.LocalAddr())
+	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftBind: raftAddr, HTTPAddr: ln.Addr().String(),
+		Peers: []node.Peer{{ID: "n1", RaftAddr: raftAddr}}, PeerPort: pp, ACL: true})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = n.Shutdown(ctx)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := n.WaitLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("RAFTLOCK_ADDR", ln.Addr().String())
+	t.Setenv("RAFTLOCK_ACL_TOKEN", "")
+}
+
+// secretOf is the secret line of acl bootstrap's or token create's text.
+func secretOf(t *testing.T, out string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if s, ok := strings.CutPrefix(l, "secret: "); ok {
+			return s
+		}
+	}
+	t.Fatalf("no secret in %q", out)
+	return ""
+}
+
+// The acl commands end to end: bootstrap once, create a token, use it
+// (its rules hold), list without secrets, delete it (then it is refused).
+func TestACLCommandsBootstrapCreateUseListDelete(t *testing.T) {
+	startACLNode(t)
+	if code, _, errOut := runCLI(t, "lock", "get", "jobs/a"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
+		t.Fatalf("no token: %d %q, want 1 unauthenticated", code, errOut)
+	}
+	code, out, errOut := runCLI(t, "acl", "bootstrap")
+	if code != 0 {
+		t.Fatalf("bootstrap: %d %s", code, errOut)
+	}
+	admin := secretOf(t, out)
+	if code, _, errOut := runCLI(t, "acl", "bootstrap"); code != 1 || !strings.Contains(errOut, "permission_denied") {
+		t.Fatalf("second bootstrap: %d %q, want 1 permission_denied", code, errOut)
+	}
+	code, out, errOut = runCLI(t, "--token", admin, "acl", "token", "create", "--name", "jobs", "--rule", "write:jobs/", "--rule", "read:")
+	if code != 0 {
+		t.Fatalf("token create: %d %s", code, errOut)
+	}
+	jobs := secretOf(t, out)
+	t.Setenv("RAFTLOCK_ACL_TOKEN", jobs)
+	if code, _, errOut := runCLI(t, "lock", "list"); code != 0 {
+		t.Errorf("lock list with read: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "exec", "jobs/a", "--", "true"); code != 0 {
+		t.Errorf("exec jobs/a with write:jobs/: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "exec", "other/a", "--", "true"); code != 125 || !strings.Contains(errOut, "permission_denied") {
+		t.Errorf("exec other/a with write:jobs/: %d %q, want 125 permission_denied", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "acl", "token", "list"); code != 1 || !strings.Contains(errOut, "permission_denied") {
+		t.Errorf("token list with a non-admin token: %d %q, want 1 permission_denied", code, errOut)
+	}
+	t.Setenv("RAFTLOCK_ACL_TOKEN", admin)
+	code, out, errOut = runCLI(t, "acl", "token", "list", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"jobs"`) || strings.Contains(out, jobs) || strings.Contains(out, admin) {
+		t.Fatalf("token list: %d %s %s", code, out, errOut)
+	}
+	var id string
+	code, out, _ = runCLI(t, "acl", "token", "list")
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[1] == "jobs" {
+			id = f[0]
+		}
+	}
+	if code != 0 || id == "" {
+		t.Fatalf("token list: %d %q: no jobs token", code, out)
+	}
+	if code, _, errOut := runCLI(t, "acl", "token", "delete", id); code != 0 {
+		t.Fatalf("token delete: %d %s", code, errOut)
+	}
+	if code, _, errOut := runCLI(t, "--token", jobs, "lock", "get", "jobs/a"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
+		t.Errorf("deleted token: %d %q, want 1 unauthenticated", code, errOut)
+	}
+}
