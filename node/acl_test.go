@@ -8,37 +8,17 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 
-// logBuffer collects every node's log lines (safe for concurrent writes).
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// newACLCluster starts a 3-node cluster with ACLs on, serving HTTP, whose
-// nodes log at Trace into logs.
-func newACLCluster(t *testing.T, logs *logBuffer) *testCluster {
+func newACLCluster(t *testing.T, logs *apitest.LogBuffer) *testCluster {
 	return newTestCluster(t, 3, func(cfg *Config) {
 		cfg.ACL = true
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Level: hclog.Trace, Output: logs})
@@ -100,7 +80,7 @@ func codeOf(err error) api.Code {
 // token's sessions are closed with their locks free at once, and that no
 // issued secret ever reaches a log line (the nodes log at Trace).
 func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
-	logs := &logBuffer{}
+	logs := &apitest.LogBuffer{}
 	c := newACLCluster(t, logs)
 	ctx := ctxT(t)
 	_, li := c.leader()

@@ -1,19 +1,18 @@
 package transport
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/session/api/apitest"
 )
 
 // A duration given on the wire is taken as it is and judged by the
@@ -184,29 +183,11 @@ func TestLoneSurrogate(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log destination safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.FieldsFunc(b.buf.String(), func(r rune) bool { return r == '\n' })
-}
-
 // A client retrying against a leaderless node costs the server no log
 // line at INFO: no_leader (like every answer of the contract) is logged at
 // DEBUG.
 func TestRetriedNoLeaderLogsNothingAtInfo(t *testing.T) {
-	var logs syncBuffer
+	var logs apitest.LogBuffer
 	f := newFakeService("n1")
 	f.setLeader(LeaderInfo{Term: 3}) // no leader known
 	ts := newTestServer(t, f, WithLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})))
@@ -221,7 +202,7 @@ func TestRetriedNoLeaderLogsNothingAtInfo(t *testing.T) {
 	if _, err := newTestClient(t, hostOf(ts)).Cluster(ctx); !errors.Is(err, api.ErrNoLeader) {
 		t.Fatalf("status through a leaderless node: %v; want no_leader", err)
 	}
-	if l := logs.lines(); len(l) != 0 {
+	if l := logs.Lines(); len(l) != 0 {
 		t.Fatalf("retried no_leader answers logged %d lines at INFO:\n%s", len(l), strings.Join(l, "\n"))
 	}
 }
@@ -229,7 +210,7 @@ func TestRetriedNoLeaderLogsNothingAtInfo(t *testing.T) {
 // An internal error stays at WARN, but at most one line per code per
 // warnEvery, the next one counting the lines left out.
 func TestInternalErrorWarningsAreRateLimited(t *testing.T) {
-	var logs syncBuffer
+	var logs apitest.LogBuffer
 	f := newFakeService("n1")
 	srv := NewServer(f, WithLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})))
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
@@ -246,18 +227,18 @@ func TestInternalErrorWarningsAreRateLimited(t *testing.T) {
 		}
 	}
 	fail(50)
-	if l := logs.lines(); len(l) != 1 || !strings.Contains(l[0], "[WARN]") || !strings.Contains(l[0], "code=internal") ||
+	if l := logs.Lines(); len(l) != 1 || !strings.Contains(l[0], "[WARN]") || !strings.Contains(l[0], "code=internal") ||
 		strings.Contains(l[0], "suppressed") {
 		t.Fatalf("50 internal errors logged:\n%s\nwant one WARN line", strings.Join(l, "\n"))
 	}
 	now = now.Add(warnEvery - time.Nanosecond)
 	fail(1)
-	if l := logs.lines(); len(l) != 1 {
+	if l := logs.Lines(); len(l) != 1 {
 		t.Fatalf("an internal error within %v of the last line logged: %d lines", warnEvery, len(l))
 	}
 	now = now.Add(time.Nanosecond)
 	fail(1)
-	if l := logs.lines(); len(l) != 2 || !strings.Contains(l[1], "suppressed=50") {
+	if l := logs.Lines(); len(l) != 2 || !strings.Contains(l[1], "suppressed=50") {
 		t.Fatalf("after %v:\n%s\nwant a second line with suppressed=50", warnEvery, strings.Join(l, "\n"))
 	}
 }

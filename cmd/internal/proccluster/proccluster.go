@@ -7,7 +7,6 @@
 package proccluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -61,7 +61,7 @@ type Node struct {
 	HTTPAddr string
 	args     []string
 	cmd      *exec.Cmd
-	log      *syncBuffer
+	log      *apitest.LogBuffer
 }
 
 // Cluster is a set of raftlockd processes.
@@ -198,7 +198,7 @@ func (c *Cluster) Restart(i int) {
 		return
 	}
 	if n.log == nil {
-		n.log = &syncBuffer{}
+		n.log = &apitest.LogBuffer{}
 	}
 	cmd := exec.Command(c.bin, n.args...)
 	cmd.Stderr = n.log
@@ -268,24 +268,6 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 		case <-time.After(50 * time.Millisecond): // polling a remote process
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Eventually polls cond every 20 ms until it returns nil, failing the test
