@@ -78,6 +78,10 @@ type Config struct {
 	// TLS runs the cluster with TLS: certificates made for the run, HTTPS
 	// and client certificates on the API, mutual TLS between the nodes.
 	TLS bool
+	// ACL runs the cluster with ACLs on (raftlockd --acl): the checker
+	// bootstraps the management token and hands the clients a token that
+	// may write only under the run's lock prefix.
+	ACL bool
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -85,7 +89,7 @@ func defaultConfig() Config {
 	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
 		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
 		Grace: session.DefaultGracePeriod, GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
-		NaiveShare: 0.1, TLS: true}
+		NaiveShare: 0.1, TLS: true, ACL: true}
 }
 
 // parseFlags parses the checker's command line.
@@ -118,6 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
+	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "run the cluster with ACLs on: the checker bootstraps them and the clients use a token with write:"+lockPrefix+" only")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -40,6 +40,8 @@ type rawBackend struct {
 	hc    *http.Client
 	addrs []string
 	pick  func(n int) int
+	// token is the ACL token's secret, sent as a Bearer token when set.
+	token string
 }
 
 // Acquire implements api.Backend with a single attempt. A request
@@ -65,6 +67,9 @@ func (b *rawBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.G
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/json")
+	if b.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+b.token)
+	}
 	resp, err := b.hc.Do(hr)
 	if err != nil {
 		var op *net.OpError

@@ -71,6 +71,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			return nil, err
 		}
 	}
+	if cfg.ACL {
+		cl.enableACL()
+	}
 	defer cl.stopAll(5 * time.Second)
 	if err := cl.startAll(); err != nil {
 		return nil, err
@@ -83,12 +86,21 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	logf("cluster of %d nodes up: %s", cfg.Nodes, strings.Join(cl.apiAddrs(), " "))
 
+	var token string
+	if cfg.ACL {
+		actx, cancel := context.WithTimeout(ctx, time.Minute)
+		token, err = cl.setupACL(actx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("cluster with ACLs (logs in %s): %w", dir, err)
+		}
+	}
 	hist, res, track := newHistoryLog(), newResource(), newTracker()
 	var locks []string
 	for i := 0; i < cfg.Locks; i++ {
-		locks = append(locks, fmt.Sprintf("check/lock%d", i))
+		locks = append(locks, fmt.Sprintf("%slock%d", lockPrefix, i))
 	}
-	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, locks, dir, hist, res, track)
+	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, token, locks, dir, hist, res, track)
 	if err != nil {
 		return nil, err
 	}
@@ -224,6 +236,11 @@ func describe(cfg Config) string {
 		s += ", TLS"
 	} else {
 		s += ", no TLS"
+	}
+	if cfg.ACL {
+		s += ", ACLs"
+	} else {
+		s += ", no ACLs"
 	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault

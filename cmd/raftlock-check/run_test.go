@@ -105,6 +105,9 @@ func TestMixedFaults(t *testing.T) {
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	dropPartitions(t, &cfg)
+	if !cfg.TLS || !cfg.ACL {
+		t.Fatalf("the mixed run must run with TLS and ACLs on (TLS %v, ACL %v)", cfg.TLS, cfg.ACL)
+	}
 	rep := runLogged(t, cfg)
 	requireClean(t, rep, cfg.Out)
 	for _, k := range cfg.Faults {

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -71,5 +74,75 @@ func TestRunCertificates(t *testing.T) {
 	}
 	if !slices.Equal(leaf.ExtKeyUsage, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}) {
 		t.Errorf("client certificate's key usages %v: want clientAuth only", leaf.ExtKeyUsage)
+	}
+}
+
+// TestACLFlag: runs are with ACLs unless --acl=false, and say so.
+func TestACLFlag(t *testing.T) {
+	var sb strings.Builder
+	if cfg, err := parseFlags(nil, &sb); err != nil || !cfg.ACL {
+		t.Errorf("default: ACL %v, %v; want ACLs on", cfg.ACL, err)
+	}
+	if cfg, err := parseFlags([]string{"--acl=false"}, &sb); err != nil || cfg.ACL {
+		t.Errorf("--acl=false: ACL %v, %v; want them off", cfg.ACL, err)
+	}
+	if !strings.Contains(describe(defaultConfig()), "ACLs") {
+		t.Errorf("the run's setup %q does not say it runs with ACLs", describe(defaultConfig()))
+	}
+}
+
+// TestRunTokenWritesOnlyUnderTheRunsPrefix: the cluster of a run with
+// ACLs refuses calls without a token, and the token its clients get may
+// take locks under lockPrefix but nowhere else, nor read the cluster: the
+// workload's calls pass the ACL checks as a least-privileged user's do.
+func TestRunTokenWritesOnlyUnderTheRunsPrefix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster")
+	}
+	cfg := testConfig(t, "")
+	c, err := newCluster(cfg.Raftlockd, t.TempDir(), 3, []string{"--log-level", "warn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.enableTLS(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	c.enableACL()
+	t.Cleanup(func() { c.stopAll(5 * time.Second) })
+	if err := c.startAll(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.waitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	secret, err := c.setupACL(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anon, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.OpenSession(ctx, api.OpenRequest{Name: "anon", TTL: 10 * time.Second}); api.CodeOf(err) != api.CodeUnauthenticated {
+		t.Errorf("open without a token: %v, want %s", err, api.CodeUnauthenticated)
+	}
+	cl, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS), transport.WithToken(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cl.OpenSession(ctx, api.OpenRequest{Name: "client", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: lockPrefix + "a", Session: info.ID, Holder: "h"}); err != nil {
+		t.Errorf("acquire under %s: %v", lockPrefix, err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "other/a", Session: info.ID, Holder: "h"}); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Errorf("acquire outside %s: %v, want %s", lockPrefix, err, api.CodePermissionDenied)
+	}
+	if _, err := cl.Cluster(ctx); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Errorf("cluster with the clients' token: %v, want %s", err, api.CodePermissionDenied)
 	}
 }

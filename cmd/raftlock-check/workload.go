@@ -45,6 +45,8 @@ type clientConfig struct {
 	TLSCA   string `json:"tls_ca,omitempty"`
 	TLSCert string `json:"tls_cert,omitempty"`
 	TLSKey  string `json:"tls_key,omitempty"`
+	// Token is the ACL token's secret for a cluster with ACLs on.
+	Token string `json:"token,omitempty"`
 }
 
 // Shape of a client's work.
@@ -135,16 +137,16 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
-	opts := []transport.ClientOption{transport.WithHTTPClient(hc)}
+	opts := []transport.ClientOption{transport.WithHTTPClient(hc), transport.WithToken(cfg.Token)}
 	// The Go client's requests go through la, which answers msgWhere.
 	la := &lastAddr{inner: hc.Transport}
 	l.where = la.last
-	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}))
+	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}), transport.WithToken(cfg.Token))
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
-	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn}, link: l, naive: true}
+	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn, token: cfg.Token}, link: l, naive: true}
 	for _, a := range cfg.Addrs {
 		rc, err := transport.NewClient([]string{a}, append(opts, transport.WithRequestTimeout(readTimeout))...)
 		if err != nil {

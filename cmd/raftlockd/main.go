@@ -375,7 +375,7 @@ func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, erro
 		}
 	}()
 	nlog.Info("serving", "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
-		"client_cert_auth", o.clientCertAuth, "data_dir", spec.dataDir)
+		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "data_dir", spec.dataDir)
 	return s, nil
 }
 
