@@ -279,8 +279,11 @@ type FSM struct {
 	tokens       map[string]*Token
 	byHash       map[string]*Token
 	bootstrapped bool
-	now          int64
-	applied      uint64
+	// owned counts the open sessions of each ACL token (by token id), for
+	// api.Limits.SessionsPerToken; rebuilt on Load.
+	owned   map[string]int
+	now     int64
+	applied uint64
 	// free holds the histories of free locks (*Lock values with no
 	// holders, waiters or delay), least recently freed first; freeAt
 	// finds them by name and freeGrants counts their grants.
@@ -308,6 +311,7 @@ func (f *FSM) reset() {
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
 	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
+	f.owned = make(map[string]int)
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
@@ -392,13 +396,30 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 	if _, ok := f.sessions[c.ID]; ok {
 		return StatusSessionExists, ""
 	}
-	if err := c.Limits.Exceeded(api.Usage{Sessions: len(f.sessions) + 1}); err != nil {
+	u := api.Usage{Sessions: len(f.sessions) + 1}
+	if c.Owner != "" {
+		u.TokenSessions = f.owned[c.Owner] + 1
+	}
+	if err := c.Limits.Exceeded(u); err != nil {
 		return StatusResourceExhausted, err.Message
+	}
+	if c.Owner != "" {
+		f.owned[c.Owner]++
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
 		Created: f.now, Owner: c.Owner, Locks: make(map[string]struct{})}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
 	return StatusOK, ""
+}
+
+// disown counts a session of token owner (empty: none) closed.
+func (f *FSM) disown(owner string) {
+	if owner == "" {
+		return
+	}
+	if f.owned[owner]--; f.owned[owner] <= 0 {
+		delete(f.owned, owner)
+	}
 }
 
 // removeSession closes (expire=false) or expires a session: its holds are
@@ -409,6 +430,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		return StatusSessionNotFound
 	}
 	delete(f.sessions, id)
+	f.disown(s.Owner)
 	for _, name := range sortedKeys(s.Locks) {
 		l := f.locks[name]
 		if l == nil {
@@ -1098,6 +1120,9 @@ func (f *FSM) Load(data []byte) error {
 		s := st.Sessions[i]
 		s.Locks = make(map[string]struct{})
 		f.sessions[s.ID] = &s
+		if s.Owner != "" {
+			f.owned[s.Owner]++
+		}
 	}
 	for i := range st.Locks {
 		l := st.Locks[i]

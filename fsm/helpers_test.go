@@ -237,6 +237,15 @@ func checkSessionIndex(t testing.TB, f *FSM) {
 			t.Fatalf("session %s: Locks index %v, but it holds or waits for %v", id, got, w)
 		}
 	}
+	owned := make(map[string]int)
+	for _, s := range f.sessions {
+		if s.Owner != "" {
+			owned[s.Owner]++
+		}
+	}
+	if !reflect.DeepEqual(owned, f.owned) {
+		t.Fatalf("sessions per token %v, but the sessions are owned %v", f.owned, owned)
+	}
 }
 
 // The two modes, short for the tests.

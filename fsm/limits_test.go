@@ -66,6 +66,29 @@ func TestOpenPastSessionLimitIsRefusedAndChangesNothing(t *testing.T) {
 	h.must(StatusOK, limited(openCmd("s3", 0), lim))
 }
 
+func TestOpenPastSessionsPerTokenIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{SessionsPerToken: 2}
+	h.must(StatusOK, limited(ownedOpen("s1", "alice"), lim))
+	h.must(StatusOK, limited(ownedOpen("s2", "alice"), lim))
+	h.refused(limited(ownedOpen("s3", "alice"), lim), "2 open sessions of this token")
+	// Another token, and sessions without a token, are not counted
+	// against alice's.
+	h.must(StatusOK, limited(ownedOpen("b1", "bob"), lim))
+	h.must(StatusOK, limited(openCmd("anon", 0), lim))
+	// A closed or expired session frees its place; a restored state
+	// counts the same.
+	h.must(StatusOK, closeCmd("s1"))
+	h.must(StatusOK, limited(ownedOpen("s3", "alice"), lim))
+	h.must(StatusOK, expireCmd("s2"))
+	h.must(StatusOK, limited(ownedOpen("s4", "alice"), lim))
+	g := newHarness(t)
+	restoreInto(t, g.f, snapshotBytes(t, h.f))
+	checkSessionIndex(t, g.f)
+	g.refused(limited(ownedOpen("s5", "alice"), lim), "2 open sessions of this token")
+	g.must(StatusOK, limited(ownedOpen("b2", "bob"), lim))
+}
+
 func TestAcquireOfNewLockPastLockLimitIsRefusedAndChangesNothing(t *testing.T) {
 	h := newHarness(t)
 	lim := api.Limits{Locks: 2}

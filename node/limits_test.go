@@ -151,3 +151,44 @@ func TestLocksListingIsPaginated(t *testing.T) {
 		t.Fatalf("client listing: %d locks, %v", len(all), err)
 	}
 }
+
+// With ACLs on, one token holds at most Limits.SessionsPerToken open
+// sessions: the next open with it is answered 429 resource_exhausted and
+// opens nothing, while another token still opens its own.
+func TestSessionsPerTokenLimitIsAnswered429AndLeavesOtherTokensAlone(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.ACL = true
+		cfg.Limits = api.Limits{SessionsPerToken: 2}
+	}, withHTTP)
+	ctx := ctxT(t)
+	boot, err := c.client(t).ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	var secrets []string
+	for _, name := range []string{"alice", "bob"} {
+		tok, err := admin.CreateToken(ctx, api.TokenRequest{Name: name, Rules: []string{"write:"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, tok.Secret)
+	}
+	alice, bob := tokenClient(t, c.httpAddrs, secrets[0]), tokenClient(t, c.httpAddrs, secrets[1])
+	for range 2 {
+		if _, err := alice.OpenSession(ctx, api.OpenRequest{Name: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, i := c.leader()
+	before := n.fsm.Sessions()
+	if st, code, _ := aclDo(ctx, c.httpAddrs[i], "POST", "/v1/sessions", secrets[0], map[string]string{"name": "third"}); st != http.StatusTooManyRequests || code != string(api.CodeResourceExhausted) {
+		t.Fatalf("alice's third session: %d %q, want 429 resource_exhausted", st, code)
+	}
+	if after := n.fsm.Sessions(); !reflect.DeepEqual(after, before) {
+		t.Fatalf("the refused open changed the sessions: %+v -> %+v", before, after)
+	}
+	if _, err := bob.OpenSession(ctx, api.OpenRequest{Name: "b"}); err != nil {
+		t.Fatalf("bob's first session: %v", err)
+	}
+}

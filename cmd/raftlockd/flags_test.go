@@ -166,6 +166,7 @@ func TestLimitFlagsBelowOneAreRefusedAndReachTheNode(t *testing.T) {
 		{"--max-locks", "raftlockd: --max-locks 0 out of range [1, ∞)\n"},
 		{"--max-waiters-per-lock", "raftlockd: --max-waiters-per-lock 0 out of range [1, ∞)\n"},
 		{"--max-locks-per-session", "raftlockd: --max-locks-per-session 0 out of range [1, ∞)\n"},
+		{"--max-sessions-per-token", "raftlockd: --max-sessions-per-token 0 out of range [1, ∞)\n"},
 	} {
 		var stderr bytes.Buffer
 		if code := run([]string{"--dev", tc.flag, "0"}, &stderr); code != 2 || stderr.String() != tc.want {

@@ -12,6 +12,10 @@ const (
 	DefaultMaxLocks           = 100_000
 	DefaultMaxWaitersPerLock  = 10_000
 	DefaultMaxLocksPerSession = 1_000
+	// DefaultMaxSessionsPerToken bounds the sessions one ACL token holds
+	// open (ACLs on): a tenth of the cluster's, so that one leaked or
+	// looping client cannot take every session from the others.
+	DefaultMaxSessionsPerToken = 10_000
 )
 
 // Limits bound what the replicated state may hold. The leader stamps its
@@ -29,12 +33,16 @@ type Limits struct {
 	// LocksPerSession bounds one session's holds and waits: one per lock
 	// and holder id (so many holders of one shared lock count as many).
 	LocksPerSession int `json:"locks_per_session,omitempty"`
+	// SessionsPerToken bounds the open sessions of one ACL token (with
+	// ACLs off sessions have no token and only Sessions applies).
+	SessionsPerToken int `json:"sessions_per_token,omitempty"`
 }
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{Sessions: DefaultMaxSessions, Locks: DefaultMaxLocks,
-		WaitersPerLock: DefaultMaxWaitersPerLock, LocksPerSession: DefaultMaxLocksPerSession}
+		WaitersPerLock: DefaultMaxWaitersPerLock, LocksPerSession: DefaultMaxLocksPerSession,
+		SessionsPerToken: DefaultMaxSessionsPerToken}
 }
 
 // fields names each limit by its raftlockd flag, with a pointer to it.
@@ -46,7 +54,8 @@ func (l *Limits) fields() []struct {
 		flag string
 		v    *int
 	}{{"--max-sessions", &l.Sessions}, {"--max-locks", &l.Locks},
-		{"--max-waiters-per-lock", &l.WaitersPerLock}, {"--max-locks-per-session", &l.LocksPerSession}}
+		{"--max-waiters-per-lock", &l.WaitersPerLock}, {"--max-locks-per-session", &l.LocksPerSession},
+		{"--max-sessions-per-token", &l.SessionsPerToken}}
 }
 
 // Resolve replaces every zero limit by its default, then checks them
@@ -82,6 +91,9 @@ type Usage struct {
 	// of locks the session holds or waits for.
 	Waiters      int
 	SessionLocks int
+	// TokenSessions is the number of open sessions of the ACL token that
+	// opens one.
+	TokenSessions int
 }
 
 // Exceeded is the one limit rule: it returns the resource_exhausted error
@@ -95,7 +107,8 @@ func (l *Limits) Exceeded(u Usage) *Error {
 		have, max int
 		what      string
 	}{{u.Sessions, l.Sessions, "open sessions"}, {u.Locks, l.Locks, "locks held, waited for or delayed"},
-		{u.Waiters, l.WaitersPerLock, "waiters on this lock"}, {u.SessionLocks, l.LocksPerSession, "locks this session holds or waits for"}} {
+		{u.Waiters, l.WaitersPerLock, "waiters on this lock"}, {u.SessionLocks, l.LocksPerSession, "locks this session holds or waits for"},
+		{u.TokenSessions, l.SessionsPerToken, "open sessions of this token"}} {
 		if c.max > 0 && c.have > c.max {
 			return &Error{Code: CodeResourceExhausted, Message: fmt.Sprintf("the cluster's limit of %d %s is reached", c.max, c.what)}
 		}
