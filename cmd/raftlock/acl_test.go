@@ -46,6 +46,7 @@ func startACLNode(t *testing.T) {
 	}
 	t.Setenv("RAFTLOCK_ADDR", ln.Addr().String())
 	t.Setenv("RAFTLOCK_ACL_TOKEN", "")
+	t.Setenv("RAFTLOCK_TOKEN", "")
 }
 
 // secretOf is the secret line of acl bootstrap's or token create's text.
@@ -80,11 +81,15 @@ func TestACLCommandsBootstrapCreateUseListDelete(t *testing.T) {
 		t.Fatalf("token create: %d %s", code, errOut)
 	}
 	jobs := secretOf(t, out)
-	t.Setenv("RAFTLOCK_ACL_TOKEN", jobs)
+	t.Setenv("RAFTLOCK_TOKEN", jobs)
 	if code, _, errOut := runCLI(t, "lock", "list"); code != 0 {
 		t.Errorf("lock list with read: %d %s", code, errOut)
 	}
-	if code, _, errOut := runCLI(t, "exec", "jobs/a", "--", "true"); code != 0 {
+	// CMD gets the fencing token as RAFTLOCK_TOKEN and the secret as
+	// RAFTLOCK_ACL_TOKEN.
+	t.Setenv("WANT_SECRET", jobs)
+	if code, _, errOut := runCLI(t, "exec", "jobs/a", "--", "sh", "-c",
+		`test "$RAFTLOCK_ACL_TOKEN" = "$WANT_SECRET" && test "$RAFTLOCK_TOKEN" -gt 0`); code != 0 {
 		t.Errorf("exec jobs/a with write:jobs/: %d %s", code, errOut)
 	}
 	if code, _, errOut := runCLI(t, "exec", "other/a", "--", "true"); code != 125 || !strings.Contains(errOut, "permission_denied") {
@@ -113,5 +118,25 @@ func TestACLCommandsBootstrapCreateUseListDelete(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "--token", jobs, "lock", "get", "jobs/a"); code != 1 || !strings.Contains(errOut, "unauthenticated") {
 		t.Errorf("deleted token: %d %q, want 1 unauthenticated", code, errOut)
+	}
+}
+
+// The ACL secret comes from RAFTLOCK_ACL_TOKEN, else RAFTLOCK_TOKEN; but
+// inside a command exec runs (RAFTLOCK_LOCK set) RAFTLOCK_TOKEN is the
+// fencing token and is never sent as a secret.
+func TestACLTokenFromEnvNeverTakesExecsFencingToken(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{}, ""},
+		{map[string]string{"RAFTLOCK_TOKEN": "s1"}, "s1"},
+		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "s1"}, "s2"},
+		{map[string]string{"RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, ""},
+		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, "s2"},
+	} {
+		if got := aclTokenFromEnv(func(k string) string { return tc.env[k] }); got != tc.want {
+			t.Errorf("env %v: secret %q, want %q", tc.env, got, tc.want)
+		}
 	}
 }

@@ -141,6 +141,8 @@ func TestUsageErrorsGolden(t *testing.T) {
 		{[]string{"lock", "frob"}, "raftlock: usage: lock: unknown command \"frob\"\nrun 'raftlock help lock' for usage\n"},
 		{[]string{"lock"}, "raftlock: usage: lock: missing command: one of get, list, watch\nrun 'raftlock help lock' for usage\n"},
 		{[]string{"help", "frob"}, "raftlock: usage: unknown command \"frob\"\nrun 'raftlock help' for usage\n"},
+		{[]string{"acl", "token"}, "raftlock: usage: acl token: missing command: one of create, list, delete\nrun 'raftlock help acl token' for usage\n"},
+		{[]string{"acl", "token", "frob"}, "raftlock: usage: acl token: unknown command \"frob\"\nrun 'raftlock help acl token' for usage\n"},
 		{[]string{"-o", "yaml", "status"}, "raftlock: usage: invalid value \"yaml\" for flag -o: want text or json\nrun 'raftlock help' for usage\n"},
 		{[]string{"status", "--output", "xml"}, "raftlock: usage: status: invalid value \"xml\" for flag -output: want text or json\nrun 'raftlock help status' for usage\n"},
 		{[]string{"exec", "-o", "json", "x", "--", "true"}, "raftlock: usage: exec: flag provided but not defined: -o\nrun 'raftlock help exec' for usage\n"},

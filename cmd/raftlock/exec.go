@@ -308,7 +308,14 @@ func checkStopWindow(ttl, lockDelay, killGrace time.Duration) error {
 func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, argv []string) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
-	cmd.Env = append(os.Environ(),
+	env := os.Environ()
+	// CMD's RAFTLOCK_TOKEN is the fencing token: an ACL secret given as
+	// RAFTLOCK_TOKEN moves to RAFTLOCK_ACL_TOKEN, where a raftlock that
+	// CMD runs finds it (aclTokenFromEnv).
+	if acl := aclTokenFromEnv(os.Getenv); acl != "" && os.Getenv("RAFTLOCK_ACL_TOKEN") == "" {
+		env = append(env, "RAFTLOCK_ACL_TOKEN="+acl)
+	}
+	cmd.Env = append(env,
 		"RAFTLOCK_SEQUENCER="+l.Sequencer().String(),
 		"RAFTLOCK_TOKEN="+strconv.FormatUint(uint64(l.Token()), 10),
 		"RAFTLOCK_LOCK="+l.Name(),

@@ -48,9 +48,8 @@ type cli struct {
 	// --ca, --cert, --key: the CA to verify https:// nodes against and the
 	// client's certificate (tlsConfig builds their tls.Config).
 	caFile, certFile, keyFile string
-	// token is the ACL secret sent with every call (--token,
-	// RAFTLOCK_ACL_TOKEN: RAFTLOCK_TOKEN is the fencing token exec hands
-	// CMD).
+	// token is the ACL secret sent with every call (--token, else
+	// aclTokenFromEnv).
 	token string
 	// now and loc time and place the timestamps that lock watch prints
 	// (tests fix them).
@@ -137,13 +136,28 @@ func (c *cli) fromEnv() error {
 		c.timeout = d
 	}
 	c.caFile, c.certFile, c.keyFile = os.Getenv("RAFTLOCK_CACERT"), os.Getenv("RAFTLOCK_CERT"), os.Getenv("RAFTLOCK_KEY")
-	c.token = os.Getenv("RAFTLOCK_ACL_TOKEN")
+	c.token = aclTokenFromEnv(os.Getenv)
 	if v := os.Getenv("RAFTLOCK_OUTPUT"); v != "" {
 		if err := (outputFlag{c}).Set(v); err != nil {
 			return usagef("", "RAFTLOCK_OUTPUT=%q: %v", v, err)
 		}
 	}
 	return nil
+}
+
+// aclTokenFromEnv is the ACL secret the environment gives:
+// RAFTLOCK_ACL_TOKEN, else RAFTLOCK_TOKEN. Inside a command that raftlock
+// exec runs (RAFTLOCK_LOCK set), RAFTLOCK_TOKEN is the lock's fencing
+// token, which exec hands its command, and never an ACL secret: a
+// raftlock called from there reads RAFTLOCK_ACL_TOKEN only.
+func aclTokenFromEnv(getenv func(string) string) string {
+	if s := getenv("RAFTLOCK_ACL_TOKEN"); s != "" {
+		return s
+	}
+	if getenv("RAFTLOCK_LOCK") != "" {
+		return ""
+	}
+	return getenv("RAFTLOCK_TOKEN")
 }
 
 // globalFlags defines the global flags on fs: --addr, --timeout, the
@@ -157,7 +171,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 	fs.StringVar(&c.caFile, "ca", c.caFile, "the CA certificate to verify https:// nodes against, `FILE`")
 	fs.StringVar(&c.certFile, "cert", c.certFile, "the client certificate to present, `FILE`")
 	fs.StringVar(&c.keyFile, "key", c.keyFile, "the key of --cert, `FILE`")
-	fs.StringVar(&c.token, "token", c.token, "the ACL token's `SECRET` (better: env RAFTLOCK_ACL_TOKEN, which ps does not show)")
+	fs.StringVar(&c.token, "token", c.token, "the ACL token's `SECRET` (better: env RAFTLOCK_TOKEN or RAFTLOCK_ACL_TOKEN, which ps does not show)")
 	fs.BoolFunc("json", "same as -o json (deprecated)", func(s string) error {
 		on, err := strconv.ParseBool(s)
 		if on {

@@ -152,12 +152,10 @@ func lookup(args []string) (cmd *command, group string, rest []string, err error
 			return cmd, "", args[2:], nil
 		}
 		// A group within the group: "acl token create".
-		if len(args) > 2 {
-			if cmd = find(name + " " + sub + " " + args[2]); cmd != nil {
-				return cmd, "", args[3:], nil
-			}
+		if isGroup(name + " " + sub) {
+			return lookup(append([]string{name + " " + sub}, args[2:]...))
 		}
-		return nil, "", nil, usagef(name, "unknown command %q", strings.TrimSpace(strings.Join(args[1:min(len(args), 3)], " ")))
+		return nil, "", nil, usagef(name, "unknown command %q", sub)
 	}
 }
 
@@ -214,7 +212,7 @@ Global flags (before or after the command):
   --cert FILE, --key FILE          the client certificate and key to present, for a cluster
                                    run with --client-cert-auth (env RAFTLOCK_CERT, RAFTLOCK_KEY)
   --token SECRET                   the ACL token to call with, for a cluster run with --acl
-                                   (env RAFTLOCK_ACL_TOKEN, which ps does not show)
+                                   (env RAFTLOCK_TOKEN or RAFTLOCK_ACL_TOKEN, which ps does not show)
   -o, --output text|json           print results as text or as the API's JSON (env
                                    RAFTLOCK_OUTPUT; default text)
   --json                           same as -o json (deprecated)
