@@ -224,35 +224,57 @@ func TestTLSNodeWithForeignCertNeverJoins(t *testing.T) {
 	})
 }
 
-// BenchmarkTLS measures acquire+release pairs (session Lock and Unlock)
-// through the Go client on a 3-node cluster of raftlockd processes, with
-// TLS off and on (HTTPS to the leader, mutual TLS between the nodes): the
-// p50 of one pair with 1 client, and pairs/s with 64.
+// BenchmarkSecurity measures what TLS and ACLs cost: acquire+release
+// pairs (session Lock and Unlock) through the Go client on a 3-node
+// cluster of raftlockd processes, in one run, with TLS off and on (HTTPS
+// to the leader, mutual TLS between the nodes) and ACLs off and on (every
+// call authenticated by a token with write:bench/, and the session's
+// owner checked): the p50 of one pair with 1 client, and pairs/s with 64.
 //
-//	go test -run '^$' -bench BenchmarkTLS -benchtime 3s ./cmd/raftlockd
-func BenchmarkTLS(b *testing.B) {
+//	go test -run '^$' -bench BenchmarkSecurity -benchtime 3s ./cmd/raftlockd
+func BenchmarkSecurity(b *testing.B) {
 	bin := proccluster.BuildDaemon(b)
 	cli := proccluster.Build(b, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
-	for _, mode := range []string{"off", "on"} {
+	for _, mode := range []struct{ tls, acl bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		var extra []string
+		if mode.acl {
+			extra = append(extra, "--acl")
+		}
 		var c *proccluster.Cluster
-		if mode == "on" {
+		if mode.tls {
 			dir := filepath.Join(b.TempDir(), "tls")
 			if out, err := exec.Command(cli, "tls", "init", dir, "--client", "client",
 				"--node", "n1=127.0.0.1", "--node", "n2=127.0.0.1", "--node", "n3=127.0.0.1").CombinedOutput(); err != nil {
 				b.Fatalf("tls init: %v\n%s", err, out)
 			}
-			c = proccluster.StartTLS(b, bin, dir, 3)
+			c = proccluster.StartTLS(b, bin, dir, 3, extra...)
 		} else {
-			c = proccluster.Start(b, bin, 3)
+			c = proccluster.Start(b, bin, 3, extra...)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		if _, err := c.Leader(ctx); err != nil {
 			b.Fatal(err)
 		}
+		cl := c.Client()
+		if mode.acl {
+			boot, err := cl.ACLBootstrap(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tok, err := c.Client(transport.WithToken(boot.Secret)).CreateToken(ctx,
+				api.TokenRequest{Name: "bench", Rules: []string{"write:bench/"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cl = c.Client(transport.WithToken(tok.Secret))
+		}
 		for _, clients := range []int{1, 64} {
-			b.Run(fmt.Sprintf("tls=%s/clients=%d", mode, clients), func(b *testing.B) { pairs(ctx, b, c.Client(), clients) })
+			b.Run(fmt.Sprintf("tls=%v/acl=%v/clients=%d", mode.tls, mode.acl, clients), func(b *testing.B) { pairs(ctx, b, cl, clients) })
 		}
 		cancel()
+		for i := range c.Nodes {
+			c.Kill(i) // the next mode's cluster runs alone
+		}
 	}
 }
 

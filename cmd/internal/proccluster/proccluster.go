@@ -179,9 +179,10 @@ func (c *Cluster) clientOptions(opts ...transport.ClientOption) []transport.Clie
 // them.
 func (c *Cluster) AddrList() string { return strings.Join(c.Addrs(), ",") }
 
-// Client returns a Go client of the cluster.
-func (c *Cluster) Client() *transport.Client {
-	cl, err := transport.NewClient(c.Addrs(), c.clientOptions()...)
+// Client returns a Go client of the cluster, with opts (e.g. an ACL
+// token) after the cluster's own (TLS).
+func (c *Cluster) Client(opts ...transport.ClientOption) *transport.Client {
+	cl, err := transport.NewClient(c.Addrs(), c.clientOptions(opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
