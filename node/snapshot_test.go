@@ -1,0 +1,198 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// slowRaft keeps one leader under load: the tests below drive it directly.
+func slowRaft(cfg *Config) {
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
+}
+
+// TestRestoreIntoRunningClusterRaisesTokensAndDropsNewerSessions pins a
+// restore into a running cluster (issue test 5): a backup is taken at T1,
+// grants continue to T2, the backup is restored through the HTTP API;
+// then the sessions and locks are the backup's, a live client whose
+// session did not exist at the backup sees session_not_found and its
+// Lost() closes, a live client whose session did exist keeps it (fresh
+// deadline), and the next grant's token is above T2, so that a fence that
+// saw T2 admits the new holder and still refuses T2's.
+func TestRestoreIntoRunningClusterRaisesTokensAndDropsNewerSessions(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft, withHTTP)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	old, err := session.Open(ctx, cl, session.TTL(3*time.Second), session.Name("old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close(ctx)
+	a, err := old.Lock(ctx, "backup/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var backup bytes.Buffer
+	if _, err := cl.Snapshot(ctx, &backup); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	t1 := a.Token()
+
+	newer, err := session.Open(ctx, cl, session.TTL(3*time.Second), session.Name("newer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newer.Close(ctx)
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := newer.Lock(ctx, "backup/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2 := b.Token()
+	if t2 <= t1 {
+		t.Fatalf("T2 %d not above T1 %d", t2, t1)
+	}
+	fence := sequencer.NewFence()
+	if err := fence.Check(b.Sequencer()); err != nil {
+		t.Fatal(err)
+	}
+
+	info, err := cl.Restore(ctx, backup.Bytes(), 0)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	if info.Floor < uint64(t2) || info.Sessions != 1 || info.Locks != 1 {
+		t.Fatalf("restore answered %+v; want floor >= T2 %d, 1 session, 1 lock", info, t2)
+	}
+	select {
+	case <-b.Lost():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the newer session's lock was not lost after the restore (state %v)", newer.State())
+	}
+	if _, err := cl.KeepAlive(ctx, newer.ID()); api.CodeOf(err) != api.CodeSessionNotFound {
+		t.Fatalf("keepalive of a session the backup does not hold: %v, want session_not_found", err)
+	}
+	st, err := cl.LockState(ctx, "backup/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Holders) != 1 || st.Holders[0].Token != t1 || st.Holders[0].Holder != a.Holder() {
+		t.Fatalf("backup/a after the restore: %+v; want held by the backup's holder with token %d", st.Holders, t1)
+	}
+	if _, err := cl.KeepAlive(ctx, old.ID()); err != nil {
+		t.Fatalf("keepalive of a restored session: %v", err)
+	}
+	if err := cl.Release(ctx, api.ReleaseRequest{Name: "backup/a", Session: old.ID(), Holder: a.Holder()}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := session.Open(ctx, cl, session.TTL(3*time.Second), session.Name("again"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close(ctx)
+	d, err := again.Lock(ctx, "backup/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Token() <= t2 || uint64(d.Token()) <= info.Floor {
+		t.Fatalf("first grant after the restore has token %d; want above T2 %d and the floor %d", d.Token(), t2, info.Floor)
+	}
+	if err := fence.Check(d.Sequencer()); err != nil {
+		t.Fatalf("fence that saw T2 refuses the new holder: %v", err)
+	}
+	if err := fence.Check(b.Sequencer()); !errors.Is(err, sequencer.ErrStale) {
+		t.Fatalf("fence admits T2's holder after the restore: %v", err)
+	}
+	// Every node holds the restored state (followers install it).
+	eventually(t, 20*time.Second, "followers install the restored state", func() error {
+		for _, n := range c.snapshotNodes() {
+			l, ok := n.fsm.Lock("backup/a")
+			if !ok || len(l.Holders) != 1 || l.Holders[0].Token != uint64(d.Token()) {
+				return errors.New(n.ID() + " lags")
+			}
+		}
+		return nil
+	})
+}
+
+// TestBadBackupIsRefusedAndStateUnchanged pins that a restore checks the
+// whole file first: a truncated, corrupted or foreign file, or none, is
+// refused with invalid_argument saying why, and neither the state nor the
+// log changes.
+func TestBadBackupIsRefusedAndStateUnchanged(t *testing.T) {
+	c := newTestCluster(t, 1, slowRaft, withHTTP)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	info := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
+	mustAcquire(t, c, api.AcquireRequest{Name: "keep", Session: info.ID, Holder: "h"})
+	var good bytes.Buffer
+	if _, err := cl.Snapshot(ctx, &good); err != nil {
+		t.Fatal(err)
+	}
+	flipped := bytes.Clone(good.Bytes())
+	flipped[len(flipped)/2] ^= 0x40
+	n, _ := c.leader()
+	before, last := n.fsm.Dump(), n.raft.LastIndex()
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"truncated", good.Bytes()[:good.Len()-100], "checksum mismatch"},
+		{"corrupted", flipped, "checksum mismatch"},
+		{"foreign", []byte("PK\x03\x04 this is a zip file, not a backup"), "foreign file"},
+		{"empty", nil, "foreign file"},
+		{"only the magic", []byte("RAFTLOCK-BACKUP\n"), "truncated"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cl.Restore(ctx, tc.data, 0)
+			if api.CodeOf(err) != api.CodeInvalidArgument || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("restore of a %s file: %v; want invalid_argument saying %q", tc.name, err, tc.want)
+			}
+		})
+	}
+	if after := n.fsm.Dump(); !bytes.Equal(after, before) || n.raft.LastIndex() != last {
+		t.Fatalf("state or log changed by refused restores (last index %d -> %d)", last, n.raft.LastIndex())
+	}
+}
+
+// TestSnapshotAndRestoreNeedAdminWithACLs pins that backups and restores
+// are admin operations: a token with write access to every lock is
+// refused both (permission_denied).
+func TestSnapshotAndRestoreNeedAdminWithACLs(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) { slowRaft(cfg); cfg.ACL = true })
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	mgmt, err := n.ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminRules, err := api.ParseRules([]string{"admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeRules, err := api.ParseRules([]string{"write:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := api.WithPrincipal(ctx, api.Principal{TokenID: mgmt.ID, Rules: adminRules})
+	var buf bytes.Buffer
+	if _, err := n.Snapshot(admin, &buf); err != nil {
+		t.Fatalf("admin snapshot: %v", err)
+	}
+	writer := api.WithPrincipal(ctx, api.Principal{TokenID: "w", Rules: writeRules})
+	if _, err := n.Snapshot(writer, &bytes.Buffer{}); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Fatalf("snapshot with a write token: %v, want permission_denied", err)
+	}
+	if _, err := n.Restore(writer, buf.Bytes(), 0); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Fatalf("restore with a write token: %v, want permission_denied", err)
+	}
+}
