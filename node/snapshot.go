@@ -3,8 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -200,4 +204,60 @@ func (n *Node) afterRestore() {
 			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
 		}
 	}
+}
+
+// RestoreNewCluster restores data (a backup file) into the new cluster
+// this node has just bootstrapped (raftlockd --restore FILE --min-token
+// N): it waits for a leader that serves, then restores there, here or at
+// the leader's peer port (POST /v1/internal/restore). It tries again after
+// a failure (no leader yet, a leader change) until ctx ends or the node
+// shuts down; a backup refused as invalid ends it. A try whose outcome was
+// unknown may have restored already: the next one restores again, which
+// in a cluster nobody uses yet changes nothing but the floor, higher.
+func (n *Node) RestoreNewCluster(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
+	if _, err := backupfile.Parse(data); err != nil {
+		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+	}
+	for {
+		li := n.Leader()
+		var info transport.RestoreInfo
+		var err error
+		switch {
+		case li.Self && li.Serving:
+			info, err = n.restore(ctx, data, minToken)
+		case !li.Self && li.PeerAddr != "":
+			info, err = transport.PostRestore(ctx, n.DialPeer, li.PeerAddr, data, minToken)
+		default:
+			err = api.Errorf(api.CodeNoLeader, "no leader serving yet")
+		}
+		if err == nil {
+			return info, nil
+		}
+		if api.CodeOf(err) == api.CodeInvalidArgument {
+			return transport.RestoreInfo{}, err
+		}
+		n.log.Debug("restore into the new cluster: trying again", "error", err)
+		select {
+		case <-ctx.Done():
+			return transport.RestoreInfo{}, fmt.Errorf("restore into the new cluster: %w (last: %v)", ctx.Err(), err)
+		case <-n.stop:
+			return transport.RestoreInfo{}, fmt.Errorf("restore into the new cluster: %w (last: %v)", errShutdown, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// HasState reports whether dataDir holds a node's Raft state (raftlockd
+// --restore refuses to run on one: it is for a brand-new cluster).
+func HasState(dataDir string) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, err
+	}
+	return len(entries) > 0, nil
 }
