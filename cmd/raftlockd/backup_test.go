@@ -225,3 +225,65 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 		t.Fatalf("first grant after recovery: token %d, not above --min-token %d (T2 %d)", gc.Token, minToken, gb.Token)
 	}
 }
+
+// TestRecoverThreeNodesFromOneCopiedDataDir pins the README's other way
+// back to three nodes: the survivor's data dir is recovered with a peers
+// file naming all three, copied to the two new nodes, and the three
+// started: they form one cluster with the survivor's state, which outlives
+// the loss of its first leader, and tokens rise above --min-token.
+func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	bin := proccluster.BuildDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := proccluster.Start(t, bin, 3)
+	s, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	_, ga := grant(ctx, t, cl, "recover/kept", "a")
+	var peers []string
+	for i := range c.Nodes {
+		c.Kill(i)
+		peers = append(peers, fmt.Sprintf(`{"id": %q, "address": %q}`, c.Nodes[i].ID, c.Flag(i, "--raft-addr")))
+	}
+	file := filepath.Join(t.TempDir(), "peers.json")
+	if err := os.WriteFile(file, []byte("["+strings.Join(peers, ",")+"]"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	minToken := uint64(ga.Token) + 1_000_000
+	survivor := c.Flag(s, "--data-dir")
+	if out, err := exec.Command(bin, "--recover", file, "--data-dir", survivor, "--min-token", fmt.Sprint(minToken)).CombinedOutput(); err != nil {
+		t.Fatalf("raftlockd --recover: %v: %s", err, out)
+	}
+	for i := range c.Nodes {
+		if i == s {
+			continue
+		}
+		dir := c.Flag(i, "--data-dir")
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-a", survivor, dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v: %s", err, out)
+		}
+	}
+	for i := range c.Nodes {
+		c.Restart(i)
+	}
+	l, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cl.LockState(ctx, "recover/kept"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != ga.Token {
+		t.Fatalf("state after recovery: %+v, %v", st, err)
+	}
+	c.Kill(l)
+	_, gb := grant(ctx, t, cl, "recover/new", "b")
+	if uint64(gb.Token) <= minToken {
+		t.Fatalf("grant after recovery and a failover: token %d, not above --min-token %d", gb.Token, minToken)
+	}
+}
