@@ -1,9 +1,6 @@
 package fsm
 
-import (
-	"fmt"
-	"sort"
-)
+import "fmt"
 
 // Summary describes a serialised state (a Dump): what a backup holds.
 type Summary struct {
@@ -83,20 +80,4 @@ func PrepareRestore(data []byte, floor uint64, members []Member) ([]byte, error)
 		return nil, fmt.Errorf("fsm: prepare restore: the state no longer decodes: %w", err)
 	}
 	return out, nil
-}
-
-// SessionIDs lists the sessions of a Dump, sorted.
-func SessionIDs(data []byte) ([]string, error) {
-	f := New(nil)
-	if err := f.Load(data); err != nil {
-		return nil, err
-	}
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	ids := make([]string, 0, len(f.sessions))
-	for id := range f.sessions {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids, nil
 }

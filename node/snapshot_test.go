@@ -10,6 +10,7 @@ import (
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // slowRaft keeps one leader under load: the tests below drive it directly.
@@ -194,5 +195,53 @@ func TestSnapshotAndRestoreNeedAdminWithACLs(t *testing.T) {
 	}
 	if _, err := n.Restore(writer, buf.Bytes(), 0); api.CodeOf(err) != api.CodePermissionDenied {
 		t.Fatalf("restore with a write token: %v, want permission_denied", err)
+	}
+}
+
+// TestRestoreReachesTheLeaderFromAFollower pins the two ways a restore
+// sent to a follower reaches the leader: the HTTP API forwards it, body
+// and all, even past the 64 KiB limit of other requests; and
+// RestoreNewCluster (raftlockd --restore) on a follower posts it to the
+// leader's peer port, with its --min-token as the floor.
+func TestRestoreReachesTheLeaderFromAFollower(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft, withHTTP)
+	ctx := ctxT(t)
+	n, li := c.leader()
+	name := strings.Repeat("x", 200)
+	for range 400 {
+		if _, err := n.OpenSession(ctx, api.OpenRequest{TTL: time.Minute, Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var backup bytes.Buffer
+	if _, err := n.Snapshot(ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	if backup.Len() <= 64<<10 {
+		t.Fatalf("backup of %d bytes: the test needs one above 64 KiB", backup.Len())
+	}
+	fi := (li + 1) % 3
+	follower, err := transport.NewClient([]string{c.httpAddrs[fi]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := follower.Restore(ctx, backup.Bytes(), 0)
+	if err != nil {
+		t.Fatalf("restore through a follower: %v", err)
+	}
+	if info.Sessions != 400 {
+		t.Fatalf("restored %d sessions, want 400", info.Sessions)
+	}
+	const minToken = 1 << 40
+	info, err = c.snapshotNodes()[fi].RestoreNewCluster(ctx, backup.Bytes(), minToken)
+	if err != nil {
+		t.Fatalf("RestoreNewCluster on a follower: %v", err)
+	}
+	if info.Floor < minToken {
+		t.Fatalf("floor %d below min token %d", info.Floor, minToken)
+	}
+	s := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
+	if g := mustAcquire(t, c, api.AcquireRequest{Name: "after", Session: s.ID, Holder: "h"}); uint64(g.Token) <= minToken {
+		t.Fatalf("token %d after a restore with min token %d", g.Token, minToken)
 	}
 }

@@ -65,6 +65,9 @@ func (c *Client) Restore(ctx context.Context, data []byte, minToken uint64) (Res
 // a failure after a request with a body was sent (unknown_outcome).
 func (c *Client) raw(ctx context.Context, method, path string, q url.Values, body []byte, ok func(*http.Response) error) error {
 	what := method + " " + path
+	if len(c.addrs) == 0 {
+		return fmt.Errorf("raftlock %s: %w", what, api.Errorf(api.CodeInvalidArgument, "the client has no fixed address to send it to (WithResolver only)"))
+	}
 	backoff := c.minBackoff
 	var last error
 	for round := 0; ; round++ {
