@@ -186,3 +186,46 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 	}
 	return RecoverInfo{LastIndex: lastIndex, Floor: floor, Sessions: sum.Sessions, Locks: sum.Locks}, nil
 }
+
+// DataDirInfo describes the Raft state of a stopped node's data dir.
+type DataDirInfo struct {
+	// LastIndex is the highest Raft index the data dir holds (log or
+	// snapshot): no token this node knows of is above it. SnapshotIndex
+	// and SnapshotTerm are its newest snapshot's (0 if none).
+	LastIndex     uint64 `json:"last_index"`
+	SnapshotIndex uint64 `json:"snapshot_index"`
+	SnapshotTerm  uint64 `json:"snapshot_term"`
+}
+
+// InspectDataDir reads the last index of a stopped node's data dir
+// (raftlock snapshot inspect DIR), to help choose --min-token: it opens
+// raft.db read-only, which waits for a running node's lock and fails
+// after a second.
+func InspectDataDir(dataDir string) (DataDirInfo, error) {
+	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err != nil {
+		return DataDirInfo{}, fmt.Errorf("%s is not a node's data dir: %w", dataDir, err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second, ReadOnly: true}})
+	if err != nil {
+		return DataDirInfo{}, fmt.Errorf("open %s/raft.db (stop the node first): %w", dataDir, err)
+	}
+	defer store.Close()
+	var info DataDirInfo
+	if info.LastIndex, err = store.LastIndex(); err != nil {
+		return DataDirInfo{}, fmt.Errorf("%s: last index: %w", dataDir, err)
+	}
+	metas, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, hclog.NewNullLogger())
+	if err != nil {
+		return DataDirInfo{}, fmt.Errorf("%s: snapshots: %w", dataDir, err)
+	}
+	list, err := metas.List()
+	if err != nil {
+		return DataDirInfo{}, fmt.Errorf("%s: snapshots: %w", dataDir, err)
+	}
+	if len(list) > 0 {
+		info.SnapshotIndex, info.SnapshotTerm = list[0].Index, list[0].Term
+	}
+	info.LastIndex = max(info.LastIndex, info.SnapshotIndex)
+	return info, nil
+}

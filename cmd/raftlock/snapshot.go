@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
@@ -27,7 +28,10 @@ never left half written. Admin only with ACLs on.`
 const snapshotInspectHelp = `Checks a backup file offline (its checksum, format and state) and prints what
 it holds: the Raft index and term it was taken at, when and by which node, its
 sessions, locks and ACL tokens, and its SHA-256. A truncated, corrupted or
-foreign file is refused (invalid_argument) saying why.`
+foreign file is refused (invalid_argument) saying why.
+
+Given a stopped node's data dir instead, prints its last Raft index: no token
+that node knew of is above it, a lower bound for raftlockd --min-token.`
 
 const snapshotRestoreHelp = `Replaces the whole state of the running cluster with FILE's: its sessions and
 locks are the backup's; sessions opened since are gone (their clients see
@@ -137,6 +141,9 @@ func writeFileAtomic(file string, data []byte) error {
 
 func (c *cli) snapshotInspect(*flag.FlagSet) runFunc {
 	return func(_ context.Context, pos []string) error {
+		if fi, err := os.Stat(pos[0]); err == nil && fi.IsDir() {
+			return c.inspectDataDir(pos[0])
+		}
 		b, data, err := readBackup(pos[0])
 		if err != nil {
 			return fmt.Errorf("snapshot inspect: %w", err)
@@ -172,4 +179,18 @@ func (c *cli) snapshotRestore(fs *flag.FlagSet) runFunc {
 				pos[0], info.Sessions, info.Locks, info.BackupIndex, info.Floor)
 		})
 	}
+}
+
+// inspectDataDir prints the last index of a stopped node's data dir: no
+// token that node knew of is above it (a lower bound for --min-token).
+func (c *cli) inspectDataDir(dir string) error {
+	info, err := node.InspectDataDir(dir)
+	if err != nil {
+		return fmt.Errorf("snapshot inspect: %w", err)
+	}
+	if c.json() {
+		return c.printJSON(info)
+	}
+	return c.printf("data dir:       %s\nlast index:     %d (no token this node knew of is above it)\nsnapshot index: %d (term %d)\n",
+		dir, info.LastIndex, info.SnapshotIndex, info.SnapshotTerm)
 }

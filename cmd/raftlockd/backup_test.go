@@ -156,7 +156,9 @@ func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 }
 
 // TestRecoverLastNodeKeepsStateAndRaisesTokens pins issue test 6: two of
-// three nodes are destroyed (killed, data dirs deleted); raftlockd
+// three nodes are destroyed (killed, data dirs deleted); raftlock
+// snapshot inspect of the survivor's data dir names its last index (a
+// lower bound for --min-token); raftlockd
 // --recover with a peers file naming the survivor alone rewrites its data
 // dir; started again, it is a working cluster with the last committed
 // state (the lock and its holder), and the next grant's token is above
@@ -187,6 +189,17 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+	// The survivor's data dir names a lower bound for --min-token.
+	cli := proccluster.Build(t, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
+	var dd struct {
+		LastIndex uint64 `json:"last_index"`
+	}
+	if err := json.Unmarshal([]byte(runCLI(t, cli, "snapshot", "inspect", "-o", "json", c.Flag(s, "--data-dir"))), &dd); err != nil {
+		t.Fatal(err)
+	}
+	if dd.LastIndex < uint64(gb.Token) {
+		t.Fatalf("inspect of the survivor's data dir: last index %d below its last token %d", dd.LastIndex, gb.Token)
 	}
 	peers := filepath.Join(t.TempDir(), "peers.json")
 	body := fmt.Sprintf(`[{"id": %q, "address": %q, "non_voter": false}]`, c.Nodes[s].ID, c.Flag(s, "--raft-addr"))
