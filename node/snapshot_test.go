@@ -3,6 +3,8 @@ package node
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -243,5 +245,26 @@ func TestRestoreReachesTheLeaderFromAFollower(t *testing.T) {
 	s := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
 	if g := mustAcquire(t, c, api.AcquireRequest{Name: "after", Session: s.ID, Holder: "h"}); uint64(g.Token) <= minToken {
 		t.Fatalf("token %d after a restore with min token %d", g.Token, minToken)
+	}
+}
+
+// TestNewRefusesASnapshotIntervalOutOfRange pins Config.SnapshotInterval's
+// bounds: refused (invalid_argument, naming the range) before the data
+// dir is touched.
+func TestNewRefusesASnapshotIntervalOutOfRange(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, time.Millisecond, 2 * time.Hour} {
+		dir := filepath.Join(t.TempDir(), "data")
+		n, err := New(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", SnapshotInterval: d})
+		if err == nil {
+			n.Shutdown(ctxT(t))
+			t.Fatalf("New accepted SnapshotInterval %v", d)
+		}
+		if !errors.Is(err, api.ErrInvalidArgument) || !strings.Contains(err.Error(), "SnapshotInterval") ||
+			!strings.Contains(err.Error(), "[100ms, 1h0m0s]") {
+			t.Errorf("SnapshotInterval %v: %v, want invalid_argument naming the range", d, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("SnapshotInterval %v: New touched the data dir (%v)", d, err)
+		}
 	}
 }
