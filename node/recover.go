@@ -94,6 +94,9 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	if err := checkMinToken(minToken); err != nil {
+		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
+	}
 	conf, err := recoverConfiguration(servers)
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: %w", err)

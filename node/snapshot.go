@@ -49,6 +49,19 @@ const (
 // nothing.
 const restoreMargin = 1024
 
+// MaxMinToken bounds a restore's or a recovery's min token: 2^62 leaves
+// room for more entries than any cluster will write, and no floor
+// arithmetic can wrap around.
+const MaxMinToken = 1 << 62
+
+// checkMinToken refuses a min token above MaxMinToken (invalid_argument).
+func checkMinToken(minToken uint64) error {
+	if minToken > MaxMinToken {
+		return api.Errorf(api.CodeInvalidArgument, "min token %d is above %d (2^62): pick a bound closer to the tokens issued", minToken, uint64(MaxMinToken))
+	}
+	return nil
+}
+
 // restoreTimeout bounds a restore that Raft takes in (raft.Restore).
 const restoreTimeout = time.Minute
 
@@ -128,6 +141,9 @@ func (n *Node) PeerRestore(ctx context.Context, data []byte, minToken uint64) (t
 }
 
 func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
+	if err := checkMinToken(minToken); err != nil {
+		return transport.RestoreInfo{}, err
+	}
 	b, err := backupfile.Parse(data)
 	if err != nil {
 		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
@@ -217,6 +233,9 @@ func (n *Node) afterRestore() {
 func (n *Node) RestoreNewCluster(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
 	if _, err := backupfile.Parse(data); err != nil {
 		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+	}
+	if err := checkMinToken(minToken); err != nil {
+		return transport.RestoreInfo{}, err
 	}
 	for {
 		li := n.Leader()

@@ -128,8 +128,8 @@ func TestRestoreIntoRunningClusterRaisesTokensAndDropsNewerSessions(t *testing.T
 
 // TestBadBackupIsRefusedAndStateUnchanged pins that a restore checks the
 // whole file first: a truncated, corrupted or foreign file, or none, is
-// refused with invalid_argument saying why, and neither the state nor the
-// log changes.
+// refused with invalid_argument saying why, as is a min token above 2^62,
+// and neither the state nor the log changes.
 func TestBadBackupIsRefusedAndStateUnchanged(t *testing.T) {
 	c := newTestCluster(t, 1, slowRaft, withHTTP)
 	ctx := ctxT(t)
@@ -161,6 +161,9 @@ func TestBadBackupIsRefusedAndStateUnchanged(t *testing.T) {
 				t.Fatalf("restore of a %s file: %v; want invalid_argument saying %q", tc.name, err, tc.want)
 			}
 		})
+	}
+	if _, err := cl.Restore(ctx, good.Bytes(), MaxMinToken+1); api.CodeOf(err) != api.CodeInvalidArgument || !strings.Contains(err.Error(), "min token") {
+		t.Fatalf("restore with a min token above 2^62: %v; want invalid_argument", err)
 	}
 	if after := n.fsm.Dump(); !bytes.Equal(after, before) || n.raft.LastIndex() != last {
 		t.Fatalf("state or log changed by refused restores (last index %d -> %d)", last, n.raft.LastIndex())

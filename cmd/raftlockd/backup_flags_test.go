@@ -38,6 +38,7 @@ func TestRestoreAndRecoverFlagsAreCheckedBeforeAnythingStarts(t *testing.T) {
 		{with("--data-dir", filepath.Join(dir, "d"), "--min-token", "7"), "--min-token is for"},
 		{with("--data-dir", filepath.Join(dir, "e"), "--min-token", "-1"), "not a token"},
 		{[]string{"--dev", "--restore", foreign, "--min-token", "7"}, "not --dev"},
+		{with("--data-dir", filepath.Join(dir, "i"), "--restore", foreign, "--min-token", "18446744073709551615"), "above 4611686018427387904"},
 		{[]string{"--recover", foreign, "--min-token", "7"}, "need --data-dir"},
 		{with("--data-dir", filepath.Join(dir, "f"), "--snapshot-interval", "1ms"), "--snapshot-interval"},
 		{with("--data-dir", filepath.Join(dir, "g"), "--snapshot-threshold", "0"), "--snapshot-threshold"},

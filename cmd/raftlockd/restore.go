@@ -72,6 +72,8 @@ func (o *backupOptions) check(dev bool, dataDir string) error {
 	case !o.minTokenSet:
 		return errors.New("--restore and --recover need --min-token N: every token granted afterwards is above N, so N must be at least " +
 			"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see README, Backup and restore)")
+	case o.minToken > node.MaxMinToken:
+		return fmt.Errorf("--min-token %d is above %d (2^62): pick a bound closer to the tokens issued", o.minToken, uint64(node.MaxMinToken))
 	case dataDir == "":
 		return errors.New("--restore and --recover need --data-dir")
 	case o.recover != "":
