@@ -159,7 +159,17 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 		lastIndex, lastTerm = e.Index, e.Term
 	}
 	floor := max(lastIndex, minToken)
-	state, err := fsm.PrepareRestore(f.Dump(), floor, f.Members())
+	// The member table keeps the HTTP addresses of the configuration's
+	// members only: the lost nodes are gone.
+	var members []fsm.Member
+	for _, m := range f.Members() {
+		for _, s := range servers {
+			if m.ID == s.ID {
+				members = append(members, m)
+			}
+		}
+	}
+	state, err := fsm.PrepareRestore(f.Dump(), floor, members)
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
 	}

@@ -230,6 +230,9 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 	if st, err := scl.LockState(ctx, "recover/last"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != gb.Token {
 		t.Fatalf("the last committed grant after recovery: %+v, %v", st, err)
 	}
+	if info, err := scl.Cluster(ctx); err != nil || len(info.Members) != 1 || info.Members[0].ID != c.Nodes[s].ID {
+		t.Fatalf("cluster after recovery: %+v, %v; want the peers file's one member", info, err)
+	}
 	if err := scl.Release(ctx, api.ReleaseRequest{Name: "recover/kept", Session: a.ID, Holder: "a"}); err != nil {
 		t.Fatalf("release by a recovered session: %v", err)
 	}
