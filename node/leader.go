@@ -495,8 +495,10 @@ func mapRaftError(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return api.Errorf(api.CodeNoLeader, "%v", err)
+	case errors.Is(err, raft.ErrAbortedByRestore): // never applied (snapshot.go)
+		return api.Errorf(api.CodeNoLeader, "%v: the state was restored from a backup; retry", err)
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout):
 		return &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf("%v: retry the same request", err)}
 	default:
