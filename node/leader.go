@@ -261,6 +261,9 @@ func (n *Node) lead(done <-chan struct{}) {
 // a leader that was paused must not expire sessions that a newer leader
 // keeps alive. It waits for Raft until ctx (the leadership) ends.
 func (n *Node) expireDue(ctx context.Context) {
+	if n.snap.restoring.Load() {
+		return // a restore replaces the sessions (snapshot.go)
+	}
 	ids := n.leases.Expired(n.cfg.MaxExpiriesPerTick)
 	if len(ids) == 0 {
 		return
@@ -494,6 +497,8 @@ func mapRaftError(err error) error {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress):
 		return api.Errorf(api.CodeNoLeader, "%v", err)
+	case errors.Is(err, raft.ErrAbortedByRestore): // never applied (snapshot.go)
+		return api.Errorf(api.CodeNoLeader, "%v: the state was restored from a backup; retry", err)
 	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrEnqueueTimeout):
 		return &api.Error{Code: api.CodeUnknownOutcome, Message: fmt.Sprintf("%v: retry the same request", err)}
 	default:

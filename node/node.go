@@ -120,6 +120,10 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// SnapshotThreshold is how many entries trigger a snapshot (default 8192).
 	SnapshotThreshold uint64
+	// SnapshotInterval is how often the threshold is checked (zero:
+	// DefaultSnapshotInterval; else in [MinSnapshotInterval,
+	// MaxSnapshotInterval]; Raft waits between 1x and 2x of it).
+	SnapshotInterval time.Duration
 	// TLS, if set, makes the peer port that New opens mutual TLS (as
 	// raftlockd's --tls-cert, --tls-key and --tls-ca do, e.g. from
 	// transport.LoadTLS): Raft and the API for peers, in and out, with this
@@ -199,9 +203,9 @@ func (c *Config) fill() error {
 		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
+		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}
-	return nil
+	return c.checkSnapshotConfig()
 }
 
 // Node is one replica of the lock service.
@@ -217,6 +221,7 @@ type Node struct {
 	peer    *transport.RaftNet
 	peerSrv *transport.PeerServer
 	leases  *leaseTable
+	snap    snapshotState // backup and restore (snapshot.go)
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -320,6 +325,7 @@ func New(cfg Config) (*Node, error) {
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.MaxAppendEntries = 256
 	// Group commit: the leader drains every Apply waiting on its channel
 	// into one batch (one bbolt transaction, one AppendEntries).

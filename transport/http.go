@@ -116,6 +116,9 @@ func (s *Server) routes() {
 		{"GET /v1/acl/tokens", true, false, s.handleTokens},
 		{"DELETE /v1/acl/tokens/{id}", true, false, s.handleDeleteToken},
 		{"POST /v1/internal/members", true, true, s.handleRegister},
+		{"GET /v1/snapshot", true, false, s.handleSnapshot},
+		{"POST /v1/snapshot/restore", true, false, s.handleRestore},
+		{"POST /v1/internal/restore", true, true, s.handlePeerRestore},
 	} {
 		if r.peerOnly && !s.peer {
 			continue

@@ -28,7 +28,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 			"request forwarded here as to the leader (%s), but this node does not lead (its leader: %q)", via, li.ID))
 		return
 	}
-	if r.ContentLength > MaxBodyBytes {
+	if r.ContentLength > MaxBodyBytes && !isSnapshotUpload(r) {
 		s.writeError(w, r, api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
 		return
 	}

@@ -57,6 +57,8 @@ type options struct {
 	// acl: ACLs on (node.Config.ACL).
 	acl      bool
 	tlsFiles *transport.TLS // loaded by run
+	// backup: snapshot, --restore and --recover flags (restore.go).
+	backup backupOptions
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -94,6 +96,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	addFaultFlags(fs, &o.faults)
+	addBackupFlags(fs, &o.backup)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
 	}
@@ -108,6 +111,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.limits.Check(); err != nil {
 		return o, err
+	}
+	if err := o.backup.check(o.dev, o.dataDir); err != nil {
+		return o, err
+	}
+	if o.backup.recover != "" {
+		return o, nil // runRecover needs --data-dir only
 	}
 	if o.dev {
 		if o.tls() || o.clientCertAuth || o.insecure {
@@ -210,6 +219,9 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if o.backup.recover != "" {
+		return runRecover(o, stderr)
+	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
 		JSONFormat: o.logJSON, Output: stderr})
 	sigs := []os.Signal{syscall.SIGINT, syscall.SIGTERM}
@@ -277,6 +289,7 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		}
 		servers = append(servers, s)
+		restoreInBackground(ctx, s.node, o.backup, logger.Named(spec.id))
 	}
 	if o.dev {
 		kept := "removed at exit; --data-dir DIR keeps it"
@@ -393,6 +406,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl,
+		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 	}
 }
 

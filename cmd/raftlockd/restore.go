@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/backupfile"
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// backupOptions are the flags of snapshots, restores and recovery.
+type backupOptions struct {
+	// snapshotThreshold and snapshotInterval: node.Config's.
+	snapshotThreshold uint64
+	snapshotInterval  time.Duration
+	// restore is a backup file to restore into the new cluster this node
+	// bootstraps; recover a peers file to recover the data dir with.
+	restore, recover string
+	// minToken is the token floor of --restore and --recover;
+	// minTokenSet: the flag was given.
+	minToken    uint64
+	minTokenSet bool
+	// backup is the checked backup file of --restore (read by check).
+	backup []byte
+}
+
+func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
+	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", node.DefaultSnapshotThreshold,
+		"log entries since the last snapshot that make the node take one")
+	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", node.DefaultSnapshotInterval,
+		fmt.Sprintf("how often the node checks --snapshot-threshold (%v to %v; Raft waits 1x to 2x of it)",
+			node.MinSnapshotInterval, node.MaxSnapshotInterval))
+	fs.StringVar(&o.restore, "restore", "", "restore this backup file (raftlock snapshot save) into the new cluster this node bootstraps (needs --min-token and an empty --data-dir)")
+	fs.StringVar(&o.recover, "recover", "", "recover --data-dir after a lost quorum with this peers file ([{\"id\",\"address\",\"non_voter\"}]), then exit (needs --min-token; the node must be stopped)")
+	fs.Func("min-token", "with --restore or --recover: every token granted afterwards is above `N` (the highest token any fence or client saw, or a generous bound above it)", func(s string) error {
+		var err error
+		_, err = fmt.Sscan(s, &o.minToken)
+		o.minTokenSet = err == nil
+		if err != nil {
+			return fmt.Errorf("%q is not a token (a non-negative integer)", s)
+		}
+		return nil
+	})
+}
+
+// check checks the flags, and reads and checks the --restore file, before
+// anything starts.
+func (o *backupOptions) check(dev bool, dataDir string) error {
+	if o.snapshotThreshold == 0 {
+		return api.Errorf(api.CodeInvalidArgument, "--snapshot-threshold must be positive")
+	}
+	if err := api.CheckDuration("--snapshot-interval", o.snapshotInterval, node.MinSnapshotInterval, node.MaxSnapshotInterval); err != nil {
+		return err
+	}
+	switch {
+	case o.restore == "" && o.recover == "":
+		if o.minTokenSet {
+			return errors.New("--min-token is for --restore and --recover")
+		}
+		return nil
+	case dev:
+		return errors.New("--restore and --recover are for real nodes, not --dev")
+	case o.restore != "" && o.recover != "":
+		return errors.New("--restore and --recover do not go together")
+	case !o.minTokenSet:
+		return errors.New("--restore and --recover need --min-token N: every token granted afterwards is above N, so N must be at least " +
+			"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see README, Backup and restore)")
+	case o.minToken > node.MaxMinToken:
+		return fmt.Errorf("--min-token %d is above %d (2^62): pick a bound closer to the tokens issued", o.minToken, uint64(node.MaxMinToken))
+	case dataDir == "":
+		return errors.New("--restore and --recover need --data-dir")
+	case o.recover != "":
+		return nil
+	}
+	has, err := node.HasState(dataDir)
+	if err != nil {
+		return fmt.Errorf("--restore: %w", err)
+	}
+	if has {
+		return fmt.Errorf("--restore: %s holds Raft state: --restore is for the first start of a brand-new cluster "+
+			"(use raftlock snapshot restore to restore into a running one)", dataDir)
+	}
+	data, err := os.ReadFile(o.restore)
+	if err != nil {
+		return fmt.Errorf("--restore: %w", err)
+	}
+	if _, err := backupfile.Parse(data); err != nil {
+		return fmt.Errorf("--restore %s: %w", o.restore, err)
+	}
+	o.backup = data
+	return nil
+}
+
+// restoreInBackground restores the --restore backup into the new cluster
+// n belongs to, once it has a leader, and logs the outcome.
+func restoreInBackground(ctx context.Context, n *node.Node, o backupOptions, logger hclog.Logger) {
+	if o.backup == nil {
+		return
+	}
+	go func() {
+		info, err := n.RestoreNewCluster(ctx, o.backup, o.minToken)
+		if err != nil {
+			logger.Error("restore of the backup failed", "file", o.restore, "error", err)
+			return
+		}
+		logger.Info("restored the backup into the new cluster", "file", o.restore, "backup_index", info.BackupIndex,
+			"sessions", info.Sessions, "locks", info.Locks, "floor", info.Floor)
+	}()
+}
