@@ -116,6 +116,11 @@ func (s *Server) routes() {
 		{"GET /v1/acl/tokens", true, false, s.handleTokens},
 		{"DELETE /v1/acl/tokens/{id}", true, false, s.handleDeleteToken},
 		{"POST /v1/internal/members", true, true, s.handleRegister},
+		{"GET /v1/cluster/members", true, false, s.handleMembers},
+		{"POST /v1/cluster/members", true, false, s.handleAddMember},
+		{"DELETE /v1/cluster/members/{id}", true, false, s.handleRemoveMember},
+		{"POST /v1/cluster/transfer-leadership", true, false, s.handleTransferLeadership},
+		{"GET /v1/internal/bootstrap-state", false, true, s.handleBootstrapState},
 	} {
 		if r.peerOnly && !s.peer {
 			continue
