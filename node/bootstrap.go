@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,37 +21,6 @@ const (
 	probeEvery    = 100 * time.Millisecond
 	probeLogEvery = 5 * time.Second
 )
-
-// sawEmptyFor is how long a node that bootstrapped after the probe vouches
-// for the peers it saw with empty data dirs: a peer still deciding in that
-// time (it had not heard every answer when this node bootstrapped and was
-// elected) bootstraps the same configuration. Past it, a peer with an
-// empty data dir is taken for a wiped member and refused.
-const sawEmptyFor = 2 * time.Minute
-
-// bootstrapMemo is what a node that bootstrapped after the probe
-// remembers: whom it saw with an empty data dir, and when it bootstrapped.
-type bootstrapMemo struct {
-	mu    sync.Mutex
-	at    time.Time
-	empty []string
-}
-
-func (b *bootstrapMemo) set(empty []string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.at, b.empty = time.Now(), empty
-}
-
-// vouched lists the peers seen empty, while sawEmptyFor lasts.
-func (b *bootstrapMemo) vouched() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.at.IsZero() || time.Since(b.at) > sawEmptyFor {
-		return nil
-	}
-	return b.empty
-}
 
 // peersConfiguration is the configuration a node bootstraps from peers:
 // every peer a voter.
@@ -150,67 +119,94 @@ func (n *Node) prepareStart(ctx context.Context, rc *raft.Config, logs raft.LogS
 	return nil
 }
 
-// probePeers waits until every other peer has answered the bootstrap
-// probe and all of them are new: an empty data dir proposing the same
-// configuration, or a peer that bootstrapped exactly that configuration and
-// has nothing more in its log (or vouches it saw this node empty when it
-// bootstrapped, within sawEmptyFor). A peer that belongs to a cluster with
-// anything more, or proposes another configuration, makes it refuse, with
-// the fix. It serves the probe itself meanwhile, on the peer port, and
-// waits as long as ctx lasts for peers that do not answer: a node never
-// bootstraps next to a peer it has not heard from.
+// probePeers decides, with the other peers, whether this node may
+// bootstrap conf: it serves the bootstrap probe on its peer port and asks
+// every other peer the same, until
+//
+//   - it has seen every peer with an empty data dir proposing the same
+//     configuration (it is then ready: no cluster existed while it looked);
+//   - and every peer since then either said it is ready too (it has seen
+//     this node empty) or holds state (it bootstrapped: it was seen empty
+//     first, so it is one of this new cluster's).
+//
+// The second step keeps a node from bootstrapping (and being elected, its
+// log growing) before a slower peer has seen it empty. A peer with state
+// that was never seen empty belongs to a cluster that existed before: the
+// node refuses, naming the fix, as it does for a peer that proposes
+// another configuration. Peers that do not answer are waited for as long
+// as ctx lasts: a node never bootstraps next to a peer it has not heard.
 func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
 	ours := membersOf(conf)
 	h := newHandoff(n.peer.Peers)
 	n.peerLn = h.phase(true)
+	var ready atomic.Bool
 	srv := &http.Server{
 		Handler: transport.BootstrapProbeHandler(func() transport.BootstrapState {
-			return transport.BootstrapState{ID: n.cfg.ID, Servers: ours}
+			return transport.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load()}
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	go func() { _ = srv.Serve(h.phase(false)) }()
 	defer srv.Close()
 
-	pending := make(map[string]Peer)
+	var others []Peer
 	for _, p := range n.cfg.Peers {
 		if p.ID != n.cfg.ID {
-			pending[p.ID] = p
+			others = append(others, p)
 		}
 	}
-	var empty []string
+	seenEmpty := make(map[string]bool) // answered empty, same configuration
+	done := make(map[string]bool)      // answered ready, or with state after empty
 	lastErr := make(map[string]error)
 	lastLog := time.Now()
-	for len(pending) > 0 {
-		for id, p := range pending {
+	for {
+		for _, p := range others {
+			if done[p.ID] {
+				continue
+			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			st, err := transport.GetBootstrapState(pctx, n.DialPeer, p.RaftAddr)
 			cancel()
 			if err != nil {
-				lastErr[id] = err
+				lastErr[p.ID] = err
 				continue
 			}
-			ok, err := n.judgeProbe(p, st, ours)
-			if err != nil {
-				return err
-			}
-			if ok {
-				delete(pending, id)
-				if !st.HasState {
-					empty = append(empty, id)
+			lastErr[p.ID] = nil
+			switch {
+			case st.ID != p.ID:
+				return fmt.Errorf("node: peer %s at %s answers as %q: fix --peers", p.ID, p.RaftAddr, st.ID)
+			case st.HasState && !seenEmpty[p.ID]:
+				return n.existingCluster(p, st)
+			case st.HasState:
+				done[p.ID] = true
+			case !sameServers(st.Servers, ours):
+				return fmt.Errorf("node: peer %s would bootstrap %s, this node %s: give every node the same --peers",
+					p.ID, describe(st.Servers), describe(ours))
+			default:
+				seenEmpty[p.ID] = true
+				if st.Ready {
+					done[p.ID] = true
 				}
 			}
 		}
-		if len(pending) == 0 {
-			break
+		if len(seenEmpty) == len(others) {
+			ready.Store(true)
+			if len(done) == len(others) {
+				break
+			}
 		}
 		if time.Since(lastLog) >= probeLogEvery {
 			lastLog = time.Now()
 			var waits []string
-			for id := range pending {
-				waits = append(waits, fmt.Sprintf("%s (%v)", id, lastErr[id]))
+			for _, p := range others {
+				switch {
+				case done[p.ID]:
+				case lastErr[p.ID] != nil:
+					waits = append(waits, fmt.Sprintf("%s (%v)", p.ID, lastErr[p.ID]))
+				default:
+					waits = append(waits, p.ID+" (not ready yet)")
+				}
 			}
-			sort.Strings(waits)
 			n.log.Info("empty data dir: waiting for every peer to answer before bootstrapping a new cluster",
 				"waiting_for", strings.Join(waits, "; "))
 		}
@@ -220,37 +216,9 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
 		case <-time.After(probeEvery): // polling peers that are not up yet
 		}
 	}
-	n.memo.set(empty)
 	n.log.Info("every peer answered with an empty data dir and the same peers: bootstrapping a new cluster",
 		"configuration", describe(ours))
 	return nil
-}
-
-// judgeProbe reads peer p's answer st to the bootstrap probe: ok when p
-// lets this node bootstrap ours, an error (the refusal) when it never
-// will, neither when it is to be asked again.
-func (n *Node) judgeProbe(p Peer, st transport.BootstrapState, ours []transport.Member) (bool, error) {
-	if st.ID != p.ID {
-		return false, fmt.Errorf("node: peer %s at %s answers as %q: fix --peers", p.ID, p.RaftAddr, st.ID)
-	}
-	if !st.HasState {
-		if !sameServers(st.Servers, ours) {
-			return false, fmt.Errorf("node: peer %s would bootstrap %s, this node %s: give every node the same --peers",
-				p.ID, describe(st.Servers), describe(ours))
-		}
-		return true, nil
-	}
-	if sameServers(st.Servers, ours) {
-		if st.LastIndex <= 1 {
-			return true, nil
-		}
-		for _, id := range st.Vouched {
-			if id == n.cfg.ID {
-				return true, nil
-			}
-		}
-	}
-	return false, n.existingCluster(p, st)
 }
 
 // existingCluster is the refusal of a node with an empty data dir whose

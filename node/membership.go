@@ -318,7 +318,6 @@ func (n *Node) BootstrapState() transport.BootstrapState {
 		LastIndex: n.raft.LastIndex(), Servers: []transport.Member{}}
 	_, leader := n.raft.LeaderWithID()
 	st.Leader = string(leader)
-	st.Vouched = n.memo.vouched()
 	https := make(map[string]string)
 	for _, m := range n.fsm.Members() {
 		https[m.ID] = m.HTTPAddr

@@ -254,9 +254,8 @@ type Node struct {
 	stopErr error
 
 	// peerLn, if set, is the listener of the peer API (after the bootstrap
-	// probe had the port); memo is what the probe saw.
+	// probe had the port).
 	peerLn net.Listener
-	memo   bootstrapMemo
 }
 
 // New is Start without a deadline.

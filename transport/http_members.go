@@ -57,10 +57,10 @@ type BootstrapState struct {
 	Servers []Member `json:"servers"`
 	// Leader is the leader the node knows ("" if none).
 	Leader string `json:"leader,omitempty"`
-	// Vouched lists the peers this node saw with empty data dirs when it
-	// bootstrapped, shortly before (node: sawEmptyFor): they may bootstrap
-	// the same configuration still.
-	Vouched []string `json:"vouched,omitempty"`
+	// Ready, without state, says the node has seen every peer with an
+	// empty data dir and the same configuration: it bootstraps once its
+	// peers are ready too.
+	Ready bool `json:"ready,omitempty"`
 }
 
 // MembersReply is the answer of GET /v1/cluster/members.
