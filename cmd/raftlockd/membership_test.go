@@ -330,3 +330,21 @@ func TestRollingRestartBySIGTERMHandsLeadershipOverUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// --peers that names this node at another address than its --raft-addr is
+// refused (exit 1, naming both), and --join excludes --peers (exit 2).
+func TestWrongOwnAddressInPeersAndJoinWithPeersAreRefused(t *testing.T) {
+	raftAddr := proccluster.FreeAddr(t)
+	var stderr strings.Builder
+	code := run([]string{"--id", "n1", "--data-dir", t.TempDir(), "--raft-addr", raftAddr, "--http-addr", "127.0.0.1:0",
+		"--peers", "n1=127.0.0.1:1,n2=127.0.0.1:2"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "at 127.0.0.1:1, but its Raft address is "+raftAddr) {
+		t.Errorf("wrong own address: exit %d, %q", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run([]string{"--id", "n1", "--data-dir", t.TempDir(), "--raft-addr", raftAddr, "--http-addr", "127.0.0.1:0",
+		"--peers", "n1=" + raftAddr, "--join", "127.0.0.1:7001"}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--join and --peers exclude each other") {
+		t.Errorf("--join with --peers: exit %d, %q", code, stderr.String())
+	}
+}
