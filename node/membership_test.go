@@ -62,7 +62,7 @@ func (c *testCluster) addNode(tweak func(*Config)) int {
 
 // joinVia makes a node join through the cluster's first HTTP addresses.
 func joinVia(c *testCluster, nonVoter bool) func(*Config) {
-	addrs := append([]string(nil), c.httpAddrs[:3]...)
+	addrs := append([]string(nil), c.httpAddrs[:min(3, len(c.httpAddrs))]...)
 	return func(cfg *Config) { cfg.Join = &JoinConfig{Addrs: addrs, NonVoter: nonVoter} }
 }
 
@@ -488,4 +488,29 @@ func TestChangedPeersOnNodeWithDataAreLoggedAsWarning(t *testing.T) {
 			t.Errorf("log lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// With ACLs on, a node joins with an admin token; a node without one is
+// refused at start (unauthenticated).
+func TestJoinWithACLsNeedsAnAdminToken(t *testing.T) {
+	c := newTestCluster(t, 1, func(cfg *Config) { cfg.ACL = true }, withHTTP)
+	n, _ := c.leader()
+	admin, err := n.ACLBootstrap(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.config(0)
+	cfg.ID, cfg.DataDir, cfg.RaftBind = "n9", t.TempDir(), "127.0.0.1:0"
+	cfg.Join = &JoinConfig{Addrs: c.httpAddrs, Timeout: 5 * time.Second}
+	if _, err := Start(ctxT(t), cfg); err == nil || !strings.Contains(err.Error(), "unauthenticated") {
+		t.Fatalf("join without a token: %v, want unauthenticated", err)
+	}
+	i := c.addNode(func(cfg *Config) {
+		cfg.Join = &JoinConfig{Addrs: append([]string(nil), c.httpAddrs[:1]...), Token: admin.Secret}
+	})
+	cl, err := transport.NewClient(c.httpAddrs[:1], transport.WithToken(admin.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	awaitMembers(t, cl, map[string]bool{"n1": true, c.id(i): true})
 }
