@@ -101,6 +101,8 @@ func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
 	switch {
 	case cur != nil && cur.Address == addr && (cur.Suffrage == raft.Voter) == m.Voter:
 		return nil
+	case cur != nil && cur.Suffrage == raft.Voter && cur.Address != addr && !m.Voter:
+		return invalid("member %s is a voter at %s: change its raft_addr or make it a non-voter, one at a time", m.ID, cur.Address)
 	case cur != nil && cur.Address == addr && !m.Voter:
 		if voters-1 < MinVoters {
 			return invalid("making %s a non-voter would leave %d voter(s), fewer than %d", m.ID, voters-1, MinVoters)
