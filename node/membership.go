@@ -94,19 +94,21 @@ func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
 			return invalid("raft_addr %s is member %s's: remove %s first", m.RaftAddr, s.ID, s.ID)
 		}
 	}
+	id, addr := raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr)
+	demote := cur != nil && cur.Suffrage == raft.Voter && !m.Voter
+	switch {
+	case demote && cur.Address != addr:
+		return invalid("member %s is a voter at %s: change its raft_addr or make it a non-voter, one at a time", m.ID, cur.Address)
+	case demote && voters-1 < MinVoters:
+		return invalid("making %s a non-voter would leave %d voter(s), fewer than %d", m.ID, voters-1, MinVoters)
+	}
 	if err := n.setMemberRecord(ctx, m); err != nil {
 		return err
 	}
-	id, addr := raft.ServerID(m.ID), raft.ServerAddress(m.RaftAddr)
 	switch {
 	case cur != nil && cur.Address == addr && (cur.Suffrage == raft.Voter) == m.Voter:
 		return nil
-	case cur != nil && cur.Suffrage == raft.Voter && cur.Address != addr && !m.Voter:
-		return invalid("member %s is a voter at %s: change its raft_addr or make it a non-voter, one at a time", m.ID, cur.Address)
-	case cur != nil && cur.Address == addr && !m.Voter:
-		if voters-1 < MinVoters {
-			return invalid("making %s a non-voter would leave %d voter(s), fewer than %d", m.ID, voters-1, MinVoters)
-		}
+	case demote:
 		n.log.Info("member made a non-voter", "id", m.ID)
 		return n.waitConfig(ctx, n.raft.DemoteVoter(id, 0, configChangeTimeout))
 	}

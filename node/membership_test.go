@@ -514,3 +514,40 @@ func TestJoinWithACLsNeedsAnAdminToken(t *testing.T) {
 	}
 	awaitMembers(t, cl, map[string]bool{"n1": true, c.id(i): true})
 }
+
+// AddMember changes an existing member's role: a voter is made a
+// non-voter only if 2 voters remain, and back; a change of address and
+// role at once, or another member's raft_addr, is invalid_argument.
+func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft, withHTTP)
+	cl := c.client(t)
+	ctx := ctxT(t)
+	awaitMembers(t, cl, map[string]bool{"n1": true, "n2": true, "n3": true})
+	_, lead := c.leader()
+	a, b := (lead+1)%3, (lead+2)%3
+	member := func(i int, voter bool) transport.Member {
+		return transport.Member{ID: c.id(i), RaftAddr: c.addrs[i], HTTPAddr: c.httpAddrs[i], Voter: voter}
+	}
+	if err := cl.AddMember(ctx, member(a, false)); err != nil {
+		t.Fatalf("make %s a non-voter: %v", c.id(a), err)
+	}
+	want := map[string]bool{"n1": true, "n2": true, "n3": true}
+	want[c.id(a)] = false
+	awaitMembers(t, cl, want)
+	if err := cl.AddMember(ctx, member(b, false)); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Errorf("make %s a non-voter with 2 voters: %v, want invalid_argument", c.id(b), err)
+	}
+	moved := member(b, false)
+	moved.RaftAddr = "127.0.0.1:1"
+	if err := cl.AddMember(ctx, moved); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Errorf("move and demote %s at once: %v, want invalid_argument", c.id(b), err)
+	}
+	taken := transport.Member{ID: "n9", RaftAddr: c.addrs[b], HTTPAddr: "127.0.0.1:2", Voter: true}
+	if err := cl.AddMember(ctx, taken); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Errorf("add n9 at %s's raft_addr: %v, want invalid_argument", c.id(b), err)
+	}
+	if err := cl.AddMember(ctx, member(a, true)); err != nil {
+		t.Fatalf("make %s a voter again: %v", c.id(a), err)
+	}
+	awaitMembers(t, cl, map[string]bool{"n1": true, "n2": true, "n3": true})
+}
