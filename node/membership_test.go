@@ -551,3 +551,43 @@ func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
 	}
 	awaitMembers(t, cl, map[string]bool{"n1": true, "n2": true, "n3": true})
 }
+
+// Two wiped members restarted together never elect each other on empty
+// logs: with the third member down they wait for it (and bootstrap
+// nothing); once it runs they refuse, for it holds the cluster.
+func TestTwoWipedMembersNeverBootstrapWithoutTheThird(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft, withHTTP)
+	mustOpen(t, c, api.OpenRequest{TTL: 30 * time.Second})
+	c.stop(0)
+	c.wipe(1)
+	c.wipe(2)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for _, i := range []int{1, 2} {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			cfg := c.config(i)
+			cfg.Peers = []Peer{{ID: "n1", RaftAddr: c.addrs[0]}, {ID: "n2", RaftAddr: c.addrs[1]}, {ID: "n3", RaftAddr: c.addrs[2]}}
+			cfg.ProbePeers = true
+			n, err := Start(ctx, cfg)
+			if err == nil {
+				_ = n.Shutdown(context.Background())
+			}
+			errs[i] = err
+		}(i)
+	}
+	wg.Wait()
+	for _, i := range []int{1, 2} {
+		if errs[i] == nil || !strings.Contains(errs[i].Error(), "not bootstrapping before every peer") {
+			t.Errorf("wiped %s with n1 down: %v, want it to wait for n1", c.id(i), errs[i])
+		}
+	}
+	c.start(0)
+	err := c.startErr(1, func(cfg *Config) { cfg.ProbePeers = true })
+	if err == nil || !strings.Contains(err.Error(), "belongs to a cluster already") {
+		t.Fatalf("wiped n2 with n1 up: %v, want a refusal", err)
+	}
+}
