@@ -525,6 +525,10 @@ func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
+	if !n.inConfiguration(m.ID) {
+		// A member removed (or not added yet) does not register itself.
+		return api.Errorf(api.CodeNotFound, "%s is not a member of the Raft configuration", m.ID)
+	}
 	for _, cur := range n.fsm.Members() {
 		if cur.ID == m.ID && cur.HTTPAddr == m.HTTPAddr && cur.RaftAddr == m.RaftAddr {
 			return nil

@@ -140,6 +140,16 @@ type Config struct {
 	// port, so such a node records its own HTTP address only while it
 	// leads (followers' addresses are missing from /v1/cluster).
 	RaftTransport raft.Transport
+	// ProbePeers makes a node with an empty data dir bootstrap from Peers
+	// only once every other peer has answered, over its peer port, that it
+	// is new too (Start waits for them as long as its ctx lasts), and never
+	// when one belongs to a cluster already (raftlockd sets it; see
+	// node/bootstrap.go).
+	ProbePeers bool
+	// Join, on an empty data dir, joins an existing cluster instead of
+	// bootstrapping one (raftlockd --join); ignored on a node whose
+	// configuration includes it.
+	Join *JoinConfig
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
@@ -247,11 +257,20 @@ type Node struct {
 	// Shutdown.
 	stopped chan struct{}
 	stopErr error
+
+	// peerLn, if set, is the listener of the peer API (after the bootstrap
+	// probe had the port).
+	peerLn net.Listener
 }
 
-// New opens (or creates) the node's data directory, starts Raft and, on an
-// empty data directory, bootstraps the cluster from cfg.Peers.
-func New(cfg Config) (*Node, error) {
+// New is Start without a deadline.
+func New(cfg Config) (*Node, error) { return Start(context.Background(), cfg) }
+
+// Start opens (or creates) the node's data directory, starts Raft and, on
+// an empty data directory, bootstraps the cluster from cfg.Peers (after
+// the probe, with cfg.ProbePeers) or joins one (cfg.Join). ctx bounds the
+// probe and the join's check of the cluster.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -336,26 +355,9 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("node: inspect raft state: %w", err)
 	}
-	if !hasState {
-		if len(cfg.Peers) == 0 {
-			n.closeStores()
-			return nil, fmt.Errorf("node: empty data dir %s and no peers to bootstrap from", cfg.DataDir)
-		}
-		var conf raft.Configuration
-		self := false
-		for _, p := range cfg.Peers {
-			conf.Servers = append(conf.Servers, raft.Server{
-				Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-			self = self || p.ID == cfg.ID
-		}
-		if !self {
-			n.closeStores()
-			return nil, fmt.Errorf("node: peers %v do not include this node's id %q", cfg.Peers, cfg.ID)
-		}
-		if err := raft.BootstrapCluster(rc, logs, store, snaps, trans, conf); err != nil {
-			n.closeStores()
-			return nil, fmt.Errorf("node: bootstrap: %w", err)
-		}
+	if err := n.prepareStart(ctx, rc, logs, snaps, hasState); err != nil {
+		n.closeStores()
+		return nil, err
 	}
 	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
 	if err != nil {
@@ -364,11 +366,22 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.raft = r
 	if n.peer != nil {
-		n.peerSrv = transport.ServePeers(n.peer.Peers, n, cfg.Logger.Named("peer-api"))
+		ln := n.peerLn
+		if ln == nil {
+			ln = n.peer.Peers
+		}
+		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"))
 	}
 	n.wg.Add(2)
 	go n.watchLeadership()
 	go n.registerLoop()
+	if hasState {
+		n.warnPeersDiff()
+	}
+	if cfg.Join != nil && !n.inConfiguration(cfg.ID) {
+		n.wg.Add(1)
+		go n.joinLoop()
+	}
 	return n, nil
 }
 

@@ -15,11 +15,6 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// slowRaft keeps one leader under load: the tests below drive it directly.
-func slowRaft(cfg *Config) {
-	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
-}
-
 // TestRestoreIntoRunningClusterRaisesTokensAndDropsNewerSessions pins a
 // restore into a running cluster (issue test 5): a backup is taken at T1,
 // grants continue to T2, the backup is restored through the HTTP API;

@@ -119,6 +119,11 @@ func (s *Server) routes() {
 		{"GET /v1/snapshot", true, false, s.handleSnapshot},
 		{"POST /v1/snapshot/restore", true, false, s.handleRestore},
 		{"POST /v1/internal/restore", true, true, s.handlePeerRestore},
+		{"GET /v1/cluster/members", true, false, s.handleMembers},
+		{"POST /v1/cluster/members", true, false, s.handleAddMember},
+		{"DELETE /v1/cluster/members/{id}", true, false, s.handleRemoveMember},
+		{"POST /v1/cluster/transfer-leadership", true, false, s.handleTransferLeadership},
+		{"GET /v1/internal/bootstrap-state", false, true, s.handleBootstrapState},
 	} {
 		if r.peerOnly && !s.peer {
 			continue

@@ -58,7 +58,8 @@ type options struct {
 	acl      bool
 	tlsFiles *transport.TLS // loaded by run
 	// backup: snapshot, --restore and --recover flags (restore.go).
-	backup backupOptions
+	backup  backupOptions
+	members membershipOptions
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -71,7 +72,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on (default: off)")
-	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir)")
+	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir, once every peer answered that it is new too)")
 	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
 	fs.BoolVar(&o.logJSON, "log-json", false, "log JSON lines")
@@ -97,6 +98,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
+	addMembershipFlags(fs, &o.members)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
 	}
@@ -117,6 +119,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.backup.recover != "" {
 		return o, nil // runRecover needs --data-dir only
+	}
+	if err := o.members.check(o.peers, o.dev); err != nil {
+		return o, err
 	}
 	if o.dev {
 		if o.tls() || o.clientCertAuth || o.insecure {
@@ -276,7 +281,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 	}()
 	for _, spec := range specs {
-		s, err := startServer(spec, o, logger)
+		s, err := startServer(ctx, spec, o, logger)
 		if err != nil {
 			if !o.dev {
 				logger.Error("start failed", "id", spec.id, "error", err)
@@ -349,20 +354,27 @@ type server struct {
 	node *node.Node
 	http *http.Server
 	errc chan error
+	// transferOnStop: hand leadership over before stopping (a real node).
+	transferOnStop bool
 }
 
-func startServer(spec serverSpec, o options, logger hclog.Logger) (*server, error) {
+func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.Logger) (*server, error) {
 	ln, err := net.Listen("tcp", spec.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
 	nlog := logger.Named(spec.id)
-	n, err := node.New(nodeConfig(spec, o, ln.Addr().String(), nlog))
+	cfg := nodeConfig(spec, o, ln.Addr().String(), nlog)
+	if cfg.Join, err = joinConfig(o); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	n, err := node.Start(ctx, cfg)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	s := &server{node: n, errc: make(chan error, 1)}
+	s := &server{node: n, errc: make(chan error, 1), transferOnStop: !o.dev}
 	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
@@ -407,10 +419,14 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
+		// --dev starts its nodes one after the other, in one process: a
+		// probe would wait for the next one forever.
+		ProbePeers: !o.dev,
 	}
 }
 
 func (s *server) shutdown(logger hclog.Logger) {
+	s.stepDown(logger)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Waiting acquires are long polls: give them a moment, then cut them.

@@ -186,6 +186,16 @@ func TestTLSNodeWithForeignCertNeverJoins(t *testing.T) {
 	cli := proccluster.Build(t, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
 	dir := tlsInit(t, cli, 3)
 	other := tlsInit(t, cli, 3)
+	// The cluster forms with good certificates (a node with an empty data
+	// dir bootstraps only once every peer has answered it, and a foreign
+	// certificate answers nothing); then n3 comes back with another CA's.
+	c := proccluster.StartTLS(t, proccluster.BuildDaemon(t), dir, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Kill(2)
 	for _, f := range []string{"n3.pem", "n3-key.pem"} { // n3: another CA's certificate
 		data, err := os.ReadFile(filepath.Join(other, f))
 		if err == nil {
@@ -195,9 +205,7 @@ func TestTLSNodeWithForeignCertNeverJoins(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	c := proccluster.StartTLS(t, proccluster.BuildDaemon(t), dir, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
+	c.Restart(2)
 	cl := c.Client()
 	s, err := session.Open(ctx, cl, session.TTL(10*time.Second))
 	if err != nil {

@@ -43,18 +43,5 @@ func StartEach(t testing.TB, bin string, size int, each func(i int) []string, ex
 	return c
 }
 
-// Flag returns the value of flag name (e.g. "--data-dir", "--raft-addr")
-// on node i's command line, "" if it has none.
-func (c *Cluster) Flag(i int, name string) string {
-	args := c.Nodes[i].args
-	v := ""
-	for j := 0; j+1 < len(args); j++ {
-		if args[j] == name {
-			v = args[j+1]
-		}
-	}
-	return v
-}
-
 // Bin returns the raftlockd binary the cluster runs.
 func (c *Cluster) Bin() string { return c.bin }
