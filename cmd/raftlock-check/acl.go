@@ -19,7 +19,8 @@ func (c *cluster) enableACL() { c.args = append(c.args, "--acl") }
 // setupACL bootstraps the ACLs of a fresh cluster with ACLs on and
 // creates the clients' token, whose rules allow writes under lockPrefix
 // only: the workload's every call then passes the ACL checks a real
-// deployment's would. It returns that token's secret.
+// deployment's would. It returns that token's secret, and keeps the
+// management token's for the membership faults (c.admin).
 func (c *cluster) setupACL(ctx context.Context) (string, error) {
 	cl, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
 	if err != nil {
@@ -30,6 +31,7 @@ func (c *cluster) setupACL(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("acl bootstrap: %w", err)
 	}
+	c.admin = mgmt.Secret
 	admin, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS), transport.WithToken(mgmt.Secret))
 	if err != nil {
 		return "", err

@@ -24,6 +24,11 @@ type nodeProc struct {
 	dataDir  string
 	logPath  string
 
+	// join: the node (re)joins the cluster with --join instead of
+	// bootstrapping from --peers (a spare brought in, or a member wiped and
+	// brought back; see membership.go).
+	join bool
+
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -52,9 +57,16 @@ func (n *nodeProc) serving() bool {
 
 // cluster is the raftlockd processes of a run.
 type cluster struct {
-	bin   string
-	nodes []*nodeProc
-	args  []string // flags every node gets
+	bin string
+	// nodes are the members of the cluster; spares are laid out (address,
+	// certificate) but not members: the membership faults swap them in and
+	// out (membership.go).
+	nodes  []*nodeProc
+	spares []*nodeProc
+	args   []string // flags every node gets
+	peers  string   // --peers of the nodes that bootstrap
+	// admin is the management token's secret, with ACLs on (setupACL).
+	admin string
 	// certs, when set, are the run's TLS certificates: every node serves
 	// HTTPS and mutual TLS on its peer port, and requires a client
 	// certificate (--client-cert-auth); clientTLS is the configuration of
@@ -63,10 +75,15 @@ type cluster struct {
 	clientTLS *tls.Config
 }
 
-// enableTLS makes certificates for the nodes in dir and starts every node
+// all returns the members and the spares.
+func (c *cluster) all() []*nodeProc {
+	return append(append([]*nodeProc(nil), c.nodes...), c.spares...)
+}
+
+// enableTLS makes certificates for the nodes (spares included) in dir and starts every node
 // with TLS from then on.
 func (c *cluster) enableTLS(dir string) error {
-	certs, err := writeCerts(dir, c.nodes)
+	certs, err := writeCerts(dir, c.all())
 	if err != nil {
 		return err
 	}
@@ -96,15 +113,15 @@ func (c *cluster) apiAddrs() []string {
 	return out
 }
 
-// newCluster lays out n nodes under dir, each on its own loopback address
-// with ports picked free.
+// newCluster lays out n nodes under dir, and one spare, each on its own
+// loopback address with ports picked free.
 func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster dir: %w", err)
 	}
 	c := &cluster{bin: bin, args: extra}
 	var peers []string
-	for i := 0; i < n; i++ {
+	for i := 0; i <= n; i++ {
 		ip := nodeIP(i)
 		rp, err := freePort(ip)
 		if err != nil {
@@ -117,10 +134,14 @@ func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 		id := fmt.Sprintf("n%d", i+1)
 		nd := &nodeProc{id: id, ip: ip, raftPort: rp, httpPort: hp,
 			dataDir: filepath.Join(dir, id), logPath: filepath.Join(dir, id+".log")}
+		if i == n {
+			c.spares = append(c.spares, nd)
+			continue
+		}
 		c.nodes = append(c.nodes, nd)
 		peers = append(peers, id+"="+nd.raftAddr())
 	}
-	c.args = append(c.args, "--peers", strings.Join(peers, ","))
+	c.peers = strings.Join(peers, ",")
 	return c, nil
 }
 
@@ -138,12 +159,21 @@ func (c *cluster) start(n *nodeProc) error {
 	fmt.Fprintf(logf, "==== raftlock-check: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"--id", n.id, "--data-dir", n.dataDir, "--raft-addr", n.raftAddr(),
 		"--http-addr", n.httpAddr()}, c.args...)
+	if n.join {
+		args = append(args, "--join", c.joinAddrs(n))
+	} else {
+		args = append(args, "--peers", c.peers)
+	}
 	if c.certs != nil {
 		cert, key := c.certs.nodeCert(n.id)
 		args = append(args, "--tls-cert", cert, "--tls-key", key, "--tls-ca", c.certs.CA, "--client-cert-auth")
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if c.admin != "" {
+		// --join asks with the management token (not in ps).
+		cmd.Env = append(os.Environ(), "RAFTLOCK_ACL_TOKEN="+c.admin)
+	}
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -211,10 +241,10 @@ func (c *cluster) stop(n *nodeProc, grace time.Duration) {
 	}
 }
 
-// stopAll stops every node at once.
+// stopAll stops every node (spares included) at once.
 func (c *cluster) stopAll(grace time.Duration) {
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
+	for _, n := range c.all() {
 		wg.Add(1)
 		go func(n *nodeProc) {
 			defer wg.Done()
@@ -236,7 +266,7 @@ func (c *cluster) startAll() error {
 
 // resumeAll resumes every paused node.
 func (c *cluster) resumeAll() {
-	for _, n := range c.nodes {
+	for _, n := range c.all() {
 		c.signal(n, syscall.SIGCONT)
 	}
 }

@@ -22,11 +22,18 @@ const (
 	faultPartitionSplit  = "partition-split"
 	faultPartitionClient = "partition-client"
 	faultRestartAll      = "restart-all"
+	// The membership faults (membership.go): leadership moved to a
+	// follower; a follower removed, wiped and replaced by the spare; the
+	// leader removed, wiped and brought back with --join.
+	faultTransferLeader = "transfer-leader"
+	faultReplaceNode    = "replace-node"
+	faultRemoveLeader   = "remove-leader"
 )
 
 // allFaults lists every fault kind, in the order reports show them.
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
-	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll}
+	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
+	faultTransferLeader, faultReplaceNode, faultRemoveLeader}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {

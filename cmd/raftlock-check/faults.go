@@ -148,6 +148,12 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.partitionClient(ctx)
 	case faultRestartAll:
 		return in.restartAll(ctx)
+	case faultTransferLeader:
+		return in.transferLeader(ctx)
+	case faultReplaceNode:
+		return in.replaceNode(ctx)
+	case faultRemoveLeader:
+		return in.removeLeader(ctx)
 	}
 	return FaultRec{}, fmt.Errorf("unknown fault %q", kind)
 }

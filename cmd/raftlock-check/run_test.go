@@ -91,8 +91,10 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 	}
 }
 
-// TestMixedFaults runs a mixed schedule of every fault kind against a
-// correct three-node cluster: no check may fail, no session of a client
+// TestMixedFaults runs a mixed schedule of every fault kind (the
+// membership faults included: leadership transferred, a follower replaced
+// by a spare, the leader removed and brought back) against a correct
+// three-node cluster: no check may fail, no session of a client
 // that kept it alive may expire (a node frozen past the clients' ttl +
 // grace included, which must meet clients that talk to it), and queues of
 // two waiters or more must form for the queue-order check to judge.
@@ -101,7 +103,7 @@ func TestMixedFaults(t *testing.T) {
 		t.Skip("runs a real cluster and client processes for two minutes")
 	}
 	cfg := testConfig(t, "")
-	cfg.Duration = 100 * time.Second
+	cfg.Duration = 120 * time.Second
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	dropPartitions(t, &cfg)

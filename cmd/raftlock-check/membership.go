@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/transport"
+)
+
+// joinTimeout bounds how long a node brought in with --join may take to
+// become a voter.
+const joinTimeout = time.Minute
+
+// joinAddrs is the --join list of node n: every other member's HTTP
+// address (raftlockd takes them as https:// when it has TLS).
+func (c *cluster) joinAddrs(n *nodeProc) string {
+	var out []string
+	for _, m := range c.nodes {
+		if m != n {
+			out = append(out, m.httpAddr())
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// adminClient is a client of the members with the management token (ACLs
+// on) and the run's TLS.
+func (c *cluster) adminClient() (*transport.Client, error) {
+	var addrs []string
+	for _, n := range c.nodes {
+		if n.serving() {
+			addrs = append(addrs, c.apiAddr(n))
+		}
+	}
+	return transport.NewClient(addrs, transport.WithTLS(c.clientTLS), transport.WithToken(c.admin),
+		transport.WithRequestTimeout(5*time.Second))
+}
+
+// admin runs f with an admin client, bounded by 20 s.
+func (c *cluster) adminCall(ctx context.Context, f func(ctx context.Context, cl *transport.Client) error) error {
+	cl, err := c.adminClient()
+	if err != nil {
+		return err
+	}
+	defer cl.CloseIdleConnections()
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	return f(actx, cl)
+}
+
+// wipe deletes n's data dir (n is stopped): it can come back only as a
+// new member, with --join.
+func (c *cluster) wipe(n *nodeProc) error {
+	if err := os.RemoveAll(n.dataDir); err != nil {
+		return fmt.Errorf("wipe %s: %w", n.id, err)
+	}
+	n.join = true
+	return nil
+}
+
+// bringIn starts n (wiped, or a spare) with --join and waits until the
+// cluster lists it as a voter and it follows the leader.
+func (c *cluster) bringIn(ctx context.Context, n *nodeProc) error {
+	n.join = true
+	if err := c.start(n); err != nil {
+		return err
+	}
+	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	for {
+		var ms []transport.Member
+		err := c.adminCall(jctx, func(ctx context.Context, cl *transport.Client) error {
+			var err error
+			ms, err = cl.Members(ctx)
+			return err
+		})
+		if err == nil && slices.ContainsFunc(ms, func(m transport.Member) bool { return m.ID == n.id && m.Voter }) {
+			break
+		}
+		if !sleep(jctx, 200*time.Millisecond) {
+			if ctx.Err() != nil {
+				return fmt.Errorf("the run ended before %s became a voter", n.id)
+			}
+			return fmt.Errorf("%s did not become a voter within %v (last: %v)", n.id, joinTimeout, err)
+		}
+	}
+	return c.waitSettled(jctx)
+}
+
+// swap makes spare in a member in place of out, which becomes a spare.
+func (c *cluster) swap(out, in *nodeProc) {
+	for i, m := range c.nodes {
+		if m == out {
+			c.nodes[i] = in
+		}
+	}
+	for i, s := range c.spares {
+		if s == in {
+			c.spares[i] = out
+		}
+	}
+}
+
+// transferLeader moves leadership from the leader to a follower picked at
+// random (POST /v1/cluster/transfer-leadership), as an operator does
+// before maintenance.
+func (in *injector) transferLeader(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	f := in.follower(ld)
+	if f == nil {
+		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
+	}
+	rec := FaultRec{Kind: faultTransferLeader, Target: ld.id + " -> " + f.id, Start: monoNow(), LeaderLoss: true}
+	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+		_, err := cl.TransferLeadership(ctx, f.id)
+		return err
+	})
+	rec.End = monoNow()
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: transfer: %v", errSkipped, err)
+	}
+	return rec, nil
+}
+
+// follower picks a serving member other than ld at random (nil if none).
+func (in *injector) follower(ld *nodeProc) *nodeProc {
+	var fs []*nodeProc
+	for _, n := range in.cl.nodes {
+		if n != ld && n.serving() {
+			fs = append(fs, n)
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return fs[in.rng.Intn(len(fs))]
+}
+
+// replaceNode replaces a follower by the spare, as an operator replaces a
+// dead machine: members remove F, F stopped and its data dir wiped (it
+// becomes the next spare), the spare started with --join and waited for
+// until it votes. The cluster shrinks by one member, then grows back.
+func (in *injector) replaceNode(ctx context.Context) (FaultRec, error) {
+	if len(in.cl.spares) == 0 {
+		return FaultRec{}, fmt.Errorf("%w: no spare node", errSkipped)
+	}
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	f := in.follower(ld)
+	if f == nil {
+		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
+	}
+	spare := in.cl.spares[0]
+	rec := FaultRec{Kind: faultReplaceNode, Target: f.id + " -> " + spare.id, Start: monoNow()}
+	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+		return cl.RemoveMember(ctx, f.id, false)
+	}); err != nil {
+		return FaultRec{}, fmt.Errorf("%w: remove %s: %v", errSkipped, f.id, err)
+	}
+	in.cl.stop(f, 5*time.Second)
+	if err := in.cl.wipe(f); err != nil {
+		in.logf("%v", err)
+	}
+	in.cl.swap(f, spare)
+	if err := in.cl.bringIn(ctx, spare); err != nil {
+		rec.Note = fmt.Sprintf("(%s not back: %v)", spare.id, err)
+	}
+	rec.End = monoNow()
+	return rec, nil
+}
+
+// removeLeader removes the leader from the configuration (the others
+// elect a new one), then wipes it and brings it back with --join, as a
+// new member under its old id.
+func (in *injector) removeLeader(ctx context.Context) (FaultRec, error) {
+	ld, err := in.findLeader(ctx)
+	if err != nil {
+		return FaultRec{}, err
+	}
+	rec := FaultRec{Kind: faultRemoveLeader, Target: ld.id, Start: monoNow(), LeaderLoss: true}
+	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+		return cl.RemoveMember(ctx, ld.id, false)
+	}); err != nil {
+		return FaultRec{}, fmt.Errorf("%w: remove %s: %v", errSkipped, ld.id, err)
+	}
+	in.cl.stop(ld, 5*time.Second)
+	if err := in.cl.wipe(ld); err != nil {
+		in.logf("%v", err)
+	}
+	if err := in.cl.bringIn(ctx, ld); err != nil {
+		rec.Note = fmt.Sprintf("(%s not back: %v)", ld.id, err)
+	}
+	rec.End = monoNow()
+	return rec, nil
+}
