@@ -232,15 +232,7 @@ func (n *Node) lead(done <-chan struct{}) {
 	// a timer that fires at once (SkipLockDelay) does not fail to propose.
 	// Waits likewise restart for their full length (a wait may run long
 	// after a failover, never forever).
-	locks := n.fsm.Locks("")
-	for _, r := range delaysToRestart(locks) {
-		n.armDelay(r.key, r.d)
-	}
-	for _, l := range locks {
-		for _, w := range l.Waiters {
-			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
-		}
-	}
+	n.restartLockTimers()
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
 
@@ -645,5 +637,20 @@ func (n *Node) registerLoop() {
 			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
 		}
 		cancel()
+	}
+}
+
+// restartLockTimers arms the timers of every lock-delay and every wait
+// for their full length: a new leader's, and a restore's (the deadlines
+// were another node's clock, or the backup's).
+func (n *Node) restartLockTimers() {
+	locks := n.fsm.Locks("")
+	for _, r := range delaysToRestart(locks) {
+		n.armDelay(r.key, r.d)
+	}
+	for _, l := range locks {
+		for _, w := range l.Waiters {
+			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
+		}
 	}
 }

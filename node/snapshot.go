@@ -211,15 +211,7 @@ func (n *Node) afterRestore() {
 		ttls[s.ID] = time.Duration(s.TTL)
 	}
 	n.leases.Reset(ttls, n.cfg.FailoverGrace)
-	locks := n.fsm.Locks("")
-	for _, r := range delaysToRestart(locks) {
-		n.armDelay(r.key, r.d)
-	}
-	for _, l := range locks {
-		for _, w := range l.Waiters {
-			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
-		}
-	}
+	n.restartLockTimers()
 }
 
 // RestoreNewCluster restores data (a backup file) into the new cluster

@@ -161,14 +161,8 @@ func (in *injector) replaceNode(ctx context.Context) (FaultRec, error) {
 	}
 	spare := in.cl.spares[0]
 	rec := FaultRec{Kind: faultReplaceNode, Target: f.id + " -> " + spare.id, Start: monoNow()}
-	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
-		return cl.RemoveMember(ctx, f.id, false)
-	}); err != nil {
-		return FaultRec{}, fmt.Errorf("%w: remove %s: %v", errSkipped, f.id, err)
-	}
-	in.cl.stop(f, 5*time.Second)
-	if err := in.cl.wipe(f); err != nil {
-		in.logf("%v", err)
+	if err := in.removeAndWipe(ctx, f); err != nil {
+		return FaultRec{}, err
 	}
 	in.cl.swap(f, spare)
 	if err := in.cl.bringIn(ctx, spare); err != nil {
@@ -187,18 +181,27 @@ func (in *injector) removeLeader(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, err
 	}
 	rec := FaultRec{Kind: faultRemoveLeader, Target: ld.id, Start: monoNow(), LeaderLoss: true}
-	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
-		return cl.RemoveMember(ctx, ld.id, false)
-	}); err != nil {
-		return FaultRec{}, fmt.Errorf("%w: remove %s: %v", errSkipped, ld.id, err)
-	}
-	in.cl.stop(ld, 5*time.Second)
-	if err := in.cl.wipe(ld); err != nil {
-		in.logf("%v", err)
+	if err := in.removeAndWipe(ctx, ld); err != nil {
+		return FaultRec{}, err
 	}
 	if err := in.cl.bringIn(ctx, ld); err != nil {
 		rec.Note = fmt.Sprintf("(%s not back: %v)", ld.id, err)
 	}
 	rec.End = monoNow()
 	return rec, nil
+}
+
+// removeAndWipe removes member n from the configuration (members remove),
+// stops it and wipes its data dir; a refused removal skips the fault.
+func (in *injector) removeAndWipe(ctx context.Context, n *nodeProc) error {
+	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+		return cl.RemoveMember(ctx, n.id, false)
+	}); err != nil {
+		return fmt.Errorf("%w: remove %s: %v", errSkipped, n.id, err)
+	}
+	in.cl.stop(n, 5*time.Second)
+	if err := in.cl.wipe(n); err != nil {
+		in.logf("%v", err)
+	}
+	return nil
 }

@@ -104,16 +104,7 @@ func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 		return nil
 	})
 	ncl := fresh.Client()
-	proccluster.Eventually(t, time.Minute, "the new cluster holds the backup", func() error {
-		st, err := ncl.LockState(ctx, "backup/marker")
-		if err != nil {
-			return err
-		}
-		if len(st.Holders) != 1 || st.Holders[0].Token != ga.Token {
-			return fmt.Errorf("holders %+v", st.Holders)
-		}
-		return nil
-	})
+	awaitHolder(t, ctx, ncl, "the new cluster holds the backup", "backup/marker", ga.Token)
 	if err := ncl.Release(ctx, api.ReleaseRequest{Name: "backup/marker", Session: a.ID, Holder: "a"}); err != nil {
 		t.Fatalf("release by the restored session: %v", err)
 	}
@@ -217,16 +208,7 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proccluster.Eventually(t, time.Minute, "the survivor serves alone", func() error {
-		st, err := scl.LockState(ctx, "recover/kept")
-		if err != nil {
-			return err
-		}
-		if len(st.Holders) != 1 || st.Holders[0].Token != ga.Token {
-			return fmt.Errorf("holders %+v", st.Holders)
-		}
-		return nil
-	})
+	awaitHolder(t, ctx, scl, "the survivor serves alone", "recover/kept", ga.Token)
 	if st, err := scl.LockState(ctx, "recover/last"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != gb.Token {
 		t.Fatalf("the last committed grant after recovery: %+v, %v", st, err)
 	}
@@ -302,4 +284,20 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 	if uint64(gb.Token) <= minToken {
 		t.Fatalf("grant after recovery and a failover: token %d, not above --min-token %d", gb.Token, minToken)
 	}
+}
+
+// awaitHolder waits until the cluster answers that lock has one holder,
+// of token.
+func awaitHolder(t *testing.T, ctx context.Context, cl *transport.Client, what, lock string, token sequencer.Token) {
+	t.Helper()
+	proccluster.Eventually(t, time.Minute, what, func() error {
+		st, err := cl.LockState(ctx, lock)
+		if err != nil {
+			return err
+		}
+		if len(st.Holders) != 1 || st.Holders[0].Token != token {
+			return fmt.Errorf("holders %+v", st.Holders)
+		}
+		return nil
+	})
 }

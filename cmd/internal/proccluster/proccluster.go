@@ -82,7 +82,7 @@ type Cluster struct {
 // They are killed when the test ends.
 func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
 	t.Helper()
-	return start(t, bin, size, "", extra)
+	return start(t, bin, size, "", extra, nil)
 }
 
 // StartTLS is Start for a TLS cluster: certDir holds what raftlock tls
@@ -92,7 +92,7 @@ func Start(t testing.TB, bin string, size int, extra ...string) *Cluster {
 // with --tls-cert, --tls-key and --tls-ca; Addrs are https:// addresses.
 func StartTLS(t testing.TB, bin, certDir string, size int, extra ...string) *Cluster {
 	t.Helper()
-	return start(t, bin, size, certDir, extra)
+	return start(t, bin, size, certDir, extra, nil)
 }
 
 // ClientTLS is the TLS configuration of a client of the cluster
@@ -108,7 +108,10 @@ func ClientTLS(t testing.TB, certDir string) *tls.Config {
 	return cfg
 }
 
-func start(t testing.TB, bin string, size int, certDir string, extra []string) *Cluster {
+// start lays out size nodes (TLS from certDir unless empty; node i runs
+// with extra, then each(i) if each is set), starts them all and kills
+// them when the test ends, printing their logs if it failed.
+func start(t testing.TB, bin string, size int, certDir string, extra []string, each func(i int) []string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, bin: bin, CertDir: certDir}
 	if certDir != "" {
@@ -129,8 +132,10 @@ func start(t testing.TB, bin string, size int, certDir string, extra []string) *
 				"--tls-key", filepath.Join(certDir, n.ID+"-key.pem"), "--tls-ca", filepath.Join(certDir, "ca.pem"))
 		}
 		n.args = append(n.args, extra...)
+		if each != nil {
+			n.args = append(n.args, each(i-1)...)
+		}
 		c.Nodes = append(c.Nodes, n)
-		c.Restart(i - 1)
 	}
 	t.Cleanup(func() {
 		for i := range c.Nodes {
@@ -142,6 +147,9 @@ func start(t testing.TB, bin string, size int, certDir string, extra []string) *
 			}
 		}
 	})
+	for i := range c.Nodes {
+		c.Restart(i)
+	}
 	return c
 }
 
