@@ -93,8 +93,12 @@ func run() error {
 	logger := hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: os.Stderr})
 
 	// 1. The embedded replica: it serves its peers by itself, on its
-	// peer port (mutual TLS with tlsID).
-	n, err := node.New(node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger, TLS: tlsID})
+	// peer port (mutual TLS with tlsID). With ProbePeers an instance with
+	// an empty data dir bootstraps only once every peer answered that it
+	// is new too, and never beside a cluster that exists already (a wiped
+	// instance restarted with these flags refuses and names the fix).
+	n, err := node.Start(ctx, node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger,
+		TLS: tlsID, ProbePeers: true})
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}
