@@ -2,9 +2,11 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -105,15 +107,17 @@ func TestCommandTypeValues(t *testing.T) {
 	if CommandType(0).String() != "command(0)" || CommandType(200).String() != "command(200)" {
 		t.Error("unknown types must print their number")
 	}
-	if Version != 1 || Exclusive != 1 || Shared != 2 {
+	if Version != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
 		t.Error("Version or Mode values changed: they are part of the log format")
 	}
 }
 
 // TestGoldenEncodings pins the exact bytes of every command type, so that
 // a renamed JSON tag (which would make old logs undecodable or silently
-// drop a field) fails here. Regenerate with -update only for a deliberate
-// format change, together with a Version bump.
+// drop a field) fails here, and checks that the entries of every earlier
+// version still decode to the same commands: commands-v1.golden (before
+// checksums) and commands-v2.golden (this build's; regenerate with
+// -update only for a deliberate format change, with a Version bump).
 func TestGoldenEncodings(t *testing.T) {
 	var buf bytes.Buffer
 	for _, c := range sampleCommands() {
@@ -123,7 +127,7 @@ func TestGoldenEncodings(t *testing.T) {
 		}
 		buf.WriteString(hexLine(data))
 	}
-	path := filepath.Join(goldenDir, "commands.golden")
+	path := filepath.Join(goldenDir, "commands-v2.golden")
 	if *update {
 		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
@@ -136,23 +140,38 @@ func TestGoldenEncodings(t *testing.T) {
 	if !bytes.Equal(buf.Bytes(), want) {
 		t.Fatalf("encodings changed:\n got %s\nwant %s", buf.Bytes(), want)
 	}
-	// And the old bytes still decode to the same commands.
-	lines := strings.Split(strings.TrimSpace(string(want)), "\n")
 	samples := sampleCommands()
-	if len(lines) != len(samples) {
-		t.Fatalf("%d golden lines, %d samples", len(lines), len(samples))
-	}
-	for i, line := range lines {
-		c, err := Decode(parseHexLine(t, line))
-		if err != nil || !reflect.DeepEqual(c, samples[i]) {
-			t.Fatalf("golden line %d decodes to %+v, %v", i, c, err)
+	for _, name := range []string{"commands-v1.golden", "commands-v2.golden"} {
+		old, err := os.ReadFile(filepath.Join(goldenDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(old)), "\n")
+		if len(lines) != len(samples) {
+			t.Fatalf("%s: %d golden lines, %d samples", name, len(lines), len(samples))
+		}
+		for i, line := range lines {
+			c, err := Decode(parseHexLine(t, line))
+			if err != nil || !reflect.DeepEqual(c, samples[i]) {
+				t.Fatalf("%s line %d decodes to %+v, %v", name, i, c, err)
+			}
 		}
 	}
 }
 
-// hexLine renders an encoding as "VV TT <json>\n" (the JSON is printable).
+// hexLine renders an encoding as "VV TT <json>\n", and a checksummed one
+// as "VV TT CCCCCCCC <json>\n" (the JSON is printable).
 func hexLine(data []byte) string {
-	return strings.ToUpper(hex2(data[0])) + " " + strings.ToUpper(hex2(data[1])) + " " + string(data[2:]) + "\n"
+	head := strings.ToUpper(hex2(data[0])) + " " + strings.ToUpper(hex2(data[1])) + " "
+	if data[0] == VersionUnchecked {
+		return head + string(data[2:]) + "\n"
+	}
+	end := len(data) - checksumLen
+	crc := ""
+	for _, b := range data[end:] {
+		crc += strings.ToUpper(hex2(b))
+	}
+	return head + crc + " " + string(data[2:end]) + "\n"
 }
 
 func hex2(b byte) string {
@@ -160,20 +179,38 @@ func hex2(b byte) string {
 	return string([]byte{digits[b>>4], digits[b&15]})
 }
 
+// parseHexLine is hexLine's inverse.
 func parseHexLine(t *testing.T, line string) []byte {
+	fromHex := func(p string) []byte {
+		var out []byte
+		for i := 0; i+1 < len(p); i += 2 {
+			var b byte
+			for _, ch := range strings.ToLower(p[i : i+2]) {
+				b = b<<4 | byte(strings.IndexRune("0123456789abcdef", ch))
+			}
+			out = append(out, b)
+		}
+		return out
+	}
 	parts := strings.SplitN(line, " ", 3)
 	if len(parts) != 3 {
 		t.Fatalf("bad golden line %q", line)
 	}
-	var out []byte
-	for _, p := range parts[:2] {
-		var b byte
-		for _, ch := range strings.ToLower(p) {
-			b = b<<4 | byte(strings.IndexRune("0123456789abcdef", ch))
-		}
-		out = append(out, b)
+	out := append(fromHex(parts[0]), fromHex(parts[1])...)
+	if out[0] == VersionUnchecked {
+		return append(out, parts[2]...)
 	}
-	return append(out, parts[2]...)
+	crc, body, ok := strings.Cut(parts[2], " ")
+	if !ok {
+		t.Fatalf("bad golden line %q", line)
+	}
+	return append(append(out, body...), fromHex(crc)...)
+}
+
+// checksummed returns raw ([2][Type][JSON]) with its CRC-32C appended: a
+// valid version-2 entry around hand-written JSON.
+func checksummed(raw []byte) []byte {
+	return binary.BigEndian.AppendUint32(raw, crc32.Checksum(raw, castagnoli))
 }
 
 func TestEncodeRejectsBadCommands(t *testing.T) {
@@ -197,24 +234,29 @@ func TestDecodeErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := valid[2:]
+	body := valid[2 : len(valid)-checksumLen]
 	hdr := func(v byte, typ CommandType, rest string) []byte {
-		return append([]byte{v, byte(typ)}, rest...)
+		return checksummed(append([]byte{v, byte(typ)}, rest...))
 	}
+	flipped := bytes.Clone(valid)
+	flipped[len(flipped)/2] ^= 0x08
 	for name, data := range map[string][]byte{
 		"nil":                 nil,
 		"empty":               {},
 		"one byte":            {Version},
 		"header only":         {Version, byte(CmdAcquire)},
 		"version 0":           append([]byte{0, byte(CmdAcquire)}, body...),
-		"version 2":           append([]byte{2, byte(CmdAcquire)}, body...),
+		"version 2 unchecked": append([]byte{2, byte(CmdAcquire)}, body...),
+		"version 3":           checksummed(append([]byte{3, byte(CmdAcquire)}, body...)),
+		"byte flipped":        flipped,
+		"checksum cut":        valid[:len(valid)-1],
 		"version 255":         append([]byte{255, byte(CmdAcquire)}, body...),
-		"type 0":              append([]byte{Version, 0}, body...),
-		"type 12":             append([]byte{Version, 12}, body...),
-		"type 255":            append([]byte{Version, 255}, body...),
+		"type 0":              checksummed(append([]byte{Version, 0}, body...)),
+		"type 12":             checksummed(append([]byte{Version, 12}, body...)),
+		"type 255":            checksummed(append([]byte{Version, 255}, body...)),
 		"bad json":            hdr(Version, CmdAcquire, `{"now":1,"arg":{`),
 		"not json":            hdr(Version, CmdAcquire, `hello`),
-		"trailing garbage":    append(append([]byte{Version, byte(CmdAcquire)}, body...), 'x'),
+		"trailing garbage":    checksummed(append(append([]byte{Version, byte(CmdAcquire)}, body...), 'x')),
 		"envelope array":      hdr(Version, CmdAcquire, `[1,2]`),
 		"envelope null":       hdr(Version, CmdAcquire, `null`),
 		"no arg":              hdr(Version, CmdAcquire, `{"now":1}`),
@@ -249,11 +291,11 @@ func TestDecodeErrors(t *testing.T) {
 func TestDecodeLenient(t *testing.T) {
 	// Unknown fields (a newer minor writer) and an empty payload object
 	// decode; the FSM then judges the content.
-	c, err := Decode(append([]byte{Version, byte(CmdAcquire)}, `{"now":5,"arg":{"lock":"x","extra":1},"more":true}`...))
+	c, err := Decode(checksummed(append([]byte{Version, byte(CmdAcquire)}, `{"now":5,"arg":{"lock":"x","extra":1},"more":true}`...)))
 	if err != nil || c.Now != 5 || c.Acquire == nil || c.Acquire.Lock != "x" {
 		t.Fatalf("Decode = %+v, %v", c, err)
 	}
-	c, err = Decode(append([]byte{Version, byte(CmdCloseSession)}, `{"arg":{}}`...))
+	c, err = Decode(append([]byte{VersionUnchecked, byte(CmdCloseSession)}, `{"arg":{}}`...))
 	if err != nil || c.CloseSession == nil || c.Now != 0 {
 		t.Fatalf("Decode = %+v, %v", c, err)
 	}

@@ -48,13 +48,16 @@ const (
 	StatusTokenNotFound
 	// StatusTokenExists: a created token's id or hash is in use.
 	StatusTokenExists
+	// StatusCorrupt: the entry, or one before it, failed to decode or its
+	// checksum (FSM.Halted): nothing was applied, nor will be.
+	StatusCorrupt
 )
 
 // String names the status.
 func (s Status) String() string {
 	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
 		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch", "resource_exhausted",
-		"already_bootstrapped", "token_not_found", "token_exists"}
+		"already_bootstrapped", "token_not_found", "token_exists", "corrupt"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -242,6 +245,9 @@ const (
 	// nanoseconds, a wait set at log index Index (a new waiter or a
 	// retried wait).
 	EventWaitSet
+	// EventHalted: entry Index is corrupt (Err says how); the state
+	// machine applies nothing from it on (FSM.Halted).
+	EventHalted
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -263,7 +269,23 @@ type Event struct {
 	WaitFor int64
 	// Reason says why a wait ended (EventWaitEnded).
 	Reason WaitEnd
+	// Err is why the state machine halted (EventHalted).
+	Err error
 }
+
+// CorruptEntryError is why a state machine halted: log entry Index could
+// not be decoded, or failed its checksum (Err wraps ErrDecode, and
+// ErrChecksum for a checksum).
+type CorruptEntryError struct {
+	Index uint64
+	Err   error
+}
+
+func (e *CorruptEntryError) Error() string {
+	return fmt.Sprintf("log entry %d is corrupt: %v", e.Index, e.Err)
+}
+
+func (e *CorruptEntryError) Unwrap() error { return e.Err }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
 // are safe concurrently with Apply.
@@ -295,6 +317,10 @@ type FSM struct {
 	// of a snapshot written before histories were kept. A lock it has no
 	// record of was granted no token above forgot.
 	forgot uint64
+	// halted is set by the first corrupt entry: from it on nothing is
+	// applied, and no snapshot is taken (one would claim the entries the
+	// state lacks).
+	halted *CorruptEntryError
 }
 
 // New returns an empty state machine. onEvent, if not nil, is called
@@ -315,6 +341,7 @@ func (f *FSM) reset() {
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
+	f.halted = nil
 }
 
 func (f *FSM) emit(e Event) {
@@ -323,19 +350,38 @@ func (f *FSM) emit(e Event) {
 	}
 }
 
-// Apply applies one committed log entry. It panics only if the entry cannot
-// be decoded: a corrupt log must stop the replica, not diverge it.
+// Apply applies one committed log entry. An entry that cannot be decoded,
+// or fails its checksum, halts the state machine: it is not applied, nor
+// is any entry after it (StatusCorrupt), an EventHalted says which entry
+// and why, and Snapshot refuses from then on. A corrupt log stops the
+// replica; it never diverges it.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	cmd, err := Decode(l.Data)
-	if err != nil {
-		panic(fmt.Sprintf("fsm: log entry %d: %v", l.Index, err))
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.halted != nil {
+		return Result{Status: StatusCorrupt}
+	}
+	if err != nil {
+		f.halted = &CorruptEntryError{Index: l.Index, Err: err}
+		f.emit(Event{Kind: EventHalted, Index: l.Index, Err: f.halted})
+		return Result{Status: StatusCorrupt}
+	}
 	return f.apply(l.Index, cmd)
+}
+
+// Halted returns the corrupt entry that halted the state machine (nil if
+// none).
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.halted == nil {
+		return nil
+	}
+	return f.halted
 }
 
 // ApplyCommand applies a decoded command at the given index (tests and
@@ -1090,7 +1136,12 @@ func (f *FSM) dumpLocked() []byte {
 // Snapshot serialises the state in memory; Persist only writes the bytes,
 // so Apply may run concurrently with Persist.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &snapshot{data: f.Dump()}, nil
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, fmt.Errorf("fsm: no snapshot of a halted state machine: %w", f.halted)
+	}
+	return &snapshot{data: f.dumpLocked()}, nil
 }
 
 // Restore replaces the whole state with a snapshot's (never merges).

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -822,29 +821,59 @@ func TestInvalidAcquire(t *testing.T) {
 	}
 }
 
-func TestApplyPanicsOnUndecodableEntry(t *testing.T) {
+// A corrupt entry (undecodable, or failing its checksum) halts the state
+// machine: it is not applied, nor is any entry after it; one EventHalted
+// names the entry and why; Snapshot refuses (a snapshot would claim the
+// entries the state lacks); a restore of a good snapshot resumes it.
+func TestCorruptEntryHaltsTheStateMachine(t *testing.T) {
 	vc := acqCmd(L, "a", "h", Exclusive, false)
 	valid, _ := vc.Encode()
-	wrongVersion := append([]byte{Version + 1}, valid[1:]...)
-	for name, data := range map[string][]byte{
-		"nil":           nil,
-		"one byte":      {Version},
-		"wrong version": wrongVersion,
-		"unknown type":  append([]byte{Version, 99}, valid[2:]...),
-		"bad json":      {Version, byte(CmdAcquire), '{'},
+	flipped := bytes.Clone(valid)
+	flipped[len(flipped)/2] ^= 0x08
+	for name, tc := range map[string]struct {
+		data     []byte
+		checksum bool
+	}{
+		"nil":           {nil, false},
+		"one byte":      {[]byte{Version}, false},
+		"wrong version": {append([]byte{Version + 1}, valid[1:]...), false},
+		"unknown type":  {checksummed(append([]byte{Version, 99}, valid[2:len(valid)-checksumLen]...)), false},
+		"bad json":      {[]byte{VersionUnchecked, byte(CmdAcquire), '{'}, false},
+		"byte flipped":  {flipped, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := New(nil)
-			defer func() {
-				p := recover()
-				if p == nil {
-					t.Fatal("Apply did not panic on an undecodable entry")
-				}
-				if s, ok := p.(string); !ok || !strings.Contains(s, "log entry 7") {
-					t.Fatalf("panic %v: want the entry index in the message", p)
-				}
-			}()
-			f.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: data})
+			h := newHarness(t)
+			h.open("a", 0)
+			good := snapshotBytes(t, h.f)
+			before := h.f.Dump()
+			n := len(h.events)
+			r, ok := h.f.Apply(&raft.Log{Index: 7, Type: raft.LogCommand, Data: tc.data}).(Result)
+			if !ok || r.Status != StatusCorrupt {
+				t.Fatalf("Apply of a corrupt entry = %+v, want %s", r, StatusCorrupt)
+			}
+			nc := acqCmd("other", "a", "h", Exclusive, false)
+			next, _ := nc.Encode()
+			if r, _ := h.f.Apply(&raft.Log{Index: 8, Type: raft.LogCommand, Data: next}).(Result); r.Status != StatusCorrupt {
+				t.Fatalf("Apply of the next, valid entry = %+v, want %s", r, StatusCorrupt)
+			}
+			if after := h.f.Dump(); !bytes.Equal(after, before) {
+				t.Fatalf("the corrupt entry or the next changed the state")
+			}
+			var ce *CorruptEntryError
+			if err := h.f.Halted(); !errors.As(err, &ce) || ce.Index != 7 || !errors.Is(err, ErrDecode) || errors.Is(err, ErrChecksum) != tc.checksum {
+				t.Fatalf("Halted() = %v, want entry 7, ErrDecode, checksum %v", err, tc.checksum)
+			}
+			if evs := h.events[n:]; len(evs) != 1 || evs[0].Kind != EventHalted || evs[0].Index != 7 {
+				t.Fatalf("events %+v, want one EventHalted for entry 7", evs)
+			}
+			if _, err := h.f.Snapshot(); err == nil {
+				t.Fatal("a halted state machine took a snapshot")
+			}
+			restoreInto(t, h.f, good)
+			if h.f.Halted() != nil {
+				t.Fatal("a restored state machine is still halted")
+			}
+			h.must(StatusGranted, acqCmd("other", "a", "h", Exclusive, false))
 		})
 	}
 }

@@ -82,6 +82,8 @@ func (n *Node) onEvent(e fsm.Event) {
 		if n.leading.Load() {
 			n.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
 		}
+	case fsm.EventHalted:
+		n.halt(e.Err)
 	case fsm.EventLockChanged, fsm.EventRestored:
 		n.mu.Lock()
 		close(n.changed)
@@ -513,6 +515,8 @@ func mapStatus(r fsm.Result, what string) error {
 		return api.Errorf(api.CodeInvalidArgument, "%s: invalid command", what)
 	case fsm.StatusResourceExhausted:
 		return api.Errorf(api.CodeResourceExhausted, "%s: %s", what, r.Refusal)
+	case fsm.StatusCorrupt:
+		return api.Errorf(api.CodeInternal, "%s: this node's log is corrupt and it has stopped; retry on another node", what)
 	default:
 		return api.Errorf(api.CodeInternal, "%s: unexpected outcome %s", what, r.Status)
 	}

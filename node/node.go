@@ -258,6 +258,12 @@ type Node struct {
 	stopped chan struct{}
 	stopErr error
 
+	// fatal is closed when the node stopped itself for good (a corrupt
+	// log entry: corrupt.go); fatalErr says why.
+	fatal     chan struct{}
+	fatalOnce sync.Once
+	fatalErr  error
+
 	// peerLn, if set, is the listener of the peer API (after the bootstrap
 	// probe had the port).
 	peerLn net.Listener
@@ -287,6 +293,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		leaderCh: make(chan struct{}),
 		changed:  make(chan struct{}),
 		stop:     make(chan struct{}),
+		fatal:    make(chan struct{}),
 	}
 	close(n.leaderCh)
 	n.fsm = fsm.New(n.onEvent)

@@ -308,7 +308,8 @@ func run(args []string, stderr io.Writer) int {
 	case <-ctx.Done():
 		logger.Info("shutting down")
 	case err := <-firstError(servers):
-		logger.Error("http server failed", "error", err)
+		logger.Error("stopping", "error", err)
+		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 		return 1
 	}
 	return 0
@@ -438,14 +439,20 @@ func (s *server) shutdown(logger hclog.Logger) {
 	}
 }
 
+// firstError delivers the first failure of any server: its HTTP server
+// failed, or its node stopped itself for good (a corrupt log entry).
 func firstError(servers []*server) <-chan error {
-	out := make(chan error, len(servers))
+	out := make(chan error, 2*len(servers))
 	for _, s := range servers {
 		go func(c <-chan error) {
 			if err, ok := <-c; ok {
-				out <- err
+				out <- fmt.Errorf("http server failed: %w", err)
 			}
 		}(s.errc)
+		go func(n *node.Node) {
+			<-n.Fatal()
+			out <- n.FatalErr()
+		}(s.node)
 	}
 	return out
 }
