@@ -302,8 +302,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// on every commit (bbolt rebuilds it by scanning on open), which takes
 	// pages off every group commit; the hashmap freelist keeps allocation
 	// cheap as the log is truncated after snapshots.
+	dbPath := filepath.Join(cfg.DataDir, "raft.db")
+	if err := n.checkRaftDB(dbPath); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.DataDir, "raft.db"),
+		Path: dbPath,
 		BoltOptions: &bbolt.Options{
 			Timeout:        time.Second,
 			NoFreelistSync: true,
@@ -325,6 +329,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
+	}
+	if err := n.checkOpenStores(dbPath, store, snaps); err != nil {
+		store.Close()
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	trans := cfg.RaftTransport
 	if trans == nil && cfg.PeerPort != nil {

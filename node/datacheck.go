@@ -1,0 +1,209 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// A damaged data dir is refused before Raft opens it, with an error that
+// names the file, what is wrong and the repair (DataDamagedError), never
+// a fault or a panic later (docs/DAMAGED.md).
+
+// repairHint is the repair of every damaged data dir: the other members
+// hold the state.
+const repairHint = "wipe this data dir and rejoin: `raftlock members remove %s` on the cluster, then start this node with --join in place of --peers (docs/DAMAGED.md)"
+
+// DataDamagedError is why a node refused to start on a damaged data dir.
+type DataDamagedError struct {
+	// File is the damaged file; What says what is wrong with it.
+	File, What string
+	// Repair says what to do.
+	Repair string
+}
+
+func (e *DataDamagedError) Error() string {
+	return fmt.Sprintf("data dir damaged: %s: %s; %s", e.File, e.What, e.Repair)
+}
+
+func (n *Node) damaged(file, format string, args ...any) error {
+	return &DataDamagedError{File: file, What: fmt.Sprintf(format, args...), Repair: fmt.Sprintf(repairHint, n.cfg.ID)}
+}
+
+// bbolt's layout, as far as the checks need it (go.etcd.io/bbolt
+// internal/common): a page header of 16 bytes, then on the two meta pages
+// (0 and 1) magic, version, page size, flags (4 bytes each), the root
+// bucket (16), the freelist page, the high-water page id and the txid (8
+// each), and an FNV-1a 64 of those 56 bytes.
+const (
+	boltPageHeader = 16
+	boltMetaLen    = 56
+	boltMagic      = 0xED0CDAED
+	boltVersion    = 2
+)
+
+// boltMeta is what checkRaftDB reads of a meta page.
+type boltMeta struct {
+	pageSize uint32
+	pgid     uint64 // high-water mark: the file holds pages [0, pgid)
+	txid     uint64
+}
+
+// readBoltMeta reads and verifies the meta page at off of f.
+func readBoltMeta(f *os.File, off int64) (boltMeta, bool) {
+	buf := make([]byte, boltPageHeader+boltMetaLen+8)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return boltMeta{}, false
+	}
+	m := buf[boltPageHeader:]
+	h := fnv.New64a()
+	h.Write(m[:boltMetaLen])
+	le := binary.LittleEndian
+	if le.Uint32(m[0:]) != boltMagic || le.Uint32(m[4:]) != boltVersion || le.Uint64(m[boltMetaLen:]) != h.Sum64() {
+		return boltMeta{}, false
+	}
+	return boltMeta{pageSize: le.Uint32(m[8:]), pgid: le.Uint64(m[40:]), txid: le.Uint64(m[48:])}, true
+}
+
+// checkRaftDB refuses a raft.db that bbolt would fault on: no valid meta
+// page, a file shorter than its meta page says (a truncation: bbolt maps
+// the missing pages and dies of SIGBUS reading them), or pages that fail
+// bbolt's own consistency check (run with faults turned into panics, and
+// those into an error). A missing file is fine (a new node).
+func (n *Node) checkRaftDB(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node: open %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("node: stat %s: %w", path, err)
+	}
+	if st.Size() == 0 {
+		return n.damaged(path, "the file is empty")
+	}
+	m0, ok0 := readBoltMeta(f, 0)
+	size := int64(os.Getpagesize())
+	if ok0 {
+		size = int64(m0.pageSize)
+	}
+	m1, ok1 := readBoltMeta(f, size)
+	meta := m0
+	switch {
+	case !ok0 && !ok1:
+		return n.damaged(path, "neither of its two meta pages is valid (not a bbolt file, or both overwritten)")
+	case !ok0 || (ok1 && m1.txid > m0.txid):
+		meta = m1
+	}
+	if want := int64(meta.pgid) * int64(meta.pageSize); st.Size() < want {
+		return n.damaged(path, "the file is truncated: %d bytes, but its meta page (txid %d) says %d pages of %d bytes (%d bytes)",
+			st.Size(), meta.txid, meta.pgid, meta.pageSize, want)
+	}
+	return n.checkBoltPages(path)
+}
+
+// checkBoltPages runs bbolt's consistency check of every page, read-only,
+// and turns what it finds (errors, panics, memory faults on the mapping)
+// into a DataDamagedError.
+func (n *Node) checkBoltPages(path string) (err error) {
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return n.damaged(path, "bbolt cannot open it: %v", err)
+	}
+	defer db.Close()
+	done := make(chan error, 1)
+	go func() {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if p := recover(); p != nil {
+				done <- n.damaged(path, "reading its pages failed: %v", p)
+			}
+		}()
+		done <- db.View(func(tx *bbolt.Tx) error {
+			for cerr := range tx.Check() {
+				return n.damaged(path, "bbolt's page check failed: %v", cerr)
+			}
+			return nil
+		})
+	}()
+	return <-done
+}
+
+// checkOpenStores reads what checkStores judges from the open stores,
+// and checks every command in the log against its checksum (a corrupt
+// entry is refused here, at start, naming it, rather than met later).
+func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps *raft.FileSnapshotStore) error {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return n.damaged(dbPath, "its first log index cannot be read: %v", err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return n.damaged(dbPath, "its last log index cannot be read: %v", err)
+	}
+	term, err := store.GetUint64([]byte("CurrentTerm"))
+	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return n.damaged(dbPath, "its current term cannot be read: %v", err)
+	}
+	var snapIndex uint64
+	metas, err := snaps.List()
+	if err != nil {
+		return fmt.Errorf("node: list snapshots: %w", err)
+	}
+	if len(metas) > 0 {
+		snapIndex = metas[0].Index
+	}
+	snapDirs, _ := filepath.Glob(filepath.Join(n.cfg.DataDir, "snapshots", "*"))
+	if err := n.checkStores(dbPath, first, last, term, snapIndex, snapDirs); err != nil {
+		return err
+	}
+	if last == 0 {
+		return nil
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := store.GetLog(i, &l); err != nil {
+			return n.damaged(dbPath, "log entry %d of [%d, %d] cannot be read: %v", i, first, last, err)
+		}
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		if _, err := fsm.Decode(l.Data); err != nil {
+			return n.damaged(dbPath, "%v", &fsm.CorruptEntryError{Index: i, Err: err})
+		}
+	}
+	return nil
+}
+
+// checkStores refuses stores that Raft would panic on or misuse, once
+// they are open: a log that starts after entry 1 with no usable snapshot
+// of the entries before it (the newest snapshot's meta.json or state.bin
+// lost: Raft would panic "log not found"), and a raft.db that lost its
+// stable store (current term and vote) while snapshots remain (the node
+// could vote twice in one term).
+func (n *Node) checkStores(dbPath string, first, last, term uint64, snapIndex uint64, snapDirs []string) error {
+	if term == 0 && last == 0 && len(snapDirs) > 0 {
+		return n.damaged(dbPath, "it holds no term, vote or log, but %d snapshot(s) remain in %s: the file was lost or replaced, "+
+			"and with it the node's term and vote (it could vote twice in a term)", len(snapDirs), snapDirs[0])
+	}
+	if first > 1 && snapIndex+1 < first {
+		return n.damaged(dbPath, "its log starts at entry %d, but no snapshot covers the entries before it (the newest usable snapshot ends at %d; "+
+			"a snapshot whose meta.json or state.bin is missing or damaged is skipped)", first, snapIndex)
+	}
+	return nil
+}
