@@ -124,6 +124,10 @@ type Config struct {
 	// DefaultSnapshotInterval; else in [MinSnapshotInterval,
 	// MaxSnapshotInterval]; Raft waits between 1x and 2x of it).
 	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries a snapshot leaves in the log, so
+	// that a follower that lags by fewer catches up from the log instead
+	// of a whole snapshot (zero: DefaultTrailingLogs).
+	TrailingLogs uint64
 	// TLS, if set, makes the peer port that New opens mutual TLS (as
 	// raftlockd's --tls-cert, --tls-key and --tls-ca do, e.g. from
 	// transport.LoadTLS): Raft and the API for peers, in and out, with this
@@ -214,6 +218,9 @@ func (c *Config) fill() error {
 	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = DefaultTrailingLogs
 	}
 	return c.checkSnapshotConfig()
 }
@@ -360,6 +367,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
 	rc.MaxAppendEntries = 256
 	// Group commit: the leader drains every Apply waiting on its channel
 	// into one batch (one bbolt transaction, one AppendEntries).

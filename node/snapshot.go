@@ -22,6 +22,10 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
+// DefaultTrailingLogs is how many entries a snapshot leaves in the log
+// (hashicorp/raft's default).
+const DefaultTrailingLogs = 10240
+
 // DefaultSnapshotThreshold is how many log entries since the last snapshot
 // make a node take the next one (Config.SnapshotThreshold).
 const DefaultSnapshotThreshold = 8192

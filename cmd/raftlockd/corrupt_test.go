@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +96,147 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 	}
 	if st, err := cl.LockState(ctx, "dmg/x8"); err != nil || len(st.Holders) != 0 {
 		t.Fatalf("dmg/x8 (the damaged name): %+v, %v; want it free", st, err)
+	}
+}
+
+// damagedFollower runs a 3-node cluster that snapshots and compacts its
+// log often, does enough work for a follower to have a snapshot and a
+// compacted log, stops that follower, damages its data dir and restarts
+// it, and returns the follower's exit code and log, with the cluster
+// (for the others' checks).
+func damagedFollower(t *testing.T, damage func(t *testing.T, dataDir string)) (int, string, *proccluster.Cluster) {
+	t.Helper()
+	bin := proccluster.BuildDaemon(t)
+	c := proccluster.Start(t, bin, 3, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ld, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := (ld + 1) % 3
+	dir := c.Flag(f, "--data-dir")
+	cl := c.Client()
+	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	proccluster.Eventually(t, time.Minute, "the follower snapshots and compacts its log", func() error {
+		for range 20 {
+			n++
+			name := fmt.Sprintf("dmg/%d", n)
+			if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: name, Session: s.ID, Holder: "h"}); err != nil {
+				return err
+			}
+			if err := cl.Release(ctx, api.ReleaseRequest{Name: name, Session: s.ID, Holder: "h"}); err != nil {
+				return err
+			}
+		}
+		metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+		if len(metas) == 0 {
+			return errors.New("no snapshot yet")
+		}
+		return nil
+	})
+	if code, err := c.Stop(f, 30*time.Second); err != nil || code != 0 {
+		t.Fatalf("stop %s: exit %d, %v", c.Nodes[f].ID, code, err)
+	}
+	damage(t, dir)
+	c.Restart(f)
+	code, err := c.Wait(f, time.Minute)
+	if err != nil {
+		t.Fatalf("the damaged follower: %v\n%s", err, c.Nodes[f].Log())
+	}
+	return code, c.Nodes[f].Log(), c
+}
+
+// Each damaged data dir of the issue ends in a clean refusal: exit 1, a
+// line naming the file, what is wrong and the repair; never a fault, a
+// panic or a node that serves from it.
+func TestDamagedDataDirsAreRefusedCleanly(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		want   []string
+	}{
+		{"raft.db truncated", func(t *testing.T, dir string) {
+			db := filepath.Join(dir, "raft.db")
+			st, err := os.Stat(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(db, st.Size()/2/4096*4096); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"raft.db", "truncated"}},
+		{"32 random bytes in raft.db", func(t *testing.T, dir string) {
+			db := filepath.Join(dir, "raft.db")
+			data, err := os.ReadFile(db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The newest command is in the live log; bbolt leaves old
+			// copies of pages in free pages, so every copy is damaged.
+			newest, ats := int64(-1), []int(nil)
+			for at, rest := 0, data; ; {
+				i := bytes.Index(rest, []byte(`{"now":`))
+				if i < 0 {
+					break
+				}
+				at += i
+				var now int64
+				fmt.Sscan(string(data[at+len(`{"now":`):min(len(data), at+len(`{"now":`)+19)]), &now)
+				switch {
+				case now > newest:
+					newest, ats = now, []int{at}
+				case now == newest:
+					ats = append(ats, at)
+				}
+				at++
+				rest = data[at:]
+			}
+			if len(ats) == 0 {
+				t.Fatal("no command in raft.db")
+			}
+			rng := rand.New(rand.NewSource(1))
+			for _, at := range ats {
+				rng.Read(data[at : at+32])
+			}
+			if err := os.WriteFile(db, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"raft.db", "corrupt"}},
+		{"newest snapshot's meta.json deleted", func(t *testing.T, dir string) {
+			metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
+			sort.Strings(metas)
+			for _, m := range metas { // every snapshot's: none covers the compacted log
+				if err := os.Remove(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, []string{"raft.db", "no snapshot covers"}},
+		{"raft.db deleted, snapshots kept", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"raft.db", "term and vote"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, log, _ := damagedFollower(t, tc.damage)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\n%s", code, log)
+			}
+			for _, w := range append(tc.want, "data dir damaged", "--join") {
+				if !strings.Contains(log, w) {
+					t.Errorf("the log does not say %q:\n%s", w, log)
+				}
+			}
+			for _, bad := range []string{"panic:", "SIGBUS", "goroutine "} {
+				if strings.Contains(log, bad) {
+					t.Errorf("the log has %q:\n%s", bad, log)
+				}
+			}
+		})
 	}
 }

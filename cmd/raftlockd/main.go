@@ -420,6 +420,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
+		TrailingLogs: o.backup.trailingLogs,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -20,6 +20,8 @@ type backupOptions struct {
 	// snapshotThreshold and snapshotInterval: node.Config's.
 	snapshotThreshold uint64
 	snapshotInterval  time.Duration
+	// trailingLogs: node.Config.TrailingLogs.
+	trailingLogs uint64
 	// restore is a backup file to restore into the new cluster this node
 	// bootstraps; recover a peers file to recover the data dir with.
 	restore, recover string
@@ -37,6 +39,8 @@ func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", node.DefaultSnapshotInterval,
 		fmt.Sprintf("how often the node checks --snapshot-threshold (%v to %v; Raft waits 1x to 2x of it)",
 			node.MinSnapshotInterval, node.MaxSnapshotInterval))
+	fs.Uint64Var(&o.trailingLogs, "snapshot-trailing-logs", node.DefaultTrailingLogs,
+		"log entries a snapshot leaves in the log, so that a follower lagging by fewer catches up without a snapshot")
 	fs.StringVar(&o.restore, "restore", "", "restore this backup file (raftlock snapshot save) into the new cluster this node bootstraps (needs --min-token and an empty --data-dir)")
 	fs.StringVar(&o.recover, "recover", "", "recover --data-dir after a lost quorum with this peers file ([{\"id\",\"address\",\"non_voter\"}]), then exit (needs --min-token; the node must be stopped)")
 	fs.Func("min-token", "with --restore or --recover: every token granted afterwards is above `N` (the highest token any fence or client saw, or a generous bound above it)", func(s string) error {
@@ -53,6 +57,9 @@ func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
 // check checks the flags, and reads and checks the --restore file, before
 // anything starts.
 func (o *backupOptions) check(dev bool, dataDir string) error {
+	if o.trailingLogs == 0 {
+		return api.Errorf(api.CodeInvalidArgument, "--snapshot-trailing-logs must be positive")
+	}
 	if o.snapshotThreshold == 0 {
 		return api.Errorf(api.CodeInvalidArgument, "--snapshot-threshold must be positive")
 	}
