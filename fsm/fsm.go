@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"container/list"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -321,6 +322,11 @@ type FSM struct {
 	// applied, and no snapshot is taken (one would claim the entries the
 	// state lacks).
 	halted *CorruptEntryError
+	// digest chains every command entry applied since digestOrigin (see
+	// Digest); recent keeps the last digests by index.
+	digest       [32]byte
+	digestOrigin uint64
+	recent       digestRing
 }
 
 // New returns an empty state machine. onEvent, if not nil, is called
@@ -342,6 +348,7 @@ func (f *FSM) reset() {
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
 	f.halted = nil
+	f.digest, f.digestOrigin, f.recent = [32]byte{}, 0, digestRing{}
 }
 
 func (f *FSM) emit(e Event) {
@@ -370,6 +377,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.emit(Event{Kind: EventHalted, Index: l.Index, Err: f.halted})
 		return Result{Status: StatusCorrupt}
 	}
+	f.chain(l.Index, l.Data)
 	return f.apply(l.Index, cmd)
 }
 
@@ -1088,6 +1096,11 @@ type state struct {
 	// snapshot written before ACLs: none, not bootstrapped.
 	Tokens       []Token `json:"tokens,omitempty"`
 	Bootstrapped bool    `json:"acl_bootstrapped,omitempty"`
+	// Digest (hex) is FSM.Digest at Applied, chained since DigestOrigin;
+	// absent from a snapshot written before digests: the chain then
+	// starts again at Applied.
+	Digest       string `json:"digest,omitempty"`
+	DigestOrigin uint64 `json:"digest_origin,omitempty"`
 }
 
 // Dump returns the canonical serialisation of the state (what snapshots
@@ -1122,6 +1135,12 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	sort.Slice(st.Tokens, func(i, j int) bool { return st.Tokens[i].ID < st.Tokens[j].ID })
 	st.Bootstrapped = f.bootstrapped
+	if f.digest != ([32]byte{}) {
+		// Zero: nothing chained since the origin, which Load takes as
+		// the applied index (so a snapshot of a state that applied
+		// nothing since restores to the same bytes).
+		st.Digest, st.DigestOrigin = hex.EncodeToString(f.digest[:]), f.digestOrigin
+	}
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: marshal state: %v", err)) // plain structs: cannot fail
@@ -1210,6 +1229,12 @@ func (f *FSM) Load(data []byte) error {
 		f.tokens[t.ID], f.byHash[t.Hash] = &t, &t
 	}
 	f.bootstrapped = st.Bootstrapped
+	f.digestOrigin = st.Applied
+	if d, err := hex.DecodeString(st.Digest); err == nil && len(d) == len(f.digest) {
+		copy(f.digest[:], d)
+		f.digestOrigin = st.DigestOrigin
+	}
+	f.recent.add(st.Applied, f.digest)
 	f.emit(Event{Kind: EventRestored})
 	return nil
 }
