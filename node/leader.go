@@ -237,6 +237,11 @@ func (n *Node) lead(done <-chan struct{}) {
 	n.restartLockTimers()
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.agreementLoop(ctx)
+	}()
 
 	tick := time.NewTicker(n.cfg.ExpiryInterval)
 	defer tick.Stop()

@@ -124,6 +124,9 @@ type Config struct {
 	// DefaultSnapshotInterval; else in [MinSnapshotInterval,
 	// MaxSnapshotInterval]; Raft waits between 1x and 2x of it).
 	SnapshotInterval time.Duration
+	// DigestCheckInterval is how often the leader compares the replicas'
+	// state digests (zero: DefaultDigestCheckInterval; agreement.go).
+	DigestCheckInterval time.Duration
 	// TrailingLogs is how many entries a snapshot leaves in the log, so
 	// that a follower that lags by fewer catches up from the log instead
 	// of a whole snapshot (zero: DefaultTrailingLogs).
@@ -219,6 +222,9 @@ func (c *Config) fill() error {
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = DefaultSnapshotThreshold
 	}
+	if c.DigestCheckInterval == 0 {
+		c.DigestCheckInterval = DefaultDigestCheckInterval
+	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
@@ -270,6 +276,9 @@ type Node struct {
 	fatal     chan struct{}
 	fatalOnce sync.Once
 	fatalErr  error
+	// divergence is set when the leader found this replica's digest off
+	// the majority's (agreement.go).
+	divergence atomic.Pointer[error]
 
 	// peerLn, if set, is the listener of the peer API (after the bootstrap
 	// probe had the port).

@@ -124,6 +124,8 @@ func (s *Server) routes() {
 		{"DELETE /v1/cluster/members/{id}", true, false, s.handleRemoveMember},
 		{"POST /v1/cluster/transfer-leadership", true, false, s.handleTransferLeadership},
 		{"GET /v1/internal/bootstrap-state", false, true, s.handleBootstrapState},
+		{"GET /v1/internal/digests", false, true, s.handleDigests},
+		{"POST /v1/internal/diverged", false, true, s.handleDiverged},
 	} {
 		if r.peerOnly && !s.peer {
 			continue
