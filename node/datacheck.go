@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -38,7 +40,13 @@ func (e *DataDamagedError) Error() string {
 }
 
 func (n *Node) damaged(file, format string, args ...any) error {
-	return &DataDamagedError{File: file, What: fmt.Sprintf(format, args...), Repair: fmt.Sprintf(repairHint, n.cfg.ID)}
+	return DataDamaged(n.cfg.ID, file, fmt.Sprintf(format, args...))
+}
+
+// DataDamaged is the refusal of node id to start on file, damaged as what
+// says, with the repair.
+func DataDamaged(id, file, what string) *DataDamagedError {
+	return &DataDamagedError{File: file, What: what, Repair: fmt.Sprintf(repairHint, id)}
 }
 
 // bbolt's layout, as far as the checks need it (go.etcd.io/bbolt
@@ -117,31 +125,78 @@ func (n *Node) checkRaftDB(path string) error {
 	return n.checkBoltPages(path)
 }
 
-// checkBoltPages runs bbolt's consistency check of every page, read-only,
-// and turns what it finds (errors, panics, memory faults on the mapping)
-// into a DataDamagedError.
-func (n *Node) checkBoltPages(path string) (err error) {
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return n.damaged(path, "bbolt cannot open it: %v", err)
+// checkBoltPages reads every bucket, key and value of raft.db, read-only,
+// in this goroutine, with memory faults turned into panics and panics into
+// a DataDamagedError: a page that bbolt would fault or panic on later, in
+// Raft's goroutines, is found here. (bbolt's own Tx.Check and the freelist
+// scan of a writable open run in goroutines of their own, where a panic
+// cannot be recovered: raftlockd runs those in a child process first, see
+// CheckDataDirDeep.)
+func (n *Node) checkBoltPages(path string) error {
+	if err := walkBolt(path); err != nil {
+		return n.damaged(path, "%v", err)
 	}
-	defer db.Close()
+	return nil
+}
+
+// walkBolt reads every key and value of the bbolt file at path.
+func walkBolt(path string) (err error) {
 	done := make(chan error, 1)
 	go func() {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
 			if p := recover(); p != nil {
-				done <- n.damaged(path, "reading its pages failed: %v", p)
+				done <- fmt.Errorf("reading its pages failed: %v", p)
 			}
 		}()
+		db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true, Timeout: time.Second})
+		if err != nil {
+			done <- fmt.Errorf("bbolt cannot open it: %w", err)
+			return
+		}
+		defer db.Close()
 		done <- db.View(func(tx *bbolt.Tx) error {
-			for cerr := range tx.Check() {
-				return n.damaged(path, "bbolt's page check failed: %v", cerr)
-			}
-			return nil
+			return tx.ForEach(func(name []byte, b *bbolt.Bucket) error { return walkBucket(b) })
 		})
 	}()
 	return <-done
+}
+
+func walkBucket(b *bbolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if sub := b.Bucket(k); sub != nil {
+				return walkBucket(sub)
+			}
+		}
+		return nil
+	})
+}
+
+// CheckDataDirDeep runs bbolt's full consistency check of dir's raft.db
+// and opens it writable as a node does (which rebuilds the freelist by
+// scanning every page). Both run goroutines of bbolt's own, where a
+// damaged page can crash the process beyond recovery: call it in a child
+// process (raftlockd --check-data-dir) and treat its crash as the damage.
+func CheckDataDirDeep(dir string) error {
+	path := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := walkBolt(path); err != nil {
+		return err
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType})
+	if err != nil {
+		return fmt.Errorf("bbolt cannot open it: %w", err)
+	}
+	defer db.Close()
+	return db.View(func(tx *bbolt.Tx) error {
+		for err := range tx.Check() {
+			return fmt.Errorf("bbolt's page check failed: %v", err)
+		}
+		return nil
+	})
 }
 
 // checkOpenStores reads what checkStores judges from the open stores,
@@ -160,13 +215,28 @@ func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps
 	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return n.damaged(dbPath, "its current term cannot be read: %v", err)
 	}
-	var snapIndex uint64
 	metas, err := snaps.List()
 	if err != nil {
 		return fmt.Errorf("node: list snapshots: %w", err)
 	}
-	if len(metas) > 0 {
-		snapIndex = metas[0].Index
+	// Raft restores the newest snapshot that reads back with its CRC, and
+	// refuses to start if none does: find it first, and say which
+	// snapshots are damaged.
+	var snapIndex uint64
+	var bad []string
+	for _, m := range metas {
+		if err := readSnapshot(snaps, m.ID); err != nil {
+			bad = append(bad, fmt.Sprintf("%s (%v)", m.ID, err))
+			continue
+		}
+		snapIndex = m.Index
+		break
+	}
+	if len(metas) > 0 && len(bad) == len(metas) {
+		return n.damaged(filepath.Join(n.cfg.DataDir, "snapshots"), "no snapshot reads back whole: %s", strings.Join(bad, "; "))
+	}
+	if len(bad) > 0 {
+		n.log.Warn("a damaged snapshot is skipped; an older one is used", "damaged", strings.Join(bad, "; "), "used_index", snapIndex)
 	}
 	snapDirs, _ := filepath.Glob(filepath.Join(n.cfg.DataDir, "snapshots", "*"))
 	if err := n.checkStores(dbPath, first, last, term, snapIndex, snapDirs); err != nil {
@@ -175,10 +245,17 @@ func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps
 	if last == 0 {
 		return nil
 	}
+	// The entries Raft will read: those after the snapshot. (Entries at
+	// or below it may be gone, or left behind by a compaction: raft-boltdb
+	// deletes ranges with a cursor that can step over a key.)
+	start := first
+	if snapIndex >= first {
+		start = snapIndex + 1
+	}
 	var l raft.Log
-	for i := first; i <= last; i++ {
+	for i := start; i <= last; i++ {
 		if err := store.GetLog(i, &l); err != nil {
-			return n.damaged(dbPath, "log entry %d of [%d, %d] cannot be read: %v", i, first, last, err)
+			return n.damaged(dbPath, "log entry %d of [%d, %d] cannot be read: %v", i, start, last, err)
 		}
 		if l.Type != raft.LogCommand {
 			continue
@@ -206,4 +283,18 @@ func (n *Node) checkStores(dbPath string, first, last, term uint64, snapIndex ui
 			"a snapshot whose meta.json or state.bin is missing or damaged is skipped)", first, snapIndex)
 	}
 	return nil
+}
+
+// readSnapshot reads snapshot id whole, which checks its CRC (hashicorp/raft
+// verifies it as the reader is closed).
+func readSnapshot(snaps *raft.FileSnapshotStore, id string) error {
+	_, rc, err := snaps.Open(id)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(io.Discard, rc); err != nil {
+		rc.Close()
+		return err
+	}
+	return rc.Close()
 }

@@ -35,6 +35,9 @@ import (
 )
 
 func main() {
+	if dir := os.Getenv(checkEnv); dir != "" {
+		os.Exit(runCheckChild(dir, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -369,6 +372,12 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	if cfg.Join, err = joinConfig(o); err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if !o.dev {
+		if err := checkDataDir(ctx, spec.id, spec.dataDir); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {

@@ -1,9 +1,7 @@
 package proccluster
 
 import (
-	"errors"
 	"fmt"
-	"os/exec"
 	"syscall"
 	"time"
 )
@@ -39,25 +37,16 @@ func (c *Cluster) Flag(i int, name string) string {
 func (c *Cluster) Wait(i int, timeout time.Duration) (int, error) {
 	c.mu.Lock()
 	n := c.Nodes[i]
-	cmd := n.cmd
+	exit := n.exit
 	c.mu.Unlock()
-	if cmd == nil {
-		return 0, fmt.Errorf("%s is not running", n.ID)
+	if exit == nil {
+		return 0, fmt.Errorf("%s was never started", n.ID)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
-	case err := <-done:
+	case <-exit:
 		c.mu.Lock()
-		if n.cmd == cmd {
-			n.cmd = nil
-		}
-		c.mu.Unlock()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), nil
-		}
-		return 0, err
+		defer c.mu.Unlock()
+		return n.code, nil
 	case <-time.After(timeout):
 		return 0, fmt.Errorf("%s still runs after %v", n.ID, timeout)
 	}

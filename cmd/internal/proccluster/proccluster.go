@@ -9,6 +9,7 @@ package proccluster
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -62,7 +63,11 @@ type Node struct {
 	HTTPAddr string
 	args     []string
 	cmd      *exec.Cmd
-	log      *apitest.LogBuffer
+	// exit is closed once cmd has exited (one goroutine reaps each
+	// process), with its exit code in code.
+	exit chan struct{}
+	code int
+	log  *apitest.LogBuffer
 }
 
 // Cluster is a set of raftlockd processes.
@@ -215,21 +220,56 @@ func (c *Cluster) Restart(i int) {
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
-	n.cmd = cmd
+	exit := make(chan struct{})
+	n.cmd, n.exit = cmd, exit
+	go func() {
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		c.mu.Lock()
+		n.code = code
+		if n.cmd == cmd {
+			n.cmd = nil
+		}
+		c.mu.Unlock()
+		close(exit)
+	}()
+}
+
+// Exited reports whether node i's last process has exited, and its exit
+// code.
+func (c *Cluster) Exited(i int) (code int, exited bool) {
+	c.mu.Lock()
+	n := c.Nodes[i]
+	exit := n.exit
+	c.mu.Unlock()
+	if exit == nil {
+		return 0, false
+	}
+	select {
+	case <-exit:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return n.code, true
+	default:
+		return 0, false
+	}
 }
 
 // Kill sends SIGKILL to node i and reaps it; a dead node is left alone.
 func (c *Cluster) Kill(i int) {
 	c.mu.Lock()
 	n := c.Nodes[i]
-	cmd := n.cmd
-	n.cmd = nil
+	cmd, exit := n.cmd, n.exit
 	c.mu.Unlock()
 	if cmd == nil {
 		return
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
+	<-exit
 }
 
 // Freeze stops node i with SIGSTOP, as a long GC or VM pause or a stalled

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/raftlock/raftlock/node"
+)
+
+// checkEnv, when set in raftlockd's environment, makes it check the data
+// dir it names and exit (0: sound, 1: damaged, anything else: it crashed
+// on the damage): checkDataDir runs it as a child process.
+const checkEnv = "RAFTLOCKD_CHECK_DATA_DIR"
+
+// checkTimeout bounds the child's check.
+const checkTimeout = 2 * time.Minute
+
+// runCheckChild is the child's side: it checks dir and exits.
+func runCheckChild(dir string, stderr io.Writer) int {
+	if err := node.CheckDataDirDeep(dir); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// crashLine finds what a crashed child printed first: its panic or fatal
+// error line.
+var crashLine = regexp.MustCompile(`(?m)^(panic: |fatal error: |unexpected fault).*$`)
+
+// checkDataDir checks a node's data dir in a child process before the
+// node opens it: bbolt's full page check and a writable open (which scans
+// every page to rebuild the freelist) run goroutines of bbolt's own, where
+// a damaged page crashes the process with no way to recover. In a child,
+// that crash becomes a clean refusal naming the file and the repair.
+func checkDataDir(ctx context.Context, id, dir string) error {
+	db := filepath.Join(dir, "raft.db")
+	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("check the data dir: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	cmd.Env = append(os.Environ(), checkEnv+"="+dir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("check the data dir: %w", err)
+	}
+	what := strings.TrimSpace(out.String())
+	if ee.ExitCode() != 1 {
+		what = "bbolt crashed reading it"
+		if l := crashLine.FindString(out.String()); l != "" {
+			what += ": " + l
+		}
+	}
+	return node.DataDamaged(id, db, what)
+}
