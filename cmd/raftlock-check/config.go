@@ -28,12 +28,15 @@ const (
 	faultTransferLeader = "transfer-leader"
 	faultReplaceNode    = "replace-node"
 	faultRemoveLeader   = "remove-leader"
+	// corrupt-follower (corruption.go): a stopped follower's raft.db
+	// damaged; it must refuse to start, and is repaired with --join.
+	faultCorruptFollower = "corrupt-follower"
 )
 
 // allFaults lists every fault kind, in the order reports show them.
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
-	faultTransferLeader, faultReplaceNode, faultRemoveLeader}
+	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {

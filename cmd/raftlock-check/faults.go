@@ -154,6 +154,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.replaceNode(ctx)
 	case faultRemoveLeader:
 		return in.removeLeader(ctx)
+	case faultCorruptFollower:
+		return in.corruptFollower(ctx)
 	}
 	return FaultRec{}, fmt.Errorf("unknown fault %q", kind)
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/damage"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session/api"
 )
@@ -172,39 +173,9 @@ func TestDamagedDataDirsAreRefusedCleanly(t *testing.T) {
 			}
 		}, []string{"raft.db", "truncated"}},
 		{"32 random bytes in raft.db", func(t *testing.T, dir string) {
-			db := filepath.Join(dir, "raft.db")
-			data, err := os.ReadFile(db)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// The newest command is in the live log; bbolt leaves old
 			// copies of pages in free pages, so every copy is damaged.
-			newest, ats := int64(-1), []int(nil)
-			for at, rest := 0, data; ; {
-				i := bytes.Index(rest, []byte(`{"now":`))
-				if i < 0 {
-					break
-				}
-				at += i
-				var now int64
-				fmt.Sscan(string(data[at+len(`{"now":`):min(len(data), at+len(`{"now":`)+19)]), &now)
-				switch {
-				case now > newest:
-					newest, ats = now, []int{at}
-				case now == newest:
-					ats = append(ats, at)
-				}
-				at++
-				rest = data[at:]
-			}
-			if len(ats) == 0 {
-				t.Fatal("no command in raft.db")
-			}
-			rng := rand.New(rand.NewSource(1))
-			for _, at := range ats {
-				rng.Read(data[at : at+32])
-			}
-			if err := os.WriteFile(db, data, 0o600); err != nil {
+			if err := damage.NewestCommandInFile(filepath.Join(dir, "raft.db"), 32, rand.New(rand.NewSource(1))); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"raft.db", "corrupt"}},
