@@ -242,6 +242,10 @@ const (
 	// nanoseconds, a wait set at log index Index (a new waiter or a
 	// retried wait).
 	EventWaitSet
+	// EventReleased: (Session, Holder) released its hold on Lock (an
+	// explicit release; a closed or expired session's holds are not
+	// counted here).
+	EventReleased
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -263,6 +267,9 @@ type Event struct {
 	WaitFor int64
 	// Reason says why a wait ended (EventWaitEnded).
 	Reason WaitEnd
+	// Expired is true on EventSessionRemoved when the session expired
+	// (false: it was closed).
+	Expired bool
 }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
@@ -466,7 +473,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		}
 		f.changed(index, l)
 	}
-	f.emit(Event{Kind: EventSessionRemoved, Session: id})
+	f.emit(Event{Kind: EventSessionRemoved, Session: id, Expired: expire})
 	return StatusOK
 }
 
@@ -787,6 +794,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 			f.sessions[c.Session].Holds--
 			f.forget(l, c.Session)
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: c.Session, Holder: c.Holder})
 			f.changed(index, l)
 			return StatusOK
 		}

@@ -110,6 +110,9 @@ type Config struct {
 	// (api.Principal in its context, put there by the HTTP layer from
 	// Authorization: Bearer), whose rules allow it (api.Rules.Allows).
 	ACL bool
+	// MetricsOpen serves GET /metrics without a token even with ACL on
+	// (raftlockd --metrics-open); otherwise it needs read on "".
+	MetricsOpen bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
 	// (zero: DefaultHeartbeatTimeout, DefaultElectionTimeout,
 	// DefaultLeaderLeaseTimeout). Each must lie in [MinRaftTimeout,
@@ -222,6 +225,7 @@ type Node struct {
 	peerSrv *transport.PeerServer
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
+	metrics *nodeMetrics  // GET /metrics (metrics.go)
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -270,6 +274,11 @@ func New(cfg Config) (*Node, error) {
 		stop:     make(chan struct{}),
 	}
 	close(n.leaderCh)
+	m, err := newNodeMetrics(n)
+	if err != nil {
+		return nil, err
+	}
+	n.metrics = m
 	n.fsm = fsm.New(n.onEvent)
 
 	// fsync stays on (NoSync is never set). The freelist is not written
