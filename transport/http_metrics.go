@@ -41,8 +41,8 @@ func newRequestDurations(svc Service) *prometheus.HistogramVec {
 		return nil
 	}
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: requestDurationName,
-		Help: "HTTP API requests by route pattern and status code: time to answer (a blocking acquire or watch counts its wait).",
+		Name:    requestDurationName,
+		Help:    "HTTP API requests by route pattern and status code: time to answer (a blocking acquire or watch counts its wait).",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"route", "code"})
 	if err := ms.MetricsRegisterer().Register(h); err != nil {
