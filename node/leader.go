@@ -279,7 +279,9 @@ func (n *Node) expireDue(ctx context.Context) {
 		return
 	}
 	futures := make([]raft.ApplyFuture, len(ids))
+	sessions := make([]expiring, len(ids))
 	for i, id := range ids {
+		sessions[i] = n.expiringSession(id)
 		data, err := (&fsm.Command{Type: fsm.CmdExpireSession, Now: n.cfg.Now().UnixNano(),
 			ExpireSession: &fsm.SessionRef{ID: id}}).Encode()
 		if err != nil {
@@ -296,7 +298,7 @@ func (n *Node) expireDue(ctx context.Context) {
 			n.leases.Unmark(ids[i])
 			continue
 		}
-		n.log.Info("session expired", "session_handle", api.SessionHandle(ids[i]))
+		n.logExpired(sessions[i])
 	}
 }
 

@@ -226,6 +226,7 @@ type Node struct {
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
+	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -329,7 +330,7 @@ func New(cfg Config) (*Node, error) {
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = cfg.Logger.Named("raft")
+	rc.Logger = newRaftLogger(cfg.Logger.Named("raft"))
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -375,7 +376,9 @@ func New(cfg Config) (*Node, error) {
 	if n.peer != nil {
 		n.peerSrv = transport.ServePeers(n.peer.Peers, n, cfg.Logger.Named("peer-api"))
 	}
-	n.wg.Add(2)
+	n.watch = newRaftWatch(n.log, cfg.ID)
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.watch.run(r, n.stop) }()
 	go n.watchLeadership()
 	go n.registerLoop()
 	return n, nil
