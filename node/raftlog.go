@@ -29,7 +29,7 @@ var raftQuiet = map[string]bool{
 // repeats every election round: logged at most once per raftLogEvery per
 // message and peer, with how many were left out.
 var raftLimited = map[string]bool{
-	"failed to make requestVote RPC":              true,
+	"failed to make requestVote RPC":                true,
 	"Election timeout reached, restarting election": true,
 	"heartbeat timeout reached, starting election":  true,
 }
