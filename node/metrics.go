@@ -168,13 +168,28 @@ func (n *Node) MetricsRegisterer() prometheus.Registerer { return n.metrics.reg 
 func (n *Node) MetricsOpen() bool { return n.cfg.MetricsOpen }
 
 // Metrics returns what GET /metrics serves: the node's registry. With ACLs
-// on and the metrics not open, ctx's token needs read on the empty prefix
-// (every lock).
-func (n *Node) Metrics(ctx context.Context) (prometheus.Gatherer, error) {
-	if !n.cfg.MetricsOpen {
-		if err := n.authorize(ctx, api.AccessRead, ""); err != nil {
-			return nil, err
-		}
+// on and the metrics not open, secret must be a token with read on the
+// empty prefix (every lock). The token is looked up in this replica's own
+// state, not the leader's, so that every node answers, a minority one
+// too: a token deleted moments ago may still read metrics on a replica
+// that has not applied the deletion yet.
+func (n *Node) Metrics(ctx context.Context, secret string) (prometheus.Gatherer, error) {
+	if !n.cfg.ACL || n.cfg.MetricsOpen {
+		return n.metrics.reg, nil
+	}
+	if secret == "" {
+		return nil, api.Errorf(api.CodeUnauthenticated, "ACLs are on: GET /metrics needs a token with read on the empty prefix (or raftlockd --metrics-open)")
+	}
+	t, ok := n.fsm.TokenByHash(api.HashSecret(secret))
+	if !ok {
+		return nil, api.Errorf(api.CodeUnauthenticated, "unknown token")
+	}
+	rules, err := api.ParseRules(t.Rules)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInternal, "token %s: stored rules: %v", t.ID, err)
+	}
+	if !rules.Allows(api.AccessRead, "") {
+		return nil, api.Errorf(api.CodePermissionDenied, "token %s: GET /metrics needs read on the empty prefix", t.Name)
 	}
 	return n.metrics.reg, nil
 }

@@ -23,9 +23,10 @@ type MetricsService interface {
 	// MetricsOpen reports whether GET /metrics is served without a token
 	// even with ACLs on.
 	MetricsOpen() bool
-	// Metrics returns the metrics to serve, after authorizing ctx's token
-	// (read on the empty prefix) unless they are open.
-	Metrics(ctx context.Context) (prometheus.Gatherer, error)
+	// Metrics returns the metrics to serve, after authorizing the bearer
+	// token secret ("" for none) unless ACLs are off or the metrics open.
+	// Every node answers by itself: the route is never forwarded.
+	Metrics(ctx context.Context, secret string) (prometheus.Gatherer, error)
 }
 
 // requestDurationName is the server's request-duration histogram.
@@ -73,26 +74,28 @@ func (s *Server) observeRequest(rw *responseWriter, route string, start time.Tim
 	s.durations.WithLabelValues(route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
 }
 
-// handleMetrics answers GET /metrics in the Prometheus text format. The
-// route is open at the transport; unless the service's metrics are open,
-// it authenticates here and the service authorizes.
+// handleMetrics answers GET /metrics in the Prometheus text format, on
+// every node by itself (never forwarded). With ACLs on and the metrics not
+// open, it hands the bearer token to the service, which authorizes it.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
 	ms, ok := s.svc.(MetricsService)
 	if !ok {
 		return api.Errorf(api.CodeNotFound, "this server exports no metrics")
 	}
-	ctx := r.Context()
-	if !ms.MetricsOpen() {
-		var err error
-		if ctx, err = s.authenticate(r); err != nil {
-			if api.CodeOf(err) == api.CodeUnauthenticated {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+	secret := ""
+	if as, ok := s.svc.(ACLService); ok && as.ACLEnabled() && !ms.MetricsOpen() {
+		if h := r.Header.Get("Authorization"); h != "" {
+			var err error
+			if secret, err = api.ParseBearer(h); err != nil {
+				return err
 			}
-			return err
 		}
 	}
-	g, err := ms.Metrics(ctx)
+	g, err := ms.Metrics(r.Context(), secret)
 	if err != nil {
+		if api.CodeOf(err) == api.CodeUnauthenticated {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+		}
 		return err
 	}
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
