@@ -17,6 +17,12 @@ import (
 // without a quorum) or it follows a known leader it heard from within
 // ElectionTimeout (at least HeartbeatTimeout). Otherwise it says why.
 func (n *Node) Health() transport.HealthStatus {
+	st := n.health()
+	st.ID, st.AppliedIndex = n.cfg.ID, n.fsm.AppliedIndex()
+	return st
+}
+
+func (n *Node) health() transport.HealthStatus {
 	select {
 	case <-n.stop:
 		return transport.HealthStatus{Reason: "node is shutting down"}

@@ -16,6 +16,10 @@ type HealthStatus struct {
 	// LastContact is how long ago a follower last heard from the leader
 	// (0 on the leader).
 	LastContact time.Duration
+	// ID is the node's id; AppliedIndex the last log index its state
+	// machine applied.
+	ID           string
+	AppliedIndex uint64
 }
 
 // HealthService is what a Service implements for a truthful GET
@@ -35,7 +39,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	h := HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self, Serving: li.Self && li.Serving}
 	if hs, ok := s.svc.(HealthService); ok {
 		st := hs.Health()
-		h.OK, h.Reason = st.Healthy, st.Reason
+		h.OK, h.Reason, h.Node, h.AppliedIndex = st.Healthy, st.Reason, st.ID, st.AppliedIndex
 		if !li.Self && st.LastContact > 0 {
 			h.LastContactMillis = st.LastContact.Milliseconds()
 		}

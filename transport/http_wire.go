@@ -179,6 +179,10 @@ type HealthInfo struct {
 	// LastContactMillis is how long ago a follower last heard from the
 	// leader, in milliseconds (absent on the leader).
 	LastContactMillis int64 `json:"last_contact_ms,omitempty"`
+	// Node is the answering node's id and AppliedIndex the last log index
+	// its state machine applied (absent from servers before them).
+	Node         string `json:"node,omitempty"`
+	AppliedIndex uint64 `json:"applied_index,omitempty"`
 	// Leader is the leader's id ("" when unknown).
 	Leader string `json:"leader"`
 	// Term is the node's Raft term.
