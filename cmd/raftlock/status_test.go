@@ -77,6 +77,7 @@ func TestStatusShowsEachMembersStateAndADeadOneUnreachable(t *testing.T) {
 		t.Errorf("status text: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("status:\n%s", out)
+	t.Logf("%s log:\n%s", c.Nodes[li].ID, c.Nodes[li].Log())
 	for i, n := range c.Nodes {
 		log := n.Log()
 		if !strings.Contains(log, "leader changed: leader="+leaderID) || !regexp.MustCompile(`leader changed: .* term=\d+`).MatchString(log) {
