@@ -62,7 +62,8 @@ func awaitHealth(t *testing.T, addr string, status int, timeout time.Duration) (
 // /v1/health answers 503 with a reason within the election timeout + 1 s
 // (the last node being the leader, which must notice it reaches no
 // quorum), with the fields pollers read; ?stale still answers 200; with
-// the two restarted, 200 again.
+// the two restarted, 200 again; and the same when the last node is a
+// follower (which stops hearing from a leader).
 func TestHealthIs503WithoutQuorum(t *testing.T) {
 	c := newTestCluster(t, 3, nil, withHTTP)
 	_, li := c.leader()
@@ -91,6 +92,15 @@ func TestHealthIs503WithoutQuorum(t *testing.T) {
 	for i := range c.httpAddrs {
 		awaitHealth(t, c.httpAddrs[i], http.StatusOK, 20*time.Second)
 	}
+
+	// Again with a follower left alone: it stops hearing from a leader.
+	_, li = c.leader()
+	last := (li + 1) % 3
+	c.stop(li)
+	start = time.Now()
+	c.stop(3 - li - last)
+	_, h = awaitHealth(t, c.httpAddrs[last], http.StatusServiceUnavailable, DefaultElectionTimeout+time.Second)
+	t.Logf("follower: 503 %v after stopping the second node: %+v", time.Since(start).Round(time.Millisecond), h)
 }
 
 func healthStale(addr string) (int, transport.HealthInfo, error) {
