@@ -157,10 +157,7 @@ func (c *cli) askMember(ctx context.Context, m *memberStatus) {
 
 // dialAddr returns a client of one address, with the CLI's TLS and token.
 func (c *cli) dialAddr(addr string) (*transport.Client, error) {
-	saved := c.addrs
-	c.addrs = []string{addr}
-	defer func() { c.addrs = saved }()
-	return c.dial(transport.WithFailFast(failFast), transport.WithRequestTimeout(memberTimeout))
+	return c.dialTo([]string{addr}, transport.WithFailFast(failFast), transport.WithRequestTimeout(memberTimeout))
 }
 
 // printStatus prints a statusReport as text.
