@@ -26,12 +26,15 @@ var raftQuiet = map[string]bool{
 }
 
 // raftLimited are the hashicorp/raft messages a node without quorum
-// repeats every election round: logged at most once per raftLogEvery per
-// message and peer, with how many were left out.
+// repeats every election round (about twice a second): logged at most once
+// per raftLogEvery per message and peer, with how many were left out.
 var raftLimited = map[string]bool{
 	"failed to make requestVote RPC":                true,
 	"Election timeout reached, restarting election": true,
 	"heartbeat timeout reached, starting election":  true,
+	// INFO, every election round of a node without quorum:
+	"entering candidate state":                               true,
+	"pre-vote campaign failed, waiting for election timeout": true,
 }
 
 // raftLogger wraps the logger given to hashicorp/raft: it demotes the
@@ -50,7 +53,7 @@ func newRaftLogger(l hclog.Logger) hclog.Logger {
 
 // Log implements hclog.Logger.
 func (l *raftLogger) Log(level hclog.Level, msg string, args ...any) {
-	if level >= hclog.Warn {
+	if level >= hclog.Info {
 		var ok bool
 		if level, args, ok = l.filter(level, msg, args); !ok {
 			return
@@ -58,6 +61,9 @@ func (l *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	}
 	l.Logger.Log(level, msg, args...)
 }
+
+// Info implements hclog.Logger.
+func (l *raftLogger) Info(msg string, args ...any) { l.Log(hclog.Info, msg, args...) }
 
 // Warn implements hclog.Logger.
 func (l *raftLogger) Warn(msg string, args ...any) { l.Log(hclog.Warn, msg, args...) }
@@ -80,8 +86,8 @@ func (l *raftLogger) With(args ...any) hclog.Logger {
 	return &raftLogger{Logger: l.Logger.With(args...), lim: l.lim}
 }
 
-// filter decides a WARN or ERROR line's fate: its level and arguments, or
-// ok false to drop it.
+// filter decides the fate of a line at INFO or above: its level and
+// arguments, or ok false to drop it.
 func (l *raftLogger) filter(level hclog.Level, msg string, args []any) (hclog.Level, []any, bool) {
 	if raftQuiet[msg] {
 		return hclog.Debug, args, true

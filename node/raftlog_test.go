@@ -13,9 +13,10 @@ import (
 
 // TestRaftLoggerDemotesHeartbeatFailuresAndRateLimitsElections: the
 // logger given to hashicorp/raft writes its per-heartbeat failures at
-// DEBUG only, lets one "failed to make requestVote RPC" per peer through
-// per minute (then the next with the count it held back), and passes
-// everything else through, through Named and With loggers alike.
+// DEBUG only, lets one "failed to make requestVote RPC" per peer and one
+// "entering candidate state" through per minute (then the next with the
+// count it held back), and passes everything else through, through Named
+// and With loggers alike.
 func TestRaftLoggerDemotesHeartbeatFailuresAndRateLimitsElections(t *testing.T) {
 	var logs apitest.LogBuffer
 	now := time.Unix(1000, 0)
@@ -28,6 +29,7 @@ func TestRaftLoggerDemotesHeartbeatFailuresAndRateLimitsElections(t *testing.T) 
 		r.Warn("failed to contact", "server-id", "n3", "time", time.Second)
 		r.Error("failed to make requestVote RPC", "target", "n2", "error", "refused", "term", 3)
 		r.Error("failed to make requestVote RPC", "target", "n3", "error", "refused", "term", 3)
+		r.Info("entering candidate state", "node", "n1", "term", 3)
 	}
 	now = now.Add(time.Minute)
 	r.Error("failed to make requestVote RPC", "target", "n2", "error", "refused", "term", 4)
@@ -36,6 +38,7 @@ func TestRaftLoggerDemotesHeartbeatFailuresAndRateLimitsElections(t *testing.T) 
 	want := []string{
 		"[ERROR] raft: failed to make requestVote RPC: x=1 target=n2 error=refused term=3",
 		"[ERROR] raft: failed to make requestVote RPC: x=1 target=n3 error=refused term=3",
+		"[INFO]  raft: entering candidate state: x=1 node=n1 term=3",
 		"[ERROR] raft: failed to make requestVote RPC: x=1 target=n2 error=refused term=4 suppressed=99",
 		"[ERROR] raft: failed to commit logs: x=1 error=\"disk full\"",
 	}

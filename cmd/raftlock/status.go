@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -16,6 +15,12 @@ import (
 
 // memberTimeout bounds the health call status makes to each member.
 const memberTimeout = 2 * time.Second
+
+// clusterTimeout bounds how long status looks for a leader to ask for the
+// members (at most --timeout): long enough to ride out an election, short
+// enough that a cluster without quorum is reported in seconds.
+// (--timeout 0s, never give up, waits for a leader.)
+const clusterTimeout = 3 * time.Second
 
 // statusReport is what status prints (-o json: this object): the
 // cluster as the leader sees it (transport.ClusterInfo's fields) and each
@@ -52,6 +57,11 @@ func (c *cli) status(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
 		var rep statusReport
 		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+			if c.timeout > clusterTimeout { // --timeout 0s: never give up
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, clusterTimeout)
+				defer cancel()
+			}
 			info, err := cl.Cluster(ctx)
 			if err != nil {
 				return err
@@ -64,7 +74,7 @@ func (c *cli) status(*flag.FlagSet) runFunc {
 		})
 		var clusterErr error
 		if err != nil {
-			if api.CodeOf(err) == api.CodeUnreachable || errors.Is(err, context.Canceled) {
+			if api.CodeOf(err) == api.CodeUnreachable || ctx.Err() != nil {
 				return fmt.Errorf("status: %w", err)
 			}
 			// No leader to ask: report what each given address says.
