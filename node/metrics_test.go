@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,15 +95,15 @@ func TestMetricsFollowTheState(t *testing.T) {
 		}
 		return info
 	}
-	s1, s2, s3 := open("s1", time.Minute), open("s2", time.Minute), open("s3", time.Second)
+	s1, s2, s3 := open("s1", time.Minute), open("s2", time.Minute), open("s3", 2*time.Second)
 	acquire := func(s api.Info, lock string, m sequencer.Mode) {
 		if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: lock, Session: s.ID, Holder: s.Name, Mode: m}); err != nil {
 			t.Fatalf("%s acquire %s: %v", s.Name, lock, err)
 		}
 	}
+	acquire(s3, "z", sequencer.Exclusive) // first: s3 expires after 2 s
 	acquire(s1, "x", sequencer.Exclusive)
 	acquire(s2, "y", sequencer.Shared)
-	acquire(s3, "z", sequencer.Exclusive)
 	acquire(s1, "w", sequencer.Exclusive)
 	if err := cl.Release(ctx, api.ReleaseRequest{Name: "w", Session: s1.ID, Holder: "s1"}); err != nil {
 		t.Fatalf("release w: %v", err)
@@ -142,7 +143,7 @@ func TestMetricsFollowTheState(t *testing.T) {
 			return fmt.Errorf("scrape: HTTP %d: %v", status, err)
 		}
 		for key, v := range want {
-			name, mode, _ := cutSlash(key)
+			name, mode, _ := strings.Cut(key, "/")
 			labels := map[string]string{}
 			if mode != "" {
 				labels["mode"] = mode
@@ -167,13 +168,4 @@ func TestMetricsFollowTheState(t *testing.T) {
 			t.Errorf("no %s in /metrics", name)
 		}
 	}
-}
-
-func cutSlash(s string) (string, string, bool) {
-	for i := range len(s) {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
 }
