@@ -249,6 +249,10 @@ const (
 	// EventHalted: entry Index is corrupt (Err says how); the state
 	// machine applies nothing from it on (FSM.Halted).
 	EventHalted
+	// EventReleased: (Session, Holder) released its hold on Lock (an
+	// explicit release; a closed or expired session's holds are not
+	// counted here).
+	EventReleased
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -272,6 +276,9 @@ type Event struct {
 	Reason WaitEnd
 	// Err is why the state machine halted (EventHalted).
 	Err error
+	// Expired is true on EventSessionRemoved when the session expired
+	// (false: it was closed).
+	Expired bool
 }
 
 // CorruptEntryError is why a state machine halted: log entry Index could
@@ -520,7 +527,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		}
 		f.changed(index, l)
 	}
-	f.emit(Event{Kind: EventSessionRemoved, Session: id})
+	f.emit(Event{Kind: EventSessionRemoved, Session: id, Expired: expire})
 	return StatusOK
 }
 
@@ -841,6 +848,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 			f.sessions[c.Session].Holds--
 			f.forget(l, c.Session)
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: c.Session, Holder: c.Holder})
 			f.changed(index, l)
 			return StatusOK
 		}

@@ -111,6 +111,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	if !ok {
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
+	n.metrics.keepalive.Inc()
 	return ttl, nil
 }
 

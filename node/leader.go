@@ -65,6 +65,7 @@ func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
 // onEvent runs inside Apply with the FSM locked: it must not block or read
 // the FSM.
 func (n *Node) onEvent(e fsm.Event) {
+	n.metrics.count(e)
 	switch e.Kind {
 	case fsm.EventGranted:
 		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
@@ -277,7 +278,9 @@ func (n *Node) expireDue(ctx context.Context) {
 		return
 	}
 	futures := make([]raft.ApplyFuture, len(ids))
+	sessions := make([]expiring, len(ids))
 	for i, id := range ids {
+		sessions[i] = n.expiringSession(id)
 		data, err := (&fsm.Command{Type: fsm.CmdExpireSession, Now: n.cfg.Now().UnixNano(),
 			ExpireSession: &fsm.SessionRef{ID: id}}).Encode()
 		if err != nil {
@@ -294,7 +297,7 @@ func (n *Node) expireDue(ctx context.Context) {
 			n.leases.Unmark(ids[i])
 			continue
 		}
-		n.log.Info("session expired", "session_handle", api.SessionHandle(ids[i]))
+		n.logExpired(sessions[i])
 	}
 }
 

@@ -110,6 +110,9 @@ type Config struct {
 	// (api.Principal in its context, put there by the HTTP layer from
 	// Authorization: Bearer), whose rules allow it (api.Rules.Allows).
 	ACL bool
+	// MetricsOpen serves GET /metrics without a token even with ACL on
+	// (raftlockd --metrics-open); otherwise it needs read on "".
+	MetricsOpen bool
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout tune Raft
 	// (zero: DefaultHeartbeatTimeout, DefaultElectionTimeout,
 	// DefaultLeaderLeaseTimeout). Each must lie in [MinRaftTimeout,
@@ -245,6 +248,8 @@ type Node struct {
 	peerSrv *transport.PeerServer
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
+	metrics *nodeMetrics  // GET /metrics (metrics.go)
+	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
@@ -312,6 +317,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		fatal:    make(chan struct{}),
 	}
 	close(n.leaderCh)
+	m, err := newNodeMetrics(n)
+	if err != nil {
+		return nil, err
+	}
+	n.metrics = m
 	n.fsm = fsm.New(n.onEvent)
 
 	// fsync stays on (NoSync is never set). The freelist is not written
@@ -370,7 +380,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = cfg.Logger.Named("raft")
+	rc.Logger = newRaftLogger(cfg.Logger.Named("raft"))
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -404,7 +414,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"))
 	}
-	n.wg.Add(2)
+	n.watch = newRaftWatch(n.log, cfg.ID)
+	n.wg.Add(3)
+	go func() { defer n.wg.Done(); n.watch.run(r, n.stop) }()
 	go n.watchLeadership()
 	go n.registerLoop()
 	if hasState {

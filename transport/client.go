@@ -340,6 +340,9 @@ type call struct {
 	idempotent bool
 	// uncertain is set when an attempt's outcome was unknown.
 	uncertain bool
+	// accept, if set, takes a non-2xx answer for a success (decoded into
+	// out) when it returns true: GET /v1/health's 503 carries its body.
+	accept func(status int, data []byte) bool
 }
 
 // attemptError is the outcome of one failed attempt.
@@ -603,7 +606,7 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 
 // answer classifies a node's whole answer (attempt's results).
 func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte) (http.Header, *attemptError, error) {
-	if resp.StatusCode/100 == 2 {
+	if resp.StatusCode/100 == 2 || (cl.accept != nil && cl.accept(resp.StatusCode, data)) {
 		if cl.out != nil {
 			if err := json.Unmarshal(data, cl.out); err != nil {
 				return nil, nil, fmt.Errorf("decode answer (HTTP %d): %w", resp.StatusCode, err)
@@ -978,11 +981,14 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 	return out, nil
 }
 
-// Health asks the node the client currently talks to whether it is up and
-// whom it takes for the leader (answered locally, never forwarded).
+// Health asks the node the client currently talks to whether it is
+// healthy and whom it takes for the leader (answered locally, never
+// forwarded). An unhealthy node's answer (503) is no error: its OK is
+// false and Reason says why.
 func (c *Client) Health(ctx context.Context) (HealthInfo, error) {
 	var out HealthInfo
-	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out, idempotent: true}); err != nil {
+	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out, idempotent: true,
+		accept: isHealthAnswer}); err != nil {
 		return HealthInfo{}, err
 	}
 	return out, nil

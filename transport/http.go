@@ -16,6 +16,7 @@ import (
 	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Server is the HTTP/JSON API of one replica (shared/API.md). It is an
@@ -35,6 +36,9 @@ type Server struct {
 	// /v1/internal/members): set on the peer port's server (ServePeers),
 	// never on the client HTTP port's.
 	peer bool
+	// durations is raftlock_http_request_duration_seconds (nil: the
+	// service serves no metrics); http_metrics.go.
+	durations *prometheus.HistogramVec
 	// localReads answers read endpoints without forwarding: a deliberate
 	// fault, set only in a build with -tags raftlock_faults
 	// (WithUnsafeLocalReads).
@@ -84,6 +88,7 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 			ExpectContinueTimeout: time.Second,
 		}
 	}
+	s.durations = newRequestDurations(svc)
 	s.routes()
 	return s
 }
@@ -126,11 +131,12 @@ func (s *Server) routes() {
 		{"GET /v1/internal/bootstrap-state", false, true, s.handleBootstrapState},
 		{"GET /v1/internal/digests", false, true, s.handleDigests},
 		{"POST /v1/internal/diverged", false, true, s.handleDiverged},
+		{"GET /metrics", false, false, s.handleMetrics}, // authorizes itself (--metrics-open)
 	} {
 		if r.peerOnly && !s.peer {
 			continue
 		}
-		open := r.peerOnly || r.pattern == "GET /v1/health" || r.pattern == "POST /v1/acl/bootstrap"
+		open := r.peerOnly || r.pattern == "GET /v1/health" || r.pattern == "POST /v1/acl/bootstrap" || r.pattern == "GET /metrics"
 		s.mux.Handle(r.pattern, s.endpoint(r.forward, open, r.h))
 	}
 }
@@ -189,6 +195,8 @@ func (s *Server) authenticate(r *http.Request) (context.Context, error) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rw := &responseWriter{ResponseWriter: w}
+	start, route := time.Now(), ""
+	defer func() { s.observeRequest(rw, route, start) }()
 	defer s.recoverPanic(rw, r)
 
 	li := s.svc.Leader()
@@ -220,6 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %s", r.Method, logPath(r.URL.Path)))
 		return
 	}
+	route = pattern
 	s.mux.ServeHTTP(rw, r)
 }
 
@@ -393,6 +402,8 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type responseWriter struct {
 	http.ResponseWriter
 	wrote bool
+	// status is the status code written (0: none yet).
+	status int
 	// leader is the leadership view taken once per request: it names the
 	// leader in the headers and decides forwarding.
 	leader LeaderInfo
@@ -408,6 +419,9 @@ func leaderOf(w http.ResponseWriter) (LeaderInfo, bool) {
 }
 
 func (w *responseWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.status = status
+	}
 	w.wrote = true
 	w.ResponseWriter.WriteHeader(status)
 }

@@ -337,13 +337,6 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
-	li := s.svc.Leader()
-	writeJSON(w, http.StatusOK, HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self,
-		Serving: li.Self && li.Serving})
-	return nil
-}
-
 // aclService is the server's ACLService; without one, the ACL routes
 // answer that ACLs are off.
 func (s *Server) aclService() (ACLService, error) {

@@ -169,9 +169,20 @@ type CheckReply struct {
 }
 
 // HealthInfo answers GET /v1/health, which the answering node serves
-// locally (never forwarded): it is up, and this is its view of the leader.
+// locally (never forwarded): whether it is healthy (200) or not (503, with
+// the same body), and its view of the leader.
 type HealthInfo struct {
+	// OK is true when the node is healthy (HealthStatus.Healthy).
 	OK bool `json:"ok"`
+	// Reason says why not, when OK is false.
+	Reason string `json:"reason,omitempty"`
+	// LastContactMillis is how long ago a follower last heard from the
+	// leader, in milliseconds (absent on the leader).
+	LastContactMillis int64 `json:"last_contact_ms,omitempty"`
+	// Node is the answering node's id and AppliedIndex the last log index
+	// its state machine applied (absent from servers before them).
+	Node         string `json:"node,omitempty"`
+	AppliedIndex uint64 `json:"applied_index,omitempty"`
 	// Leader is the leader's id ("" when unknown).
 	Leader string `json:"leader"`
 	// Term is the node's Raft term.

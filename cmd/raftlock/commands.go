@@ -41,13 +41,6 @@ func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Conte
 	})
 }
 
-func (c *cli) status(*flag.FlagSet) runFunc {
-	return func(ctx context.Context, _ []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (transport.ClusterInfo, error) { return cl.Cluster(ctx) }
-		return show(ctx, c, "status", get, func(info transport.ClusterInfo) any { return info }, c.printCluster)
-	}
-}
-
 func (c *cli) lockGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		get := func(ctx context.Context, cl *transport.Client) (api.LockState, error) {

@@ -35,25 +35,6 @@ func orNone(s string) string {
 	return s
 }
 
-func (c *cli) printCluster(info transport.ClusterInfo) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "leader: %s\nterm: %d\ncommit index: %d\nmembers:\n", orNone(info.Leader), info.Term, info.CommitIndex)
-	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  ID\tRAFT\tHTTP\tROLE")
-	for _, m := range info.Members {
-		role := "non-voter"
-		if m.Voter {
-			role = "voter"
-		}
-		if m.ID == info.Leader {
-			role += ", leader"
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", m.ID, m.RaftAddr, orNone(m.HTTPAddr), role)
-	}
-	_ = tw.Flush()
-	return c.printf("%s", b.String())
-}
-
 // timeFormat is how the CLI prints a time: RFC 3339 with milliseconds, in
 // local time.
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

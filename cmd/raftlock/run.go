@@ -380,6 +380,11 @@ func (c *cli) newClient() (*transport.Client, error) {
 // dial returns a client of --addr with opts and, when --ca or --cert is
 // given, TLS.
 func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
+	return c.dialTo(c.addrs, opts...)
+}
+
+// dialTo returns a client of addrs with opts and the CLI's TLS and token.
+func (c *cli) dialTo(addrs []string, opts ...transport.ClientOption) (*transport.Client, error) {
 	if c.caFile != "" || c.certFile != "" || c.keyFile != "" {
 		cfg, err := transport.ClientConfig(c.caFile, c.certFile, c.keyFile)
 		if err != nil {
@@ -390,7 +395,7 @@ func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
 	if c.token != "" {
 		opts = append(opts, transport.WithToken(c.token))
 	}
-	cl, err := transport.NewClient(c.addrs, opts...)
+	cl, err := transport.NewClient(addrs, opts...)
 	if err != nil {
 		return nil, usagef("", "--addr: %v", err)
 	}

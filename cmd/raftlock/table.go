@@ -55,7 +55,11 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{name: "status", summary: "the cluster's leader, term, commit index and members", output: true,
-			help:  "Asks the leader, through any node, for the cluster's members.",
+			help: `Asks the leader, through any node, for the cluster's members, then each member
+for its own view: its state (leader, follower, candidate or unreachable), its
+health (GET /v1/health), how long ago it heard from the leader, the log index
+it applied and its lag behind the leader. Without a leader to ask, it reports
+what each --addr says and exits 1.`,
 			setup: (*cli).status},
 		{name: "lock get", usage: "NAME", summary: "the state of one lock: holders, waiters, lock-delay", output: true,
 			nargs: [2]int{1, 1}, setup: (*cli).lockGet},

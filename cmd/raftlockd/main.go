@@ -63,6 +63,8 @@ type options struct {
 	// backup: snapshot, --restore and --recover flags (restore.go).
 	backup  backupOptions
 	members membershipOptions
+	// metricsOpen serves GET /metrics without a token under --acl.
+	metricsOpen bool
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -99,6 +101,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.clientCertAuth, "client-cert-auth", false, "the API requires a client certificate signed by --tls-ca")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
+	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -410,8 +413,9 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 			s.errc <- err
 		}
 	}()
-	nlog.Info("serving", "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
-		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "data_dir", spec.dataDir)
+	nlog.Info("serving", "id", spec.id, "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
+		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "metrics_open", o.metricsOpen, "data_dir", spec.dataDir,
+		"log_store", "bbolt "+filepath.Join(spec.dataDir, "raft.db"))
 	return s, nil
 }
 
@@ -427,7 +431,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		ID: spec.id, DataDir: spec.dataDir, RaftBind: spec.raftAddr, RaftAdvertise: o.raftAdvertise,
 		HTTPAddr: httpAddr, Peers: spec.peers, Logger: logger, FailoverGrace: grace,
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
-		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl,
+		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs,
 		// --dev starts its nodes one after the other, in one process: a

@@ -1,0 +1,74 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/raftlock/raftlock/transport"
+)
+
+// Health reports whether this node is healthy (transport.HealthService,
+// GET /v1/health), from local state only (no network round): it is a
+// member of the latest Raft configuration, and either it leads and reaches
+// a quorum of voters (itself included; a peer counts as unreached while
+// its heartbeats fail, and Raft itself steps down after LeaderLeaseTimeout
+// without a quorum) or it follows a known leader it heard from within
+// ElectionTimeout (at least HeartbeatTimeout). Otherwise it says why.
+func (n *Node) Health() transport.HealthStatus {
+	st := n.health()
+	st.ID, st.AppliedIndex = n.cfg.ID, n.fsm.AppliedIndex()
+	return st
+}
+
+func (n *Node) health() transport.HealthStatus {
+	select {
+	case <-n.stop:
+		return transport.HealthStatus{Reason: "node is shutting down"}
+	default:
+	}
+	conf := n.raft.GetConfiguration()
+	if err := conf.Error(); err != nil {
+		return transport.HealthStatus{Reason: fmt.Sprintf("reading the Raft configuration: %v", err)}
+	}
+	self := raft.ServerID(n.cfg.ID)
+	member, voters, reached := false, 0, 0
+	for _, s := range conf.Configuration().Servers {
+		if s.ID == self {
+			member = true
+		}
+		if s.Suffrage == raft.Voter {
+			voters++
+			if s.ID == self || !n.watch.isDown(s.ID) {
+				reached++
+			}
+		}
+	}
+	if !member {
+		return transport.HealthStatus{Reason: fmt.Sprintf("node %s is not a member of the cluster's configuration", n.cfg.ID)}
+	}
+	switch st := n.raft.State(); st {
+	case raft.Leader:
+		if quorum := voters/2 + 1; reached < quorum {
+			return transport.HealthStatus{Reason: fmt.Sprintf("leader reaches %d of %d voters, fewer than a quorum (%d)", reached, voters, quorum)}
+		}
+		return transport.HealthStatus{Healthy: true, LastContact: 0}
+	case raft.Follower:
+		_, id := n.raft.LeaderWithID()
+		if id == "" {
+			return transport.HealthStatus{Reason: "no known leader"}
+		}
+		limit := max(n.cfg.ElectionTimeout, n.cfg.HeartbeatTimeout)
+		ago := time.Since(n.raft.LastContact())
+		if ago > limit {
+			return transport.HealthStatus{LastContact: ago,
+				Reason: fmt.Sprintf("no contact with leader %s for %v (limit %v)", id, ago.Round(time.Millisecond), limit)}
+		}
+		return transport.HealthStatus{Healthy: true, LastContact: ago}
+	case raft.Candidate:
+		return transport.HealthStatus{Reason: "no leader: election in progress"}
+	default:
+		return transport.HealthStatus{Reason: fmt.Sprintf("raft is %s", st)}
+	}
+}

@@ -1,0 +1,195 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// nodeMetrics are one node's Prometheus metrics: its own registry (GET
+// /metrics serves it), the counters fed by the state machine's events and
+// the keepalives this node served. The gauges are read from the state
+// machine and Raft on every scrape (stateCollector).
+type nodeMetrics struct {
+	reg       *prometheus.Registry
+	grants    prometheus.Counter
+	releases  prometheus.Counter
+	expiries  prometheus.Counter
+	keepalive prometheus.Counter
+}
+
+// newNodeMetrics builds n's registry: raftlock's own metrics, the Go
+// runtime's and the process's, and hashicorp/raft's (raftSink).
+func newNodeMetrics(n *Node) (*nodeMetrics, error) {
+	m := &nodeMetrics{
+		reg: prometheus.NewRegistry(),
+		grants: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_grants_total",
+			Help: "Lock grants this replica applied (every replica applies every grant)."}),
+		releases: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_releases_total",
+			Help: "Explicit lock releases this replica applied."}),
+		expiries: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_session_expiries_total",
+			Help: "Session expiries this replica applied."}),
+		keepalive: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_keepalives_total",
+			Help: "Keepalives this replica served as the leader."}),
+	}
+	sink, err := raftSink()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{
+		m.grants, m.releases, m.expiries, m.keepalive,
+		&stateCollector{n: n},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		sink,
+	} {
+		if err := m.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("node: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// count feeds the counters from one state machine event (called from
+// onEvent, inside Apply: it must not block).
+func (m *nodeMetrics) count(e fsm.Event) {
+	switch e.Kind {
+	case fsm.EventGranted:
+		m.grants.Inc()
+	case fsm.EventReleased:
+		m.releases.Inc()
+	case fsm.EventSessionRemoved:
+		if e.Expired {
+			m.expiries.Inc()
+		}
+	}
+}
+
+// The go-metrics sink hashicorp/raft emits to. hashicorp/raft v1.7 reports
+// through go-metrics' package-level global (github.com/hashicorp/go-metrics
+// /compat, armon/go-metrics in the default build): there is one per
+// process, so the sink is built once and registered into every node's
+// registry (a Collector may be registered in several). Several nodes in one
+// process (tests) therefore all show the same raft_* series; raftlockd runs
+// one node per process.
+var (
+	raftSinkOnce sync.Once
+	raftSinkVal  *gmprom.PrometheusSink
+	raftSinkErr  error
+)
+
+func raftSink() (*gmprom.PrometheusSink, error) {
+	raftSinkOnce.Do(func() {
+		opts := gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry()} // registered per node instead
+		raftSinkVal, raftSinkErr = gmprom.NewPrometheusSinkFrom(opts)
+		if raftSinkErr != nil {
+			raftSinkErr = fmt.Errorf("node: raft metrics sink: %w", raftSinkErr)
+			return
+		}
+		cfg := gometrics.DefaultConfig("")
+		cfg.EnableHostname = false
+		cfg.EnableHostnameLabel = false
+		cfg.EnableRuntimeMetrics = false // the Go collector reports the runtime
+		cfg.EnableServiceLabel = false
+		if _, err := gometrics.NewGlobal(cfg, raftSinkVal); err != nil {
+			raftSinkErr = fmt.Errorf("node: raft metrics: %w", err)
+		}
+	})
+	return raftSinkVal, raftSinkErr
+}
+
+// stateCollector reports the gauges read from the state machine and Raft
+// at scrape time.
+type stateCollector struct{ n *Node }
+
+var (
+	descSessions = prometheus.NewDesc("raftlock_sessions_live", "Open sessions in the replicated state.", nil, nil)
+	descHeld     = prometheus.NewDesc("raftlock_locks_held", "Locks held, by mode (exclusive, shared).", []string{"mode"}, nil)
+	descWaiters  = prometheus.NewDesc("raftlock_lock_waiters", "Waiters queued on all locks.", nil, nil)
+	descDelays   = prometheus.NewDesc("raftlock_lock_delays_active", "Locks in a lock-delay.", nil, nil)
+	descLeader   = prometheus.NewDesc("raftlock_is_leader", "1 while this replica leads, else 0.", nil, nil)
+	descTerm     = prometheus.NewDesc("raftlock_term", "This replica's current Raft term.", nil, nil)
+	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	var exclusive, shared, waiters, delays float64
+	for _, l := range n.fsm.Locks("") {
+		if len(l.Holders) > 0 {
+			if l.Mode == sequencer.Shared {
+				shared++
+			} else {
+				exclusive++
+			}
+		}
+		waiters += float64(len(l.Waiters))
+		if l.Delayed {
+			delays++
+		}
+	}
+	leader := 0.0
+	if n.leading.Load() {
+		leader = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(n.fsm.Sessions())))
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, exclusive, "exclusive")
+	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, shared, "shared")
+	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, waiters)
+	ch <- prometheus.MustNewConstMetric(descDelays, prometheus.GaugeValue, delays)
+	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
+	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(n.raft.CurrentTerm()))
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(n.fsm.AppliedIndex()))
+}
+
+// MetricsRegisterer is where the HTTP server registers its request
+// metrics (transport.MetricsService): the node's own registry.
+func (n *Node) MetricsRegisterer() prometheus.Registerer { return n.metrics.reg }
+
+// MetricsOpen reports whether GET /metrics needs no token even with ACLs
+// on (Config.MetricsOpen, raftlockd --metrics-open).
+func (n *Node) MetricsOpen() bool { return n.cfg.MetricsOpen }
+
+// Metrics returns what GET /metrics serves: the node's registry. With ACLs
+// on and the metrics not open, secret must be a token with read on the
+// empty prefix (every lock). The token is looked up in this replica's own
+// state, not the leader's, so that every node answers, a minority one
+// too: a token deleted moments ago may still read metrics on a replica
+// that has not applied the deletion yet.
+func (n *Node) Metrics(ctx context.Context, secret string) (prometheus.Gatherer, error) {
+	if !n.cfg.ACL || n.cfg.MetricsOpen {
+		return n.metrics.reg, nil
+	}
+	if secret == "" {
+		return nil, api.Errorf(api.CodeUnauthenticated, "ACLs are on: GET /metrics needs a token with read on the empty prefix (or raftlockd --metrics-open)")
+	}
+	t, ok := n.fsm.TokenByHash(api.HashSecret(secret))
+	if !ok {
+		return nil, api.Errorf(api.CodeUnauthenticated, "unknown token")
+	}
+	rules, err := api.ParseRules(t.Rules)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInternal, "token %s: stored rules: %v", t.ID, err)
+	}
+	if !rules.Allows(api.AccessRead, "") {
+		return nil, api.Errorf(api.CodePermissionDenied, "token %s: GET /metrics needs read on the empty prefix", t.Name)
+	}
+	return n.metrics.reg, nil
+}

@@ -1,0 +1,103 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// MetricsService is what a Service implements to serve GET /metrics
+// (node.Node does): the registry the server adds its request metrics to,
+// and the metrics to serve.
+type MetricsService interface {
+	// MetricsRegisterer is where the server registers
+	// raftlock_http_request_duration_seconds.
+	MetricsRegisterer() prometheus.Registerer
+	// MetricsOpen reports whether GET /metrics is served without a token
+	// even with ACLs on.
+	MetricsOpen() bool
+	// Metrics returns the metrics to serve, after authorizing the bearer
+	// token secret ("" for none) unless ACLs are off or the metrics open.
+	// Every node answers by itself: the route is never forwarded.
+	Metrics(ctx context.Context, secret string) (prometheus.Gatherer, error)
+}
+
+// requestDurationName is the server's request-duration histogram.
+const requestDurationName = "raftlock_http_request_duration_seconds"
+
+// newRequestDurations returns the request-duration histogram registered in
+// svc's registry (the one already there when another Server of the same
+// node, e.g. the peer port's, registered it first); nil when svc serves no
+// metrics.
+func newRequestDurations(svc Service) *prometheus.HistogramVec {
+	ms, ok := svc.(MetricsService)
+	if !ok {
+		return nil
+	}
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    requestDurationName,
+		Help:    "HTTP API requests by route pattern and status code: time to answer (a blocking acquire or watch counts its wait).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"route", "code"})
+	if err := ms.MetricsRegisterer().Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if prev, ok := are.ExistingCollector.(*prometheus.HistogramVec); ok {
+				return prev
+			}
+		}
+		return nil
+	}
+	return h
+}
+
+// observeRequest records one answered request under its route pattern
+// ("unmatched" when no route matched) and status code.
+func (s *Server) observeRequest(rw *responseWriter, route string, start time.Time) {
+	if s.durations == nil {
+		return
+	}
+	if route == "" {
+		route = "unmatched"
+	}
+	status := rw.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	s.durations.WithLabelValues(route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+}
+
+// handleMetrics answers GET /metrics in the Prometheus text format, on
+// every node by itself (never forwarded). With ACLs on and the metrics not
+// open, it hands the bearer token to the service, which authorizes it.
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
+	ms, ok := s.svc.(MetricsService)
+	if !ok {
+		return api.Errorf(api.CodeNotFound, "this server exports no metrics")
+	}
+	secret := ""
+	if as, ok := s.svc.(ACLService); ok && as.ACLEnabled() && !ms.MetricsOpen() {
+		if h := r.Header.Get("Authorization"); h != "" {
+			var err error
+			if secret, err = api.ParseBearer(h); err != nil {
+				return err
+			}
+		}
+	}
+	g, err := ms.Metrics(r.Context(), secret)
+	if err != nil {
+		if api.CodeOf(err) == api.CodeUnauthenticated {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+		}
+		return err
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+	return nil
+}
