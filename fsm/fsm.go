@@ -242,6 +242,9 @@ const (
 	// nanoseconds, a wait set at log index Index (a new waiter or a
 	// retried wait).
 	EventWaitSet
+	// EventReleased: (Session, Holder) released its hold of Lock (granted
+	// with Token).
+	EventReleased
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -263,6 +266,11 @@ type Event struct {
 	WaitFor int64
 	// Reason says why a wait ended (EventWaitEnded).
 	Reason WaitEnd
+	// Name is the session's name (EventSessionOpened,
+	// EventSessionRemoved); Expired says the session expired rather than
+	// being closed (EventSessionRemoved).
+	Name    string
+	Expired bool
 }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
@@ -408,7 +416,7 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
 		Created: f.now, Owner: c.Owner, Locks: make(map[string]struct{})}
-	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
+	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL, Name: c.Name})
 	return StatusOK, ""
 }
 
@@ -466,7 +474,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		}
 		f.changed(index, l)
 	}
-	f.emit(Event{Kind: EventSessionRemoved, Session: id})
+	f.emit(Event{Kind: EventSessionRemoved, Session: id, Name: s.Name, Expired: expire})
 	return StatusOK
 }
 
@@ -785,6 +793,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	for i, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
 			f.sessions[c.Session].Holds--
 			f.forget(l, c.Session)
 			f.changed(index, l)

@@ -65,6 +65,7 @@ func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
 // onEvent runs inside Apply with the FSM locked: it must not block or read
 // the FSM.
 func (n *Node) onEvent(e fsm.Event) {
+	n.events.record(e)
 	switch e.Kind {
 	case fsm.EventGranted:
 		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
