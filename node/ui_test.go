@@ -180,3 +180,65 @@ func shot(t *testing.T, browser context.Context, name string) {
 	}
 	t.Logf("wrote %s (%d bytes)", path, len(png))
 }
+
+// TestStatusPageAsksForATokenUnderACLsAndShowsLocksWithIt pins the page
+// under ACLs: without a token it asks for one instead of showing data;
+// given a token with read: it shows the locks, and hides the members
+// (admin only).
+func TestStatusPageAsksForATokenUnderACLsAndShowsLocksWithIt(t *testing.T) {
+	browser := newBrowser(t, 90*time.Second)
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		slowRaft(cfg)
+		cfg.ACL = true
+	}, withHTTP)
+	ctx := ctxT(t)
+	_, li := c.leader()
+	boot, err := c.client(t).ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	reader, err := admin.CreateToken(ctx, api.TokenRequest{Name: "status page", Rules: []string{"read:"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := admin.OpenSession(ctx, api.OpenRequest{Name: "acl-worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := admin.Acquire(ctx, api.AcquireRequest{Name: "jobs/acl", Session: info.ID, Holder: "w1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	page := "http://" + c.httpAddrs[(li+1)%3] + "/ui/"
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.CSS(`#token-form`)),
+		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="error"]`)),
+	); err != nil {
+		t.Fatalf("the page did not ask for a token: %v", err)
+	}
+	if n, err := chromedp.Run(browser, chromedp.Evaluate[int](`document.querySelectorAll("tr[data-lock]").length`)); err != nil || n != 0 {
+		t.Errorf("without a token the page shows %d locks (%v), want none", n, err)
+	}
+	held := fmt.Sprintf(`tr[data-lock="jobs/acl"][data-state="held"] .holder[data-holder="w1"][data-token="%d"]`, g.Token)
+	if err := chromedp.Do(browser,
+		chromedp.SetValue(chromedp.CSS(`#token-input`), reader.Secret),
+		chromedp.Click(chromedp.CSS(`#token-save`)),
+		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(held)),
+		chromedp.WaitVisible(chromedp.CSS(`#members-hidden`)),
+	); err != nil {
+		t.Fatalf("with a read: token the page never showed jobs/acl held by w1: %v", err)
+	}
+	html, err := chromedp.Run(browser, chromedp.OuterHTML(chromedp.CSS("html")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, secret := range map[string]string{"session id": info.ID, "token secret": reader.Secret} {
+		if strings.Contains(html, secret) {
+			t.Errorf("the page's HTML carries the %s", what)
+		}
+	}
+}
