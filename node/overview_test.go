@@ -194,3 +194,54 @@ func TestOverviewBlocksUntilAChangeAndNamesSessionsNeverByID(t *testing.T) {
 		t.Errorf("after the release: %d %s locks %+v events %+v; want no lock, a release event first", st, code, after.Locks, after.Events)
 	}
 }
+
+// TestOverviewShowsAnExpiredSessionsLockDelayAndTheExpiry pins what the
+// page counts down: a session that expires holding a lock leaves the lock
+// in lock-delay, listed with no holder and its delay_until, after the
+// leader's now; the events say the session expired (by name) and the
+// lock-delay started.
+func TestOverviewShowsAnExpiredSessionsLockDelayAndTheExpiry(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft, withHTTP)
+	ctx := ctxT(t)
+	_, li := c.leader()
+	addr := c.httpAddrs[li]
+	cl := c.client(t)
+	info, err := cl.OpenSession(ctx, api.OpenRequest{Name: "doomed", TTL: time.Second, LockDelay: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/delayed", Session: info.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	var ov transport.Overview
+	for index := uint64(0); ; {
+		st, code, got, _ := getOverview(ctx, addr, fmt.Sprintf("?index=%d&wait=20s", index), "")
+		if st != 200 {
+			t.Fatalf("overview: %d %s", st, code)
+		}
+		if ov = got; len(ov.Sessions) == 0 {
+			break // expired
+		}
+		index = ov.Index
+	}
+	if len(ov.Locks) != 1 || ov.Locks[0].Name != "jobs/delayed" || len(ov.Locks[0].Holders) != 0 || ov.Locks[0].DelayUntil == "" {
+		t.Fatalf("locks %+v, want jobs/delayed in lock-delay with no holder", ov.Locks)
+	}
+	until, err1 := time.Parse(time.RFC3339Nano, ov.Locks[0].DelayUntil)
+	now, err2 := time.Parse(time.RFC3339Nano, ov.Now)
+	if err1 != nil || err2 != nil || !until.After(now) || until.Sub(now) > 30*time.Second {
+		t.Errorf("delay_until %s, now %s (%v %v): want within 30s after now", ov.Locks[0].DelayUntil, ov.Now, err1, err2)
+	}
+	kinds := map[string]transport.EventReply{}
+	for _, e := range ov.Events {
+		if _, seen := kinds[e.Kind]; !seen {
+			kinds[e.Kind] = e
+		}
+	}
+	if e, ok := kinds["session_expired"]; !ok || e.SessionName != "doomed" || e.SessionHandle != api.SessionHandle(info.ID) {
+		t.Errorf("events %+v, want doomed's expiry", ov.Events)
+	}
+	if e, ok := kinds["lock_delay"]; !ok || e.Lock != "jobs/delayed" || e.DelayUntil == "" {
+		t.Errorf("events %+v, want the lock-delay of jobs/delayed", ov.Events)
+	}
+}
