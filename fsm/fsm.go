@@ -271,6 +271,9 @@ type Event struct {
 	// being closed (EventSessionRemoved).
 	Name    string
 	Expired bool
+	// Now is the state machine's clock at the entry: the wall clock of the
+	// leader that proposed it (never going backwards); set by emit.
+	Now int64
 }
 
 // FSM is the replicated lock state machine. It implements raft.FSM. Reads
@@ -327,6 +330,7 @@ func (f *FSM) reset() {
 
 func (f *FSM) emit(e Event) {
 	if f.onEvent != nil {
+		e.Now = f.now
 		f.onEvent(e)
 	}
 }

@@ -28,13 +28,15 @@ type eventLog struct {
 	changed chan struct{}
 	// names are the names of the open sessions this replica saw opened.
 	names map[string]string
-	// grantAt is when this replica applied each grant still held, by
-	// token: a fallback for grants whose log entry is compacted.
+	// grantAt is when each grant still held was made (by the entry's
+	// clock), by token: a fallback for grants whose log entry is
+	// compacted.
 	grantAt map[uint64]time.Time
 }
 
-// recorded is one event as kept: the session id only to resolve its
-// name later, never shown.
+// recorded is one event as kept, at the time of its entry (the
+// proposing leader's clock); the session id only to resolve its name
+// later, never shown.
 type recorded struct {
 	seq     uint64
 	at      time.Time
@@ -55,7 +57,12 @@ func (l *eventLog) wake() <-chan struct{} {
 // record keeps e if the page shows its kind, and wakes the waiting
 // overviews on any event.
 func (l *eventLog) record(e fsm.Event) {
+	// The entry's time by the proposing leader's clock: the same on every
+	// replica, and right when a restarted node replays its log.
 	now := time.Now()
+	if e.Now > 0 {
+		now = time.Unix(0, e.Now)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.changed != nil {
@@ -93,8 +100,8 @@ func (l *eventLog) record(e fsm.Event) {
 	l.ring = append(l.ring, recorded{seq: l.seq, at: now, e: e, session: name})
 }
 
-// grantTime returns when this replica applied the grant with token, and
-// forgets the grants not in held (the tokens held now).
+// grantTimes returns when the grants in held (the tokens held now) were
+// made, as far as this log saw them, and forgets the others.
 func (l *eventLog) grantTimes(held map[uint64]bool) map[uint64]time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -149,7 +149,8 @@ func (n *Node) overviewLock(l fsm.Lock, applied map[uint64]time.Time) transport.
 
 // grantTime is when the grant with token was made: its log entry's
 // append time (the leader's clock that appended it) while the log holds
-// it, else when this replica applied it, else zero.
+// it, else the time of the entry as this replica applied it (eventLog),
+// else zero.
 func (n *Node) grantTime(token uint64, applied map[uint64]time.Time) time.Time {
 	if n.store != nil {
 		var e raft.Log

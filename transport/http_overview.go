@@ -90,10 +90,9 @@ type OverviewLock struct {
 // OverviewHolder is one holder of a lock, with when it was granted.
 type OverviewHolder struct {
 	HolderReply
-	// Since is when the grant was appended to the log, by the clock of
-	// the leader that appended it (RFC 3339); left out when no longer
-	// known (the entry was compacted into a snapshot before this node
-	// started).
+	// Since is when the grant was made, by the clock of the leader that
+	// made it (RFC 3339); left out when no longer known (the entry was
+	// compacted into a snapshot before this node started).
 	Since string `json:"since,omitempty"`
 }
 
@@ -109,8 +108,8 @@ type SessionSummary struct {
 	Locks []string `json:"locks"`
 }
 
-// EventReply is one recent event: what changed, when this node applied
-// it. Kind is one of "session_opened", "session_closed",
+// EventReply is one recent event: what changed, and when (At: the
+// entry's time by the clock of the leader that proposed it). Kind is one of "session_opened", "session_closed",
 // "session_expired", "granted", "released", "queued", "wait_ended",
 // "lock_delay", "restored".
 type EventReply struct {
