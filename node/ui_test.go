@@ -136,9 +136,11 @@ func TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload(t *testing.T) {
 	if err := cl.Release(ctx, api.ReleaseRequest{Name: "jobs/report", Session: worker.ID, Holder: "worker-1"}); err != nil {
 		t.Fatal(err)
 	}
+	released := time.Now()
 	if err := chromedp.Do(browser, chromedp.WaitVisible(chromedp.CSS(`tr[data-lock="jobs/report"][data-state="free"]`))); err != nil {
 		t.Fatalf("the page never showed jobs/report free: %v", err)
 	}
+	t.Logf("the page showed the lock free %v after the release", time.Since(released).Round(time.Millisecond))
 	marker, err := chromedp.Run(browser, chromedp.Evaluate[string](`window.raftlockTestMarker || "reloaded"`))
 	if err != nil {
 		t.Fatal(err)
