@@ -18,18 +18,22 @@ import (
 var _ transport.OverviewService = (*Node)(nil)
 
 // memberProbeTimeout bounds the leader's question to a member's peer port
-// (its last log index) for an overview; memberProbeTTL is how long an
-// answer is reused, so that many open pages cost the members little.
+// (its last log index) for an overview. An answer is reused for
+// memberProbeTTL while the leader's log does not grow, and for
+// memberProbeMin in any case, so that many open pages cost the members
+// little.
 const (
 	memberProbeTimeout = time.Second
-	memberProbeTTL     = 200 * time.Millisecond
+	memberProbeTTL     = time.Second
+	memberProbeMin     = 50 * time.Millisecond
 )
 
 // memberProbes caches the leader's last look at the members.
 type memberProbes struct {
-	mu  sync.Mutex
-	at  time.Time
-	out map[string]transport.MemberStatus
+	mu   sync.Mutex
+	at   time.Time
+	last uint64 // the leader's last log index at
+	out  map[string]transport.MemberStatus
 }
 
 // Overview answers GET /v1/overview: the cluster, the locks, the sessions
@@ -177,10 +181,12 @@ func (n *Node) memberStatuses(ctx context.Context) []transport.MemberStatus {
 	last := n.raft.LastIndex()
 	n.probes.mu.Lock()
 	defer n.probes.mu.Unlock()
-	fresh := time.Since(n.probes.at) < memberProbeTTL
-	if !fresh {
+	// Reused while the leader's log has not grown since (then the lag is
+	// exact as of the probe), or for memberProbeMin whatever happens.
+	age := time.Since(n.probes.at)
+	if !(age < memberProbeTTL && n.probes.last == last || age < memberProbeMin) {
 		n.probes.out = n.probeMembers(context.WithoutCancel(ctx), cf.Servers)
-		n.probes.at = time.Now()
+		n.probes.at, n.probes.last = time.Now(), last
 	}
 	out := make([]transport.MemberStatus, 0, len(cf.Servers))
 	for _, s := range cf.Servers {

@@ -162,13 +162,15 @@ func TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload(t *testing.T) {
 	}
 }
 
-// shot waits for the members' health, then writes the page's screenshot
-// to docs/NAME.
+// shot waits until the page shows every member healthy and caught up
+// (on DOM mutations, no polling loop), then writes its screenshot to
+// docs/NAME.
 func shot(t *testing.T, browser context.Context, name string) {
 	t.Helper()
 	if err := chromedp.Do(browser,
-		chromedp.WaitVisible(chromedp.CSS(`tr[data-member][data-state="follower"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-lock="leader/scheduler"] .sub`)),
+		chromedp.Poll[chromedp.Void](`document.querySelectorAll('tr[data-member][data-state="follower"][data-lag="0"]').length === 2`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(20*time.Second)),
 	); err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}

@@ -8,9 +8,13 @@
 'use strict';
 (function () {
   const TOKEN_KEY = 'raftlock-acl-token';
+  // The blocking query's wait: 10 s, or 2 s while a member lags or is not
+  // known healthy, so that its recovery shows soon (no log entry wakes the
+  // query for it).
   const WAIT = '10s';
+  const WAIT_UNSETTLED = '2s';
   const FREED_KEEP = 50; // locks seen freed, still listed as free
-  const state = { index: 0, offset: 0, shown: new Map(), freed: new Map(), tokenWaiter: null };
+  const state = { index: 0, offset: 0, shown: new Map(), freed: new Map(), tokenWaiter: null, wait: WAIT };
 
   function $(id) { return document.getElementById(id); }
 
@@ -99,7 +103,7 @@
         const headers = {};
         const t = token();
         if (t) headers.Authorization = 'Bearer ' + t;
-        res = await fetch('/v1/overview?index=' + state.index + '&wait=' + WAIT, { headers, cache: 'no-store' });
+        res = await fetch('/v1/overview?index=' + state.index + '&wait=' + state.wait, { headers, cache: 'no-store' });
       } catch (e) {
         setConn('error', 'node unreachable');
         await sleep(backoff);
@@ -127,6 +131,8 @@
       setConn('live', 'live');
       render(ov);
       state.index = ov.index;
+      const unsettled = (ov.members || []).some((m) => m.lag > 0 || (m.state !== 'leader' && m.state !== 'follower'));
+      state.wait = unsettled ? WAIT_UNSETTLED : WAIT;
     }
   }
 
@@ -145,7 +151,7 @@
     ];
     $('cluster-facts').replaceChildren(...facts.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-fact': k }, String(v))]));
     $('members-hidden').hidden = !ov.members_hidden;
-    const rows = (ov.members || []).map((m) => el('tr', { 'data-member': m.id, 'data-state': m.state },
+    const rows = (ov.members || []).map((m) => el('tr', { 'data-member': m.id, 'data-state': m.state, 'data-lag': m.lag },
       el('td', { class: 'name' }, m.id),
       el('td', {}, el('span', { class: 'badge', 'data-state': m.state, title: m.error || '' }, m.state)),
       el('td', {}, m.voter ? 'voter' : 'non-voter'),
