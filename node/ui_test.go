@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // screenshotEnv, set to 1, makes TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload
@@ -38,13 +40,14 @@ func chromiumPath(t *testing.T) string {
 
 // newBrowser starts headless Chromium for the test and returns a tab's
 // context, ended when the test ends or after limit.
-func newBrowser(t *testing.T, limit time.Duration) context.Context {
+func newBrowser(t *testing.T, limit time.Duration, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.NoSandbox, // CI runs as root
 		chromedp.WindowSize(1280, 1000),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	tctx, cancelTab := chromedp.NewContext(actx)
 	ctx, cancel := context.WithTimeout(tctx, limit)
@@ -244,5 +247,42 @@ func TestStatusPageAsksForATokenUnderACLsAndShowsLocksWithIt(t *testing.T) {
 		if strings.Contains(html, secret) {
 			t.Errorf("the page's HTML carries the %s", what)
 		}
+	}
+}
+
+// TestStatusPageWorksOverHTTPS pins the page under TLS: served over HTTPS,
+// its own calls (same origin, relative URLs) go over HTTPS too, and it
+// shows a lock taken through the API.
+func TestStatusPageWorksOverHTTPS(t *testing.T) {
+	// The test server's certificate is self-signed: the browser is told to
+	// accept it, as a user would trust the cluster's CA.
+	browser := newBrowser(t, 60*time.Second, chromedp.Flag("ignore-certificate-errors", true))
+	c := newTestCluster(t, 1, nil)
+	n, _ := c.leader()
+	srv := httptest.NewUnstartedServer(transport.NewServer(n))
+	srv.StartTLS()
+	t.Cleanup(func() {
+		srv.CloseClientConnections() // the page's blocking query
+		srv.Close()
+	})
+	ctx := ctxT(t)
+	info, err := n.OpenSession(ctx, api.OpenRequest{Name: "tls-worker"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := n.Acquire(ctx, api.AcquireRequest{Name: "jobs/tls", Session: info.ID, Holder: "h1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(srv.URL, "https://") {
+		t.Fatalf("the test server is not HTTPS: %s", srv.URL)
+	}
+	held := fmt.Sprintf(`tr[data-lock="jobs/tls"][data-state="held"] .holder[data-holder="h1"][data-token="%d"]`, g.Token)
+	if err := chromedp.Do(browser,
+		chromedp.Navigate(srv.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`)),
+		chromedp.WaitVisible(chromedp.CSS(held)),
+	); err != nil {
+		t.Fatalf("over HTTPS the page never showed jobs/tls held by h1: %v", err)
 	}
 }
