@@ -63,7 +63,9 @@ func newBrowser(t *testing.T, limit time.Duration, extra ...chromedp.ExecAllocat
 // test 3: the status page, loaded in headless Chromium from a follower,
 // shows a lock taken through the API with its holder's session name,
 // holder id and token, then shows it free after the release, in the same
-// page (no reload); its HTML never carries a session id.
+// page (no reload); its HTML never carries a session id; it fits a
+// phone's width; and it counts down the lock-delay an expired holder
+// leaves.
 func TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload(t *testing.T) {
 	browser := newBrowser(t, 90*time.Second)
 	c := newTestCluster(t, 3, slowRaft, withHTTP)
@@ -163,6 +165,29 @@ func TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload(t *testing.T) {
 	if !strings.Contains(html, api.SessionHandle(worker.ID)) {
 		t.Errorf("the page does not name the session by its handle %s", api.SessionHandle(worker.ID))
 	}
+
+	// A holder whose session expires leaves its lock in lock-delay: the
+	// page counts it down.
+	crashed, err := cl.OpenSession(ctx, api.OpenRequest{Name: "crashed", TTL: time.Second, LockDelay: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/crashed", Session: crashed.ID, Holder: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	countdown := `tr[data-lock="jobs/crashed"][data-state="delayed"] [data-until]`
+	if err := chromedp.Do(browser,
+		chromedp.WaitVisible(chromedp.CSS(countdown)),
+		chromedp.Poll[chromedp.Void](`/^\d+s left \(until \d\d:\d\d:\d\d\)$/.test(document.querySelector('`+countdown+`').textContent)`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("the page never counted down the lock-delay of jobs/crashed: %v", err)
+	}
+	text, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(`tr[data-lock="jobs/crashed"]`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the expired holder's lock reads %q", text)
 }
 
 // shot waits until the page shows every member healthy and caught up
