@@ -249,9 +249,9 @@ const (
 	// EventHalted: entry Index is corrupt (Err says how); the state
 	// machine applies nothing from it on (FSM.Halted).
 	EventHalted
-	// EventReleased: (Session, Holder) released its hold on Lock (an
-	// explicit release; a closed or expired session's holds are not
-	// counted here).
+	// EventReleased: (Session, Holder) released its hold of Lock (granted
+	// with Token): an explicit release; a closed or expired session's
+	// holds are not reported so.
 	EventReleased
 )
 
@@ -276,9 +276,14 @@ type Event struct {
 	Reason WaitEnd
 	// Err is why the state machine halted (EventHalted).
 	Err error
-	// Expired is true on EventSessionRemoved when the session expired
-	// (false: it was closed).
+	// Name is the session's name (EventSessionOpened,
+	// EventSessionRemoved); Expired says the session expired rather than
+	// being closed (EventSessionRemoved).
+	Name    string
 	Expired bool
+	// Now is the state machine's clock at the entry: the wall clock of the
+	// leader that proposed it (never going backwards); set by emit.
+	Now int64
 }
 
 // CorruptEntryError is why a state machine halted: log entry Index could
@@ -360,6 +365,7 @@ func (f *FSM) reset() {
 
 func (f *FSM) emit(e Event) {
 	if f.onEvent != nil {
+		e.Now = f.now
 		f.onEvent(e)
 	}
 }
@@ -469,7 +475,7 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
 		Created: f.now, Owner: c.Owner, Locks: make(map[string]struct{})}
-	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL})
+	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL, Name: c.Name})
 	return StatusOK, ""
 }
 
@@ -527,7 +533,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		}
 		f.changed(index, l)
 	}
-	f.emit(Event{Kind: EventSessionRemoved, Session: id, Expired: expire})
+	f.emit(Event{Kind: EventSessionRemoved, Session: id, Name: s.Name, Expired: expire})
 	return StatusOK
 }
 
@@ -846,9 +852,9 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	for i, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
 			f.sessions[c.Session].Holds--
 			f.forget(l, c.Session)
-			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: c.Session, Holder: c.Holder})
 			f.changed(index, l)
 			return StatusOK
 		}

@@ -66,6 +66,7 @@ func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
 // the FSM.
 func (n *Node) onEvent(e fsm.Event) {
 	n.metrics.count(e)
+	n.events.record(e)
 	switch e.Kind {
 	case fsm.EventGranted:
 		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})

@@ -263,6 +263,9 @@ type Node struct {
 	leaderCh chan struct{}             // closed when the current leadership ends
 	changed  chan struct{}             // closed and replaced on every lock change
 
+	events eventLog     // recent events for the status page (events.go)
+	probes memberProbes // the leader's last look at the members (overview.go)
+
 	// backend is the embedded-mode Backend, built once by Backend().
 	backendOnce sync.Once
 	backend     *embedded

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport/ui"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,6 +133,7 @@ func (s *Server) routes() {
 		{"GET /v1/internal/digests", false, true, s.handleDigests},
 		{"POST /v1/internal/diverged", false, true, s.handleDiverged},
 		{"GET /metrics", false, false, s.handleMetrics}, // authorizes itself (--metrics-open)
+		{"GET /v1/overview", !s.localReads, false, s.handleOverview},
 	} {
 		if r.peerOnly && !s.peer {
 			continue
@@ -207,6 +209,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rw.Header().Set(HeaderTerm, strconv.FormatUint(li.Term, 10))
 
+	// The status page (/ui/), served by this node; not on the peer port.
+	if ui.Is(r.URL.Path) && !s.peer {
+		s.serveUI(rw, r)
+		return
+	}
 	// ServeMux would redirect unclean paths; the API has none.
 	if p := r.URL.Path; p == "" || p[0] != '/' || path.Clean(p) != p {
 		s.writeError(rw, r, api.Errorf(api.CodeNotFound, "no route %s %q", r.Method, logPath(r.URL.Path)))
