@@ -85,6 +85,9 @@ func TestDivergedFollowerIsFoundDemotedAndTold(t *testing.T) {
 	if msg := f.Divergence().Error(); !strings.Contains(msg, "diverged") || !strings.Contains(msg, "--join") {
 		t.Errorf("the divergence %q does not say what and how to repair", msg)
 	}
+	if h := f.Health(); h.Healthy || !strings.Contains(h.Reason, "diverged") {
+		t.Errorf("the diverged follower's health %+v, want 503 saying it diverged", h)
+	}
 	for _, n := range c.nodes {
 		if n != f && n.Divergence() != nil {
 			t.Errorf("%s of the majority reports a divergence: %v", n.ID(), n.Divergence())

@@ -28,6 +28,15 @@ func (n *Node) health() transport.HealthStatus {
 		return transport.HealthStatus{Reason: "node is shutting down"}
 	default:
 	}
+	if err := n.FatalErr(); err != nil {
+		return transport.HealthStatus{Reason: err.Error()}
+	}
+	if err := n.Divergence(); err != nil {
+		return transport.HealthStatus{Reason: err.Error()}
+	}
+	if err := n.StorageError(); err != nil {
+		return transport.HealthStatus{Reason: fmt.Sprintf("cannot write raft.db in %s: %v", n.cfg.DataDir, err)}
+	}
 	conf := n.raft.GetConfiguration()
 	if err := conf.Error(); err != nil {
 		return transport.HealthStatus{Reason: fmt.Sprintf("reading the Raft configuration: %v", err)}

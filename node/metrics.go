@@ -119,11 +119,15 @@ var (
 	descLeader   = prometheus.NewDesc("raftlock_is_leader", "1 while this replica leads, else 0.", nil, nil)
 	descTerm     = prometheus.NewDesc("raftlock_term", "This replica's current Raft term.", nil, nil)
 	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
+	descStorage  = prometheus.NewDesc("raftlock_storage_errors_total", "Writes to raft.db (log entries, term, vote) that failed, e.g. on a full disk.", nil, nil)
+	descStoreBad = prometheus.NewDesc("raftlock_storage_failing", "1 while this replica's last write to raft.db failed, else 0.", nil, nil)
+	descDiverged = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied} {
+	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied,
+		descStorage, descStoreBad, descDiverged} {
 		ch <- d
 	}
 }
@@ -157,6 +161,20 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(n.raft.CurrentTerm()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(n.fsm.AppliedIndex()))
+	var storeErrs uint64
+	if n.watched != nil {
+		storeErrs = n.watched.errors.Load()
+	}
+	ch <- prometheus.MustNewConstMetric(descStorage, prometheus.CounterValue, float64(storeErrs))
+	ch <- prometheus.MustNewConstMetric(descStoreBad, prometheus.GaugeValue, flag(n.StorageError() != nil))
+	ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, flag(n.Divergence() != nil || n.FatalErr() != nil))
+}
+
+func flag(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // MetricsRegisterer is where the HTTP server registers its request

@@ -241,6 +241,9 @@ type Node struct {
 	raft  *raft.Raft
 	fsm   *fsm.FSM
 	store *raftboltdb.BoltStore
+	// watched is store with its writes watched (storewatch.go): what
+	// Raft is given.
+	watched *watchedStore
 	trans raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
@@ -347,9 +350,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: open raft.db: %w", err)
 	}
 	n.store = store
+	n.watched = &watchedStore{BoltStore: store, log: n.log}
 	// The leader replicates recent entries from memory instead of reading
 	// them back from bbolt and decoding them for every AppendEntries.
-	logs, err := raft.NewLogCache(logCacheSize, store)
+	logs, err := raft.NewLogCache(logCacheSize, n.watched)
 	if err != nil {
 		store.Close()
 		return nil, fmt.Errorf("node: log cache: %w", err)
@@ -404,7 +408,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.watched, snaps, trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("node: start raft: %w", err)

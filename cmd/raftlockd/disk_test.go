@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/cmd/internal/proccluster"
+	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// smallDisk mounts a tmpfs of size bytes for the test (root only: the
+// test is skipped elsewhere, and fails in CI, where .ci/run runs as root).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the full-disk test, but mounting a tmpfs failed: %v %s", err, out)
+		}
+		t.Skipf("SKIPPING: mounting a tmpfs needs root: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	return dir
+}
+
+// fill writes a file into dir until the disk is full and returns it.
+func fill(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if strings.Contains(err.Error(), "no space left") {
+				return path
+			}
+			t.Fatal(err)
+		}
+	}
+}
+
+// A follower whose disk is full says so: its /v1/health is 503 naming
+// raft.db and the error, a metric counts the failed writes, and its log
+// says so at most once every 30 s; once space is freed it catches up and
+// is healthy again. The cluster keeps committing meanwhile.
+func TestFullDiskTurnsHealthTo503AndBack(t *testing.T) {
+	disk := smallDisk(t, "8m")
+	bin := proccluster.BuildDaemon(t)
+	c := proccluster.StartEach(t, bin, 3, func(i int) []string {
+		if i == 2 {
+			return []string{"--data-dir", filepath.Join(disk, "n3")}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := func() transport.HealthInfo {
+		h, _ := n3.Health(ctx)
+		return h
+	}
+	proccluster.Eventually(t, time.Minute, "n3 healthy", func() error {
+		if h := health(); !h.OK {
+			return fmt.Errorf("%+v", h)
+		}
+		return nil
+	})
+	filler := fill(t, disk)
+	cl := c.Client()
+	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	work := func() error {
+		i++
+		_, err := cl.Acquire(ctx, api.AcquireRequest{Name: fmt.Sprintf("disk/%d", i), Session: s.ID, Holder: "h", Value: strings.Repeat("v", 2048)})
+		return err
+	}
+	proccluster.Eventually(t, time.Minute, "n3 reports the full disk", func() error {
+		if err := work(); err != nil {
+			return err
+		}
+		if h := health(); h.OK || !strings.Contains(h.Reason, "raft.db") || !strings.Contains(h.Reason, "no space left") {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
+	if log := c.Nodes[2].Log(); strings.Count(log, "raft.db write failed") > 2 {
+		t.Errorf("the write failures were logged %d times in well under a minute:\n%s", strings.Count(log, "raft.db write failed"), log)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	proccluster.Eventually(t, time.Minute, "n3 healthy again", func() error {
+		if err := work(); err != nil {
+			return err
+		}
+		if h := health(); !h.OK {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
+	resp, err := http.Get("http://" + c.Nodes[2].HTTPAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if m := regexp.MustCompile(`(?m)^raftlock_storage_errors_total (\d+)`).FindSubmatch(body); m == nil || string(m[1]) == "0" {
+		t.Errorf("n3's raftlock_storage_errors_total: %q, want the failed writes counted", m)
+	}
+}
