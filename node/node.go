@@ -244,7 +244,7 @@ type Node struct {
 	// watched is store with its writes watched (storewatch.go): what
 	// Raft is given.
 	watched *watchedStore
-	trans raft.Transport
+	trans   raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *transport.RaftNet
