@@ -20,13 +20,9 @@ const corruptRefuseTimeout = 30 * time.Second
 // that started on the damage, served a state of its own, or crashed
 // instead of refusing would show in the checks or the note.
 func (in *injector) corruptFollower(ctx context.Context) (FaultRec, error) {
-	ld, err := in.findLeader(ctx)
+	_, f, err := in.leaderAndFollower(ctx)
 	if err != nil {
 		return FaultRec{}, err
-	}
-	f := in.follower(ld)
-	if f == nil {
-		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
 	}
 	rec := FaultRec{Kind: faultCorruptFollower, Target: f.id, Start: monoNow()}
 	in.cl.stop(f, 5*time.Second)

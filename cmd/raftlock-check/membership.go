@@ -109,13 +109,9 @@ func (c *cluster) swap(out, in *nodeProc) {
 // random (POST /v1/cluster/transfer-leadership), as an operator does
 // before maintenance.
 func (in *injector) transferLeader(ctx context.Context) (FaultRec, error) {
-	ld, err := in.findLeader(ctx)
+	ld, f, err := in.leaderAndFollower(ctx)
 	if err != nil {
 		return FaultRec{}, err
-	}
-	f := in.follower(ld)
-	if f == nil {
-		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
 	}
 	rec := FaultRec{Kind: faultTransferLeader, Target: ld.id + " -> " + f.id, Start: monoNow(), LeaderLoss: true}
 	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
@@ -127,6 +123,18 @@ func (in *injector) transferLeader(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, fmt.Errorf("%w: transfer: %v", errSkipped, err)
 	}
 	return rec, nil
+}
+
+// leaderAndFollower finds the leader and a serving follower picked at
+// random (a skip if there is none).
+func (in *injector) leaderAndFollower(ctx context.Context) (ld, f *nodeProc, err error) {
+	if ld, err = in.findLeader(ctx); err != nil {
+		return nil, nil, err
+	}
+	if f = in.follower(ld); f == nil {
+		return nil, nil, fmt.Errorf("%w: no follower up", errSkipped)
+	}
+	return ld, f, nil
 }
 
 // follower picks a serving member other than ld at random (nil if none).
@@ -151,13 +159,9 @@ func (in *injector) replaceNode(ctx context.Context) (FaultRec, error) {
 	if len(in.cl.spares) == 0 {
 		return FaultRec{}, fmt.Errorf("%w: no spare node", errSkipped)
 	}
-	ld, err := in.findLeader(ctx)
+	_, f, err := in.leaderAndFollower(ctx)
 	if err != nil {
 		return FaultRec{}, err
-	}
-	f := in.follower(ld)
-	if f == nil {
-		return FaultRec{}, fmt.Errorf("%w: no follower up", errSkipped)
 	}
 	spare := in.cl.spares[0]
 	rec := FaultRec{Kind: faultReplaceNode, Target: f.id + " -> " + spare.id, Start: monoNow()}

@@ -17,6 +17,7 @@ import (
 	"github.com/raftlock/raftlock/cmd/internal/damage"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // A byte changed in a stopped follower's raft.db, inside a committed
@@ -108,21 +109,10 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 // (for the others' checks).
 func damagedFollower(t *testing.T, damage func(t *testing.T, dataDir string)) (int, string, *proccluster.Cluster) {
 	t.Helper()
-	bin := proccluster.BuildDaemon(t)
-	c := proccluster.Start(t, bin, 3, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ld, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := (ld + 1) % 3
+	c, _, f, cl, s := snapshottingCluster(t, ctx)
 	dir := c.Flag(f, "--data-dir")
-	cl := c.Client()
-	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := 0
 	proccluster.Eventually(t, time.Minute, "the follower snapshots and compacts its log", func() error {
 		for range 20 {
@@ -220,4 +210,22 @@ var crashTrace = regexp.MustCompile(`(?m)^(panic: |fatal error: |goroutine \d+ \
 // crash.
 func crashed(log string) string {
 	return crashTrace.FindString(log)
+}
+
+// snapshottingCluster starts 3 nodes that snapshot and compact their log
+// often (every 32 entries, keeping 8), and returns the cluster, its
+// leader, a follower, a client and a session of it.
+func snapshottingCluster(t *testing.T, ctx context.Context) (c *proccluster.Cluster, ld, f int, cl *transport.Client, s api.Info) {
+	t.Helper()
+	bin := proccluster.BuildDaemon(t)
+	c = proccluster.Start(t, bin, 3, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
+	ld, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl = c.Client()
+	if s, err = cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	return c, ld, (ld + 1) % 3, cl, s
 }

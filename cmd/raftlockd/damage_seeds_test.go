@@ -37,21 +37,10 @@ func damageSeeds(t *testing.T) int {
 // state digest equals the leader's at a common index: it never serves a
 // state that differs. After each seed its files are put back.
 func TestRandomDamageIsRefusedOrHarmless(t *testing.T) {
-	bin := proccluster.BuildDaemon(t)
-	c := proccluster.Start(t, bin, 3, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	ld, err := c.Leader(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := (ld + 1) % 3
+	c, ld, f, cl, s := snapshottingCluster(t, ctx)
 	dir := c.Flag(f, "--data-dir")
-	cl := c.Client()
-	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
 	op := 0
 	work := func(n int) {
 		t.Helper()
