@@ -90,6 +90,20 @@ func readBoltMeta(f *os.File, off int64) (boltMeta, bool) {
 // bbolt's own consistency check (run with faults turned into panics, and
 // those into an error). A missing file is fine (a new node).
 func (n *Node) checkRaftDB(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil // a new node
+	}
+	if err := CheckRaftDBFile(n.cfg.ID, path); err != nil {
+		return err
+	}
+	return n.checkBoltPages(path)
+}
+
+// CheckRaftDBFile refuses (DataDamagedError for node id) a raft.db whose
+// meta pages are both invalid or that is shorter than its meta page says:
+// plain reads, no memory map, so it cannot fault or hang on a truncated
+// file (raftlockd runs it before its deeper checks).
+func CheckRaftDBFile(id, path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -103,7 +117,7 @@ func (n *Node) checkRaftDB(path string) error {
 		return fmt.Errorf("node: stat %s: %w", path, err)
 	}
 	if st.Size() == 0 {
-		return n.damaged(path, "the file is empty")
+		return DataDamaged(id, path, "the file is empty")
 	}
 	m0, ok0 := readBoltMeta(f, 0)
 	size := int64(os.Getpagesize())
@@ -114,15 +128,15 @@ func (n *Node) checkRaftDB(path string) error {
 	meta := m0
 	switch {
 	case !ok0 && !ok1:
-		return n.damaged(path, "neither of its two meta pages is valid (not a bbolt file, or both overwritten)")
+		return DataDamaged(id, path, "neither of its two meta pages is valid (not a bbolt file, or both overwritten)")
 	case !ok0 || (ok1 && m1.txid > m0.txid):
 		meta = m1
 	}
 	if want := int64(meta.pgid) * int64(meta.pageSize); st.Size() < want {
-		return n.damaged(path, "the file is truncated: %d bytes, but its meta page (txid %d) says %d pages of %d bytes (%d bytes)",
-			st.Size(), meta.txid, meta.pgid, meta.pageSize, want)
+		return DataDamaged(id, path, fmt.Sprintf("the file is truncated: %d bytes, but its meta page (txid %d) says %d pages of %d bytes (%d bytes)",
+			st.Size(), meta.txid, meta.pgid, meta.pageSize, want))
 	}
-	return n.checkBoltPages(path)
+	return nil
 }
 
 // checkBoltPages reads every bucket, key and value of raft.db, read-only,

@@ -21,8 +21,9 @@ import (
 // on the damage): checkDataDir runs it as a child process.
 const checkEnv = "RAFTLOCKD_CHECK_DATA_DIR"
 
-// checkTimeout bounds the child's check.
-const checkTimeout = 2 * time.Minute
+// checkTimeout bounds the child's check; a check that does not end in
+// time is taken as damage too (bbolt stuck on a damaged file).
+const checkTimeout = 30 * time.Second
 
 // runCheckChild is the child's side: it checks dir and exits.
 func runCheckChild(dir string, stderr io.Writer) int {
@@ -47,6 +48,10 @@ func checkDataDir(ctx context.Context, id, dir string) error {
 	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	// Plain reads first: a truncated file is refused without mapping it.
+	if err := node.CheckRaftDBFile(id, db); err != nil {
+		return err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("check the data dir: %w", err)
@@ -60,6 +65,9 @@ func checkDataDir(ctx context.Context, id, dir string) error {
 	err = cmd.Run()
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		return node.DataDamaged(id, db, fmt.Sprintf("checking it did not finish within %v", checkTimeout))
 	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
