@@ -174,12 +174,30 @@ func walkBucket(b *bbolt.Bucket) error {
 }
 
 // CheckDataDirDeep runs bbolt's full consistency check of dir's raft.db
-// and opens it writable as a node does (which rebuilds the freelist by
+// (and of wal/wal-meta.db, raft-wal's bbolt index of its segments) and
+// opens each writable as a node does (which rebuilds the freelist by
 // scanning every page). Both run goroutines of bbolt's own, where a
 // damaged page can crash the process beyond recovery: call it in a child
 // process (raftlockd --check-data-dir) and treat its crash as the damage.
+// Its error names the damaged file.
 func CheckDataDirDeep(dir string) error {
-	path := filepath.Join(dir, "raft.db")
+	for _, path := range DeepCheckedFiles(dir) {
+		if err := CheckBoltFileDeep(path); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// DeepCheckedFiles are the bbolt files of dir that CheckDataDirDeep
+// checks, in its order.
+func DeepCheckedFiles(dir string) []string {
+	return []string{filepath.Join(dir, "raft.db"), filepath.Join(dir, walDirName, "wal-meta.db")}
+}
+
+// CheckBoltFileDeep is CheckDataDirDeep of one bbolt file (nil if it
+// does not exist).
+func CheckBoltFileDeep(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

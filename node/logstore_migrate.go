@@ -88,7 +88,12 @@ func migrateToWAL(ctx context.Context, dataDir string, src *dataDirStores) error
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	if err := migrate.CopyLogs(ctx, w, src.stable, migrateBatchBytes, nil); err != nil {
+	tail, err := contiguousTail(src.stable)
+	if err != nil {
+		w.Close()
+		return err
+	}
+	if err := migrate.CopyLogs(ctx, w, tail, migrateBatchBytes, nil); err != nil {
 		w.Close()
 		return fmt.Errorf("copy the log: %w", err)
 	}
@@ -150,4 +155,42 @@ func clearLog(s raft.LogStore) error {
 		return fmt.Errorf("clear the old log: %w", err)
 	}
 	return nil
+}
+
+// tailStore is a log store seen from first on.
+type tailStore struct {
+	raft.LogStore
+	first uint64
+}
+
+func (t tailStore) FirstIndex() (uint64, error) { return t.first, nil }
+
+// contiguousTail is the log store s from the start of its newest run of
+// consecutive indexes: raft-boltdb's log may hold a gap after Raft
+// installed a snapshot (older entries kept below it), which raft-wal
+// takes no gap in; the entries before the gap are covered by that
+// snapshot.
+func contiguousTail(s raft.LogStore) (raft.LogStore, error) {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return nil, fmt.Errorf("first index: %w", err)
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("last index: %w", err)
+	}
+	start := last
+	var l raft.Log
+	for start > first && start > 1 {
+		if err := s.GetLog(start-1, &l); errors.Is(err, raft.ErrLogNotFound) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("log entry %d: %w", start-1, err)
+		}
+		start--
+	}
+	if last == 0 {
+		start = first
+	}
+	return tailStore{LogStore: s, first: start}, nil
 }

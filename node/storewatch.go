@@ -81,6 +81,14 @@ func (s *watchedLog) DeleteRange(min, max uint64) error {
 	return s.w.note(s.file, s.LogStore.DeleteRange(min, max))
 }
 
+// IsMonotonic implements raft.MonotonicLogStore for a store that does
+// (raft-wal: it takes no gap in the indexes, so Raft removes the whole
+// log after restoring a snapshot rather than leaving a gap).
+func (s *watchedLog) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // watchedStable is a raft.StableStore with its writes watched.
 type watchedStable struct {
 	raft.StableStore
