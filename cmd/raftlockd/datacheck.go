@@ -26,13 +26,21 @@ const checkEnv = "RAFTLOCKD_CHECK_DATA_DIR"
 const checkTimeout = 30 * time.Second
 
 // runCheckChild is the child's side: it checks dir and exits.
+// It says which file it checks ("checking FILE") before each, so that a
+// crash is known to have happened in that file.
 func runCheckChild(dir string, stderr io.Writer) int {
-	if err := node.CheckDataDirDeep(dir); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	for _, f := range node.DeepCheckedFiles(dir) {
+		fmt.Fprintln(stderr, checkingPrefix+f)
+		if err := node.CheckBoltFileDeep(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
 	}
 	return 0
 }
+
+// checkingPrefix begins the child's line naming the file it checks next.
+const checkingPrefix = "checking "
 
 // crashLine finds what a crashed child printed first: its panic or fatal
 // error line.
@@ -46,7 +54,9 @@ var crashLine = regexp.MustCompile(`(?m)^(panic: |fatal error: |unexpected fault
 func checkDataDir(ctx context.Context, id, dir string) error {
 	db := filepath.Join(dir, "raft.db")
 	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
-		return nil
+		if _, err := os.Stat(filepath.Join(dir, "wal")); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 	}
 	// Plain reads first: a truncated file is refused without mapping it.
 	if err := node.CheckRaftDBFile(id, db); err != nil {
@@ -73,7 +83,16 @@ func checkDataDir(ctx context.Context, id, dir string) error {
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("check the data dir: %w", err)
 	}
-	what := strings.TrimSpace(out.String())
+	// The damaged file is the last one the child began checking.
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if f, ok := strings.CutPrefix(l, checkingPrefix); ok {
+			db = f
+			continue
+		}
+		lines = append(lines, l)
+	}
+	what := strings.Join(lines, "\n")
 	if ee.ExitCode() != 1 {
 		what = "bbolt crashed reading it"
 		if l := crashLine.FindString(out.String()); l != "" {
