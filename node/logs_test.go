@@ -98,6 +98,16 @@ func TestCancelledWatchLogsNothingAtWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A watch of a free lock answers once the applied index moves: wait
+	// until every member has registered its HTTP address (the last
+	// entries a quiet cluster appends) before taking the index.
+	ld, _ := c.leader()
+	eventually(t, 20*time.Second, "every member registered", func() error {
+		if m := ld.fsm.Members(); len(m) < 3 {
+			return fmt.Errorf("%d member records", len(m))
+		}
+		return nil
+	})
 	st, err := cl.LockState(ctxT(t), "watched")
 	if err != nil {
 		t.Fatal(err)
