@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -28,6 +29,9 @@ import (
 //
 //	go test -run '^$' -bench 'BenchmarkCluster' -benchtime 2s ./node
 //
+// RAFTLOCK_BENCH_LOG_STORE=boltdb runs them on the boltdb log store
+// (default: wal, Config.LogStore).
+//
 // BenchmarkCluster calls the leader's Node methods directly (Raft, FSM,
 // lease table, stores: the core); BenchmarkClusterHTTP goes through the
 // HTTP API (transport.NewServer on every node, transport.Client starting at
@@ -48,7 +52,11 @@ import (
 // errors only, and returns it with its ready leader's index.
 func newBenchCluster(b *testing.B, opts ...clusterOption) (*testCluster, int) {
 	b.Helper()
-	c := newTestCluster(b, 3, nil, append([]clusterOption{withLogLevel(hclog.Error)}, opts...)...)
+	store := os.Getenv("RAFTLOCK_BENCH_LOG_STORE")
+	if err := CheckLogStore(store); err != nil {
+		b.Fatalf("RAFTLOCK_BENCH_LOG_STORE: %v", err)
+	}
+	c := newTestCluster(b, 3, func(cfg *Config) { cfg.LogStore = store }, append([]clusterOption{withLogLevel(hclog.Error)}, opts...)...)
 	_, l := c.leader()
 	b.Logf("leader n%d", l+1)
 	return c, l

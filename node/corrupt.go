@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 )
 
@@ -23,7 +22,7 @@ func (n *Node) halt(err error) {
 	n.fatalOnce.Do(func() {
 		n.fatalErr = fmt.Errorf("node %s: %w, read from %s: this node has stopped and serves nothing from it; "+
 			"repair: run `raftlock members remove %s` on the cluster, wipe the data dir %s and start this node with --join "+
-			"(its state comes back from the others)", n.cfg.ID, err, filepath.Join(n.cfg.DataDir, "raft.db"), n.cfg.ID, n.cfg.DataDir)
+			"(its state comes back from the others)", n.cfg.ID, err, n.logPath, n.cfg.ID, n.cfg.DataDir)
 		go func() {
 			n.log.Error("corrupt log entry: stopping", "error", n.fatalErr)
 			ctx, cancel := context.WithTimeout(context.Background(), haltTimeout)

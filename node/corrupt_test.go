@@ -55,7 +55,7 @@ func TestCorruptEntryStopsEveryReplicaBeforeItIsApplied(t *testing.T) {
 		case <-n.Fatal():
 			halted++
 			msg := n.FatalErr().Error()
-			for _, want := range []string{"is corrupt", "checksum mismatch", "raft.db", "members remove " + n.ID(), "--join"} {
+			for _, want := range []string{"is corrupt", "checksum mismatch", n.LogPath(), "members remove " + n.ID(), "--join"} {
 				if !strings.Contains(msg, want) {
 					t.Errorf("%s: %q does not say %q", n.ID(), msg, want)
 				}

@@ -90,6 +90,20 @@ func readBoltMeta(f *os.File, off int64) (boltMeta, bool) {
 // bbolt's own consistency check (run with faults turned into panics, and
 // those into an error). A missing file is fine (a new node).
 func (n *Node) checkRaftDB(path string) error {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil // a new node
+	}
+	if err := CheckRaftDBFile(n.cfg.ID, path); err != nil {
+		return err
+	}
+	return n.checkBoltPages(path)
+}
+
+// CheckRaftDBFile refuses (DataDamagedError for node id) a raft.db whose
+// meta pages are both invalid or that is shorter than its meta page says:
+// plain reads, no memory map, so it cannot fault or hang on a truncated
+// file (raftlockd runs it before its deeper checks).
+func CheckRaftDBFile(id, path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -103,7 +117,7 @@ func (n *Node) checkRaftDB(path string) error {
 		return fmt.Errorf("node: stat %s: %w", path, err)
 	}
 	if st.Size() == 0 {
-		return n.damaged(path, "the file is empty")
+		return DataDamaged(id, path, "the file is empty")
 	}
 	m0, ok0 := readBoltMeta(f, 0)
 	size := int64(os.Getpagesize())
@@ -114,15 +128,15 @@ func (n *Node) checkRaftDB(path string) error {
 	meta := m0
 	switch {
 	case !ok0 && !ok1:
-		return n.damaged(path, "neither of its two meta pages is valid (not a bbolt file, or both overwritten)")
+		return DataDamaged(id, path, "neither of its two meta pages is valid (not a bbolt file, or both overwritten)")
 	case !ok0 || (ok1 && m1.txid > m0.txid):
 		meta = m1
 	}
 	if want := int64(meta.pgid) * int64(meta.pageSize); st.Size() < want {
-		return n.damaged(path, "the file is truncated: %d bytes, but its meta page (txid %d) says %d pages of %d bytes (%d bytes)",
-			st.Size(), meta.txid, meta.pgid, meta.pageSize, want)
+		return DataDamaged(id, path, fmt.Sprintf("the file is truncated: %d bytes, but its meta page (txid %d) says %d pages of %d bytes (%d bytes)",
+			st.Size(), meta.txid, meta.pgid, meta.pageSize, want))
 	}
-	return n.checkBoltPages(path)
+	return nil
 }
 
 // checkBoltPages reads every bucket, key and value of raft.db, read-only,
@@ -174,12 +188,30 @@ func walkBucket(b *bbolt.Bucket) error {
 }
 
 // CheckDataDirDeep runs bbolt's full consistency check of dir's raft.db
-// and opens it writable as a node does (which rebuilds the freelist by
+// (and of wal/wal-meta.db, raft-wal's bbolt index of its segments) and
+// opens each writable as a node does (which rebuilds the freelist by
 // scanning every page). Both run goroutines of bbolt's own, where a
 // damaged page can crash the process beyond recovery: call it in a child
 // process (raftlockd --check-data-dir) and treat its crash as the damage.
+// Its error names the damaged file.
 func CheckDataDirDeep(dir string) error {
-	path := filepath.Join(dir, "raft.db")
+	for _, path := range DeepCheckedFiles(dir) {
+		if err := CheckBoltFileDeep(path); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return nil
+}
+
+// DeepCheckedFiles are the bbolt files of dir that CheckDataDirDeep
+// checks, in its order.
+func DeepCheckedFiles(dir string) []string {
+	return []string{filepath.Join(dir, "raft.db"), filepath.Join(dir, walDirName, "wal-meta.db")}
+}
+
+// CheckBoltFileDeep is CheckDataDirDeep of one bbolt file (nil if it
+// does not exist).
+func CheckBoltFileDeep(path string) error {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -202,16 +234,16 @@ func CheckDataDirDeep(dir string) error {
 // checkOpenStores reads what checkStores judges from the open stores,
 // and checks every command in the log against its checksum (a corrupt
 // entry is refused here, at start, naming it, rather than met later).
-func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps *raft.FileSnapshotStore) error {
-	first, err := store.FirstIndex()
+func (n *Node) checkOpenStores(dbPath, logPath string, logs raft.LogStore, stable raft.StableStore, snaps *raft.FileSnapshotStore) error {
+	first, err := logs.FirstIndex()
 	if err != nil {
-		return n.damaged(dbPath, "its first log index cannot be read: %v", err)
+		return n.damaged(logPath, "its first log index cannot be read: %v", err)
 	}
-	last, err := store.LastIndex()
+	last, err := logs.LastIndex()
 	if err != nil {
-		return n.damaged(dbPath, "its last log index cannot be read: %v", err)
+		return n.damaged(logPath, "its last log index cannot be read: %v", err)
 	}
-	term, err := store.GetUint64([]byte("CurrentTerm"))
+	term, err := stable.GetUint64([]byte("CurrentTerm"))
 	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return n.damaged(dbPath, "its current term cannot be read: %v", err)
 	}
@@ -239,7 +271,7 @@ func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps
 		n.log.Warn("a damaged snapshot is skipped; an older one is used", "damaged", strings.Join(bad, "; "), "used_index", snapIndex)
 	}
 	snapDirs, _ := filepath.Glob(filepath.Join(n.cfg.DataDir, "snapshots", "*"))
-	if err := n.checkStores(dbPath, first, last, term, snapIndex, snapDirs); err != nil {
+	if err := n.checkStores(dbPath, logPath, first, last, term, snapIndex, snapDirs); err != nil {
 		return err
 	}
 	if last == 0 {
@@ -254,14 +286,14 @@ func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps
 	}
 	var l raft.Log
 	for i := start; i <= last; i++ {
-		if err := store.GetLog(i, &l); err != nil {
-			return n.damaged(dbPath, "log entry %d of [%d, %d] cannot be read: %v", i, start, last, err)
+		if err := logs.GetLog(i, &l); err != nil {
+			return n.damaged(logPath, "log entry %d of [%d, %d] cannot be read: %v", i, start, last, err)
 		}
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		if _, err := fsm.Decode(l.Data); err != nil {
-			return n.damaged(dbPath, "%v", &fsm.CorruptEntryError{Index: i, Err: err})
+			return n.damaged(logPath, "%v", &fsm.CorruptEntryError{Index: i, Err: err})
 		}
 	}
 	return nil
@@ -273,13 +305,19 @@ func (n *Node) checkOpenStores(dbPath string, store *raftboltdb.BoltStore, snaps
 // lost: Raft would panic "log not found"), and a raft.db that lost its
 // stable store (current term and vote) while snapshots remain (the node
 // could vote twice in one term).
-func (n *Node) checkStores(dbPath string, first, last, term uint64, snapIndex uint64, snapDirs []string) error {
+func (n *Node) checkStores(dbPath, logPath string, first, last, term uint64, snapIndex uint64, snapDirs []string) error {
 	if term == 0 && last == 0 && len(snapDirs) > 0 {
 		return n.damaged(dbPath, "it holds no term, vote or log, but %d snapshot(s) remain in %s: the file was lost or replaced, "+
 			"and with it the node's term and vote (it could vote twice in a term)", len(snapDirs), snapDirs[0])
 	}
+	if term == 0 && last > 0 && logPath != dbPath {
+		// Raft stores a term before any entry of it: a log without one
+		// means raft.db, the stable store, was lost or replaced.
+		return n.damaged(dbPath, "it holds no term or vote, but the log in %s holds entries up to %d: the file was lost or replaced, "+
+			"and with it the node's term and vote (it could vote twice in a term)", logPath, last)
+	}
 	if first > 1 && snapIndex+1 < first {
-		return n.damaged(dbPath, "its log starts at entry %d, but no snapshot covers the entries before it (the newest usable snapshot ends at %d; "+
+		return n.damaged(logPath, "its log starts at entry %d, but no snapshot covers the entries before it (the newest usable snapshot ends at %d; "+
 			"a snapshot whose meta.json or state.bin is missing or damaged is skipped)", first, snapIndex)
 	}
 	return nil

@@ -35,7 +35,7 @@ func (n *Node) health() transport.HealthStatus {
 		return transport.HealthStatus{Reason: err.Error()}
 	}
 	if err := n.StorageError(); err != nil {
-		return transport.HealthStatus{Reason: fmt.Sprintf("cannot write raft.db in %s: %v", n.cfg.DataDir, err)}
+		return transport.HealthStatus{Reason: fmt.Sprintf("cannot write its Raft stores in %s: %v", n.cfg.DataDir, err)}
 	}
 	conf := n.raft.GetConfiguration()
 	if err := conf.Error(); err != nil {

@@ -441,13 +441,13 @@ func TestProbedBootstrapFormsOneConfiguration(t *testing.T) {
 // entryAt1 describes the configuration entry at index 1 of the log in dir.
 func entryAt1(t *testing.T, dir string) string {
 	t.Helper()
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dir, "raft.db"))
+	stores, err := openDataDirStores(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer stores.Close()
 	var l raft.Log
-	if err := store.GetLog(1, &l); err != nil {
+	if err := stores.logs.GetLog(1, &l); err != nil {
 		t.Fatalf("%s: index 1: %v", dir, err)
 	}
 	if l.Type != raft.LogConfiguration {

@@ -119,8 +119,8 @@ var (
 	descLeader   = prometheus.NewDesc("raftlock_is_leader", "1 while this replica leads, else 0.", nil, nil)
 	descTerm     = prometheus.NewDesc("raftlock_term", "This replica's current Raft term.", nil, nil)
 	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
-	descStorage  = prometheus.NewDesc("raftlock_storage_errors_total", "Writes to raft.db (log entries, term, vote) that failed, e.g. on a full disk.", nil, nil)
-	descStoreBad = prometheus.NewDesc("raftlock_storage_failing", "1 while this replica's last write to raft.db failed, else 0.", nil, nil)
+	descStorage  = prometheus.NewDesc("raftlock_storage_errors_total", "Writes to the Raft stores (log entries in wal/ or raft.db; term, vote in raft.db) that failed, e.g. on a full disk.", nil, nil)
+	descStoreBad = prometheus.NewDesc("raftlock_storage_failing", "1 while this replica's last write to its Raft stores failed, else 0.", nil, nil)
 	descDiverged = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,7 +22,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/transport"
@@ -69,8 +69,15 @@ const logCacheSize = 1024
 type Config struct {
 	// ID names the node in the cluster (e.g. "n1").
 	ID string
-	// DataDir holds raft.db (log and stable store) and snapshots/.
+	// DataDir holds raft.db (stable store; the log store too with
+	// LogStoreBoltDB), wal/ (the log store with LogStoreWAL), the
+	// log-store file that records which, and snapshots/.
 	DataDir string
+	// LogStore is the Raft log store: LogStoreWAL or LogStoreBoltDB, ""
+	// for the data dir's own (wal for a new one). A data dir keeps the
+	// store it was created with: New refuses another (MigrateLogStore
+	// moves it).
+	LogStore string
 	// RaftBind is the host:port the Raft transport listens on; outgoing Raft
 	// connections originate from its IP.
 	RaftBind string
@@ -236,15 +243,22 @@ func (c *Config) fill() error {
 
 // Node is one replica of the lock service.
 type Node struct {
-	cfg   Config
-	log   hclog.Logger
-	raft  *raft.Raft
-	fsm   *fsm.FSM
-	store *raftboltdb.BoltStore
-	// watched is store with its writes watched (storewatch.go): what
-	// Raft is given.
-	watched *watchedStore
-	trans   raft.Transport
+	cfg  Config
+	log  hclog.Logger
+	raft *raft.Raft
+	fsm  *fsm.FSM
+	// store is raft.db: the stable store (term, vote), and the log store
+	// with LogStoreBoltDB. logs is the log store (logstore.go), raft.db
+	// or wal/ (logPath); walLog is it with LogStoreWAL, else nil.
+	store   *raftboltdb.BoltStore
+	logs    raft.LogStore
+	walLog  io.Closer
+	logPath string
+	// watched sees the stores' writes (storewatch.go); watchedStable
+	// (and the log cache over watchedLog) are what Raft is given.
+	watched       *storeWatch
+	watchedStable *watchedStable
+	trans         raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *transport.RaftNet
@@ -330,41 +344,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.metrics = m
 	n.fsm = fsm.New(n.onEvent)
 
-	// fsync stays on (NoSync is never set). The freelist is not written
-	// on every commit (bbolt rebuilds it by scanning on open), which takes
-	// pages off every group commit; the hashmap freelist keeps allocation
-	// cheap as the log is truncated after snapshots.
-	dbPath := filepath.Join(cfg.DataDir, "raft.db")
-	if err := n.checkRaftDB(dbPath); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: dbPath,
-		BoltOptions: &bbolt.Options{
-			Timeout:        time.Second,
-			NoFreelistSync: true,
-			FreelistType:   bbolt.FreelistMapType,
-		},
-	})
+	store, logs, err := n.openStores()
 	if err != nil {
-		return nil, fmt.Errorf("node: open raft.db: %w", err)
-	}
-	n.store = store
-	n.watched = &watchedStore{BoltStore: store, log: n.log}
-	// The leader replicates recent entries from memory instead of reading
-	// them back from bbolt and decoding them for every AppendEntries.
-	logs, err := raft.NewLogCache(logCacheSize, n.watched)
-	if err != nil {
-		store.Close()
-		return nil, fmt.Errorf("node: log cache: %w", err)
+		return nil, err
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
-		store.Close()
+		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	if err := n.checkOpenStores(dbPath, store, snaps); err != nil {
-		store.Close()
+	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps); err != nil {
+		n.closeRaftStores()
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	trans := cfg.RaftTransport
@@ -377,7 +367,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger, TLS: cfg.TLS,
 		})
 		if err != nil {
-			store.Close()
+			n.closeRaftStores()
 			return nil, fmt.Errorf("node: %w", err)
 		}
 		n.peer = rn
@@ -408,7 +398,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, n.watched, snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.watchedStable, snaps, trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("node: start raft: %w", err)
@@ -440,7 +430,7 @@ func (n *Node) closeStores() {
 	if c, ok := n.trans.(interface{ Close() error }); ok && n.cfg.RaftTransport == nil {
 		c.Close()
 	}
-	n.store.Close()
+	n.closeRaftStores()
 }
 
 // ID returns the node's id.
@@ -485,7 +475,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			if c, ok := n.trans.(interface{ Close() error }); ok {
 				c.Close()
 			}
-			if cerr := n.store.Close(); cerr != nil && err == nil {
+			if cerr := n.closeRaftStores(); cerr != nil && err == nil {
 				err = cerr
 			}
 			if err != nil {

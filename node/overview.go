@@ -156,9 +156,9 @@ func (n *Node) overviewLock(l fsm.Lock, applied map[uint64]time.Time) transport.
 // it, else the time of the entry as this replica applied it (eventLog),
 // else zero.
 func (n *Node) grantTime(token uint64, applied map[uint64]time.Time) time.Time {
-	if n.store != nil {
+	if n.logs != nil {
 		var e raft.Log
-		if err := n.store.GetLog(token, &e); err == nil && !e.AppendedAt.IsZero() {
+		if err := n.logs.GetLog(token, &e); err == nil && !e.AppendedAt.IsZero() {
 			return e.AppendedAt
 		}
 	}

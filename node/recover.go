@@ -6,12 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/raftlock/raftlock/fsm"
 )
@@ -104,17 +101,17 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: %s holds no Raft state: %w", dataDir, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType}})
+	stores, err := openDataDirStores(dataDir, false)
 	if err != nil {
-		return RecoverInfo{}, fmt.Errorf("recover: open raft.db (is the node still running?): %w", err)
+		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
 	}
-	defer store.Close()
+	defer stores.Close()
+	store := stores.logs
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, logger.Named("snapshots"))
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: snapshot store: %w", err)
 	}
-	has, err := raft.HasExistingState(store, store, snaps)
+	has, err := raft.HasExistingState(store, stores.stable, snaps)
 	if err != nil || !has {
 		return RecoverInfo{}, fmt.Errorf("recover: %s holds no Raft state (%v)", dataDir, err)
 	}
@@ -218,12 +215,12 @@ func InspectDataDir(dataDir string) (DataDirInfo, error) {
 	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err != nil {
 		return DataDirInfo{}, fmt.Errorf("%s is not a node's data dir: %w", dataDir, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second, ReadOnly: true}})
+	stores, err := openDataDirStores(dataDir, true)
 	if err != nil {
-		return DataDirInfo{}, fmt.Errorf("open %s/raft.db (stop the node first): %w", dataDir, err)
+		return DataDirInfo{}, fmt.Errorf("%w (stop the node first)", err)
 	}
-	defer store.Close()
+	defer stores.Close()
+	store := stores.logs
 	var info DataDirInfo
 	if info.LastIndex, err = store.LastIndex(); err != nil {
 		return DataDirInfo{}, fmt.Errorf("%s: last index: %w", dataDir, err)

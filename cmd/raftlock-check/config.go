@@ -28,7 +28,7 @@ const (
 	faultTransferLeader = "transfer-leader"
 	faultReplaceNode    = "replace-node"
 	faultRemoveLeader   = "remove-leader"
-	// corrupt-follower (corruption.go): a stopped follower's raft.db
+	// corrupt-follower (corruption.go): a stopped follower's log
 	// damaged; it must refuse to start, and is repaired with --join.
 	faultCorruptFollower = "corrupt-follower"
 )

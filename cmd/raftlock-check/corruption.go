@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand"
 	"path/filepath"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 // refuse to start.
 const corruptRefuseTimeout = 30 * time.Second
 
-// corruptFollower damages a stopped follower's raft.db (random bytes over
-// its newest log entry, every copy bbolt keeps) and restarts it: the node
+// corruptFollower damages a stopped follower's log (random bytes over its
+// newest log entry: with the boltdb log store, every copy bbolt keeps in
+// raft.db; with wal, the newest entry of its newest WAL segment before
+// the segment's last append batch, whose CRC raft-wal checks and whose
+// damage it takes for a torn write) and restarts it: the node
 // must refuse to start. Then it is repaired as docs/DAMAGED.md says:
 // removed from the cluster, wiped, and brought back with --join. A node
 // that started on the damage, served a state of its own, or crashed
@@ -26,7 +30,7 @@ func (in *injector) corruptFollower(ctx context.Context) (FaultRec, error) {
 	}
 	rec := FaultRec{Kind: faultCorruptFollower, Target: f.id, Start: monoNow()}
 	in.cl.stop(f, 5*time.Second)
-	if err := damage.NewestCommandInFile(filepath.Join(f.dataDir, "raft.db"), 32, in.rng); err != nil {
+	if err := damageNewestLog(f.dataDir, in.rng); err != nil {
 		in.restart(f)
 		return FaultRec{}, fmt.Errorf("%w: %v", errSkipped, err)
 	}
@@ -57,4 +61,13 @@ func (in *injector) corruptFollower(ctx context.Context) (FaultRec, error) {
 	}
 	rec.End = monoNow()
 	return rec, nil
+}
+
+// damageNewestLog damages the newest log entry of the stopped node's
+// data dir, in the log store it uses.
+func damageNewestLog(dataDir string, rng *rand.Rand) error {
+	if seg := damage.LogFile(dataDir); filepath.Base(seg) != "raft.db" {
+		return damage.NewestSettledCommandInWAL(seg, 32, rng)
+	}
+	return damage.NewestCommandInFile(filepath.Join(dataDir, "raft.db"), 32, rng)
 }

@@ -83,7 +83,7 @@ func TestStatusShowsEachMembersStateAndADeadOneUnreachable(t *testing.T) {
 		if !strings.Contains(log, "leader changed: leader="+leaderID) || !regexp.MustCompile(`leader changed: .* term=\d+`).MatchString(log) {
 			t.Errorf("%s's log does not name the leader %s and term:\n%s", n.ID, leaderID, log)
 		}
-		if i != victim && !regexp.MustCompile(`serving: id=`+n.ID+` .*data_dir=\S+ log_store="bbolt \S+raft\.db"`).MatchString(log) {
+		if i != victim && !regexp.MustCompile(`serving: id=`+n.ID+` .*data_dir=\S+ log_store=(wal|boltdb) log=\S+`).MatchString(log) {
 			t.Errorf("%s's startup line lacks its id, data dir or log store:\n%s", n.ID, log)
 		}
 	}

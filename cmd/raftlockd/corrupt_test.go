@@ -27,8 +27,21 @@ import (
 // repair, and applies nothing from it; the others keep the lock with its
 // holder and token, and a second client cannot take it (no double grant).
 func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
+	flippedByteIsCaught(t, "boltdb")
+}
+
+// The same with the wal log store: the byte changed in the follower's
+// newest WAL segment, in an append batch before its last (raft-wal takes
+// a CRC mismatch in the last batch for a torn write and drops the batch,
+// which Raft then sends again: harmless, and met by
+// TestRandomDamageIsRefusedOrHarmless).
+func TestFlippedByteInAWALSegmentIsCaughtBeforeItIsApplied(t *testing.T) {
+	flippedByteIsCaught(t, "wal")
+}
+
+func flippedByteIsCaught(t *testing.T, store string) {
 	bin := proccluster.BuildDaemon(t)
-	c := proccluster.Start(t, bin, 3)
+	c := proccluster.Start(t, bin, 3, "--log-store", store)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ld, err := c.Leader(ctx)
@@ -47,14 +60,33 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 	f := (ld + 1) % 3
 	// Wait until the follower's raft.db holds the entry, then stop it
 	// cleanly and change the byte.
-	db := filepath.Join(c.Flag(f, "--data-dir"), "raft.db")
-	proccluster.Eventually(t, 30*time.Second, "the follower's raft.db holds the entry", func() error {
+	dir := c.Flag(f, "--data-dir")
+	db, named := filepath.Join(dir, "raft.db"), filepath.Join(dir, "raft.db")
+	if store == "wal" {
+		named = filepath.Join(dir, "wal")
+	}
+	later := 0
+	proccluster.Eventually(t, 30*time.Second, "the follower's log holds the entry", func() error {
+		if store == "wal" {
+			db = damage.LogFile(dir)
+		}
 		data, err := os.ReadFile(db)
 		if err != nil {
 			return err
 		}
-		if !bytes.Contains(data, []byte(`"lock":"dmg/x3"`)) {
+		at := bytes.Index(data, []byte(`"lock":"dmg/x3"`))
+		if at < 0 {
 			return errors.New("not yet")
+		}
+		if store == "wal" {
+			// Not in the segment's last batch: later entries follow.
+			if starts := damage.WALBatchStarts(data); len(starts) == 0 || at >= starts[len(starts)-1] {
+				later++
+				if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: fmt.Sprintf("later/%d", later), Session: s.ID, Holder: "h3"}); err != nil {
+					return err
+				}
+				return errors.New("the entry is in the last batch")
+			}
 		}
 		return nil
 	})
@@ -67,7 +99,7 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 	}
 	at := bytes.Index(data, []byte(`"lock":"dmg/x3"`))
 	if at < 0 {
-		t.Fatal("the entry is not in raft.db")
+		t.Fatalf("the entry is not in %s", db)
 	}
 	data[at+len(`"lock":"dmg/x`)] = '8'
 	if err := os.WriteFile(db, data, 0o600); err != nil {
@@ -79,7 +111,7 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 		t.Fatalf("the damaged follower: exit %d, %v; want it to stop with 1\n%s", code, err, c.Nodes[f].Log())
 	}
 	log := c.Nodes[f].Log()
-	for _, want := range []string{"is corrupt", "checksum mismatch", db, "members remove " + c.Nodes[f].ID, "--join"} {
+	for _, want := range []string{"is corrupt", "checksum mismatch", named, "members remove " + c.Nodes[f].ID, "--join"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the damaged follower's log does not say %q:\n%s", want, log)
 		}
@@ -107,11 +139,11 @@ func TestFlippedByteInRaftDBIsCaughtBeforeItIsApplied(t *testing.T) {
 // compacted log, stops that follower, damages its data dir and restarts
 // it, and returns the follower's exit code and log, with the cluster
 // (for the others' checks).
-func damagedFollower(t *testing.T, damage func(t *testing.T, dataDir string)) (int, string, *proccluster.Cluster) {
+func damagedFollower(t *testing.T, store string, damage func(t *testing.T, dataDir string)) (int, string, *proccluster.Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, _, f, cl, s := snapshottingCluster(t, ctx)
+	c, _, f, cl, s := snapshottingCluster(t, ctx, store)
 	dir := c.Flag(f, "--data-dir")
 	n := 0
 	proccluster.Eventually(t, time.Minute, "the follower snapshots and compacts its log", func() error {
@@ -149,10 +181,11 @@ func damagedFollower(t *testing.T, damage func(t *testing.T, dataDir string)) (i
 func TestDamagedDataDirsAreRefusedCleanly(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
+		store  string // the log store
 		damage func(t *testing.T, dir string)
 		want   []string
 	}{
-		{"raft.db truncated", func(t *testing.T, dir string) {
+		{"raft.db truncated", "boltdb", func(t *testing.T, dir string) {
 			db := filepath.Join(dir, "raft.db")
 			st, err := os.Stat(db)
 			if err != nil {
@@ -162,14 +195,14 @@ func TestDamagedDataDirsAreRefusedCleanly(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"raft.db", "truncated"}},
-		{"32 random bytes in raft.db", func(t *testing.T, dir string) {
+		{"32 random bytes in raft.db", "boltdb", func(t *testing.T, dir string) {
 			// The newest command is in the live log; bbolt leaves old
 			// copies of pages in free pages, so every copy is damaged.
 			if err := damage.NewestCommandInFile(filepath.Join(dir, "raft.db"), 32, rand.New(rand.NewSource(1))); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"raft.db", "corrupt"}},
-		{"newest snapshot's meta.json deleted", func(t *testing.T, dir string) {
+		{"newest snapshot's meta.json deleted", "boltdb", func(t *testing.T, dir string) {
 			metas, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "meta.json"))
 			sort.Strings(metas)
 			for _, m := range metas { // every snapshot's: none covers the compacted log
@@ -178,14 +211,29 @@ func TestDamagedDataDirsAreRefusedCleanly(t *testing.T) {
 				}
 			}
 		}, []string{"raft.db", "no snapshot covers"}},
-		{"raft.db deleted, snapshots kept", func(t *testing.T, dir string) {
+		{"raft.db deleted, snapshots kept", "boltdb", func(t *testing.T, dir string) {
 			if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"raft.db", "term and vote"}},
+		{"32 random bytes in a WAL segment", "wal", func(t *testing.T, dir string) {
+			if err := damage.NewestSettledCommandInWAL(damage.LogFile(dir), 32, rand.New(rand.NewSource(1))); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"/wal: ", "corrupt"}},
+		{"raft.db deleted, WAL and snapshots kept", "wal", func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "raft.db")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"raft.db", "term and vote"}},
+		{"wal deleted", "wal", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "wal")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"wal", "log was lost"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			code, log, _ := damagedFollower(t, tc.damage)
+			code, log, _ := damagedFollower(t, tc.store, tc.damage)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\n%s", code, log)
 			}
@@ -212,13 +260,13 @@ func crashed(log string) string {
 	return crashTrace.FindString(log)
 }
 
-// snapshottingCluster starts 3 nodes that snapshot and compact their log
-// often (every 32 entries, keeping 8), and returns the cluster, its
+// snapshottingCluster starts 3 nodes on log store store that snapshot and
+// compact their log often (every 32 entries, keeping 8), and returns the cluster, its
 // leader, a follower, a client and a session of it.
-func snapshottingCluster(t *testing.T, ctx context.Context) (c *proccluster.Cluster, ld, f int, cl *transport.Client, s api.Info) {
+func snapshottingCluster(t *testing.T, ctx context.Context, store string) (c *proccluster.Cluster, ld, f int, cl *transport.Client, s api.Info) {
 	t.Helper()
 	bin := proccluster.BuildDaemon(t)
-	c = proccluster.Start(t, bin, 3, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
+	c = proccluster.Start(t, bin, 3, "--log-store", store, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
 	ld, err := c.Leader(ctx)
 	if err != nil {
 		t.Fatal(err)

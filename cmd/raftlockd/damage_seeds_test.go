@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/damage"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
@@ -36,10 +37,21 @@ func damageSeeds(t *testing.T) int {
 // named, never a panic or a fault), or it starts, catches up, and its
 // state digest equals the leader's at a common index: it never serves a
 // state that differs. After each seed its files are put back.
+//
+// It runs with each log store: with wal, the damage lands in raft.db
+// (term and vote), the newest WAL segment (twice as often) or
+// wal-meta.db; with boltdb, in raft.db (twice as often, as it holds the
+// log).
 func TestRandomDamageIsRefusedOrHarmless(t *testing.T) {
+	for _, store := range []string{"wal", "boltdb"} {
+		t.Run(store, func(t *testing.T) { randomDamageIsRefusedOrHarmless(t, store) })
+	}
+}
+
+func randomDamageIsRefusedOrHarmless(t *testing.T, store string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, ld, f, cl, s := snapshottingCluster(t, ctx)
+	c, ld, f, cl, s := snapshottingCluster(t, ctx, store)
 	dir := c.Flag(f, "--data-dir")
 	op := 0
 	work := func(n int) {
@@ -65,7 +77,11 @@ func TestRandomDamageIsRefusedOrHarmless(t *testing.T) {
 			t.Fatalf("seed %d: stop: exit %d, %v", seed, code, err)
 		}
 		files, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*", "*"))
-		files = append(files, filepath.Join(dir, "raft.db"), filepath.Join(dir, "raft.db"))
+		if store == "wal" {
+			files = append(files, filepath.Join(dir, "raft.db"), damage.LogFile(dir), damage.LogFile(dir), filepath.Join(dir, "wal", "wal-meta.db"))
+		} else {
+			files = append(files, filepath.Join(dir, "raft.db"), filepath.Join(dir, "raft.db"))
+		}
 		target := files[rng.Intn(len(files))]
 		orig, err := os.ReadFile(target)
 		if err != nil || len(orig) == 0 {

@@ -21,17 +21,26 @@ import (
 // on the damage): checkDataDir runs it as a child process.
 const checkEnv = "RAFTLOCKD_CHECK_DATA_DIR"
 
-// checkTimeout bounds the child's check.
-const checkTimeout = 2 * time.Minute
+// checkTimeout bounds the child's check; a check that does not end in
+// time is taken as damage too (bbolt stuck on a damaged file).
+const checkTimeout = 30 * time.Second
 
 // runCheckChild is the child's side: it checks dir and exits.
+// It says which file it checks ("checking FILE") before each, so that a
+// crash is known to have happened in that file.
 func runCheckChild(dir string, stderr io.Writer) int {
-	if err := node.CheckDataDirDeep(dir); err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
+	for _, f := range node.DeepCheckedFiles(dir) {
+		fmt.Fprintln(stderr, checkingPrefix+f)
+		if err := node.CheckBoltFileDeep(f); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
 	}
 	return 0
 }
+
+// checkingPrefix begins the child's line naming the file it checks next.
+const checkingPrefix = "checking "
 
 // crashLine finds what a crashed child printed first: its panic or fatal
 // error line.
@@ -45,7 +54,13 @@ var crashLine = regexp.MustCompile(`(?m)^(panic: |fatal error: |unexpected fault
 func checkDataDir(ctx context.Context, id, dir string) error {
 	db := filepath.Join(dir, "raft.db")
 	if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
-		return nil
+		if _, err := os.Stat(filepath.Join(dir, "wal")); errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+	}
+	// Plain reads first: a truncated file is refused without mapping it.
+	if err := node.CheckRaftDBFile(id, db); err != nil {
+		return err
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -61,11 +76,23 @@ func checkDataDir(ctx context.Context, id, dir string) error {
 	if err == nil {
 		return nil
 	}
+	if ctx.Err() != nil {
+		return node.DataDamaged(id, db, fmt.Sprintf("checking it did not finish within %v", checkTimeout))
+	}
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) {
 		return fmt.Errorf("check the data dir: %w", err)
 	}
-	what := strings.TrimSpace(out.String())
+	// The damaged file is the last one the child began checking.
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if f, ok := strings.CutPrefix(l, checkingPrefix); ok {
+			db = f
+			continue
+		}
+		lines = append(lines, l)
+	}
+	what := strings.Join(lines, "\n")
 	if ee.ExitCode() != 1 {
 		what = "bbolt crashed reading it"
 		if l := crashLine.FindString(out.String()); l != "" {

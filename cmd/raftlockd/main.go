@@ -65,6 +65,8 @@ type options struct {
 	members membershipOptions
 	// metricsOpen serves GET /metrics without a token under --acl.
 	metricsOpen bool
+	// logStore: --log-store and --migrate-log-store (migrate.go).
+	logStore logStoreOptions
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -105,6 +107,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
+	addLogStoreFlags(fs, &o.logStore)
 	if err := fs.Parse(args); err != nil {
 		return o, reportedError{err}
 	}
@@ -125,6 +128,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.backup.recover != "" {
 		return o, nil // runRecover needs --data-dir only
+	}
+	if err := o.logStore.check(o.dev, o.dataDir); err != nil {
+		return o, err
+	}
+	if o.logStore.migrate != "" {
+		return o, nil // runMigrate needs --data-dir only
 	}
 	if err := o.members.check(o.peers, o.dev); err != nil {
 		return o, err
@@ -232,6 +241,9 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if o.backup.recover != "" {
 		return runRecover(o, stderr)
+	}
+	if o.logStore.migrate != "" {
+		return runMigrate(o, stderr)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
 		JSONFormat: o.logJSON, Output: stderr})
@@ -415,7 +427,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	}()
 	nlog.Info("serving", "id", spec.id, "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
 		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "metrics_open", o.metricsOpen, "data_dir", spec.dataDir,
-		"log_store", "bbolt "+filepath.Join(spec.dataDir, "raft.db"))
+		"log_store", n.LogStore(), "log", n.LogPath())
 	return s, nil
 }
 
@@ -433,7 +445,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election, LeaderLeaseTimeout: o.leaderLease,
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
-		TrailingLogs: o.backup.trailingLogs,
+		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	wal "github.com/hashicorp/raft-wal"
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session/api"
@@ -51,7 +52,16 @@ func awaitVoters(t *testing.T, cl *transport.Client, ids ...string) {
 // if the log no longer has it).
 func configAt1(t *testing.T, dataDir string) string {
 	t.Helper()
-	store, err := raftboltdb.NewBoltStore(filepath.Join(dataDir, "raft.db"))
+	var store interface {
+		raft.LogStore
+		Close() error
+	}
+	var err error
+	if _, serr := os.Stat(filepath.Join(dataDir, "wal")); serr == nil {
+		store, err = wal.Open(filepath.Join(dataDir, "wal"))
+	} else {
+		store, err = raftboltdb.NewBoltStore(filepath.Join(dataDir, "raft.db"))
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
