@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,7 +97,26 @@ func (c *cluster) waitSettled(ctx context.Context) error {
 			return nil
 		}
 		if !sleep(ctx, 100*time.Millisecond) {
-			return errors.New("cluster did not settle on one leader")
+			return fmt.Errorf("cluster did not settle on one leader; last views: %s", describeViews(vs))
 		}
 	}
+}
+
+// describeViews says what each node last answered, for an error message.
+func describeViews(vs []view) string {
+	var b strings.Builder
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if v.err != nil {
+			fmt.Fprintf(&b, "%s: %v", v.node.id, v.err)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: term %d leader %q", v.node.id, v.info.Term, v.info.Leader)
+	}
+	if len(vs) == 0 {
+		return "no node serving"
+	}
+	return b.String()
 }
