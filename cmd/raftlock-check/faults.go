@@ -300,9 +300,9 @@ func (in *injector) freezeNode(ctx context.Context) (FaultRec, error) {
 // is granted its lock, the worst moment: it then writes to the resource
 // with its old sequencer, without checking again.
 func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
-	c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+	c, hold, ok := in.awaitHolder(ctx)
 	if !ok {
-		return FaultRec{}, fmt.Errorf("%w: no client holds a lock", errSkipped)
+		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
 	p := in.cs.procs[c]
 	newer := in.track.grantAbove(hold.Lock, hold.Token)
@@ -337,9 +337,9 @@ func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
 // client reported its Lost() closed: nothing more can happen then that the
 // check would judge. Then it heals and unpins the client.
 func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
-	c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+	c, hold, ok := in.awaitHolder(ctx)
 	if !ok {
-		return FaultRec{}, fmt.Errorf("%w: no client holds a lock", errSkipped)
+		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
 	p := in.cs.procs[c]
 	pctx, cancel := context.WithTimeout(ctx, pinTimeout)
@@ -469,4 +469,22 @@ func ids(ns []*nodeProc) string {
 		s += n.id
 	}
 	return s
+}
+
+// holderWait bounds how long a client fault waits for some client to hold
+// a lock: under leader faults, grants can be rare for a while, and a fault
+// skipped each time it comes up would never be tried in a short run.
+const holderWait = 10 * time.Second
+
+// awaitHolder picks a running client that holds a lock (pickHolder),
+// waiting up to holderWait for one.
+func (in *injector) awaitHolder(ctx context.Context) (int, message, bool) {
+	ctx, cancel := context.WithTimeout(ctx, holderWait)
+	defer cancel()
+	for {
+		c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+		if ok || !sleep(ctx, 100*time.Millisecond) {
+			return c, hold, ok
+		}
+	}
 }
