@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/session/api"
 )
 
 // benchFSM returns an FSM with n sessions, each holding one exclusive lock,
@@ -162,27 +163,48 @@ func BenchmarkRestore(b *testing.B) {
 	}
 }
 
+// benchAcquire is the command of the codec benchmarks: an acquire as the
+// leader proposes it, with its limits.
+func benchAcquire() Command {
+	l := api.DefaultLimits()
+	return Command{Type: CmdAcquire, Now: t0 + int64(time.Second), Acquire: &Acquire{Lock: "jobs/leader",
+		Session: "9f86d081884c7d659a2feaa0c55ad015", Holder: "3f2a0c1e-7b7d-4c55-9a1e-1f0d5c2b9e77",
+		Mode: Exclusive, Wait: true, WaitFor: int64(time.Minute), Value: "10.0.0.1:8080", Limits: &l}}
+}
+
+// BenchmarkDecode decodes an acquire in each format: every replica
+// decodes every entry.
 func BenchmarkDecode(b *testing.B) {
-	data := encode(b, Command{Type: CmdAcquire, Acquire: &Acquire{Lock: "jobs/leader", Session: "9f86d081884c7d659a2feaa0c55ad015",
-		Holder: "3f2a0c1e-7b7d-4c55-9a1e-1f0d5c2b9e77", Mode: Exclusive, Wait: true, Value: "10.0.0.1:8080"}})
-	b.SetBytes(int64(len(data)))
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := Decode(data); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range []byte{VersionJSON, VersionBinary} {
+		b.Run(fmt.Sprintf("version=%d", v), func(b *testing.B) {
+			c := benchAcquire()
+			data, err := c.EncodeAs(v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode(data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
+// BenchmarkEncode encodes an acquire in each format: the leader encodes
+// every entry it proposes.
 func BenchmarkEncode(b *testing.B) {
-	c := Command{Type: CmdAcquire, Now: t0 + int64(time.Second), Acquire: &Acquire{Lock: "jobs/leader",
-		Session: "9f86d081884c7d659a2feaa0c55ad015", Holder: "3f2a0c1e-7b7d-4c55-9a1e-1f0d5c2b9e77", Mode: Exclusive, Wait: true}}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Encode(); err != nil {
-			b.Fatal(err)
-		}
+	for _, v := range []byte{VersionJSON, VersionBinary} {
+		b.Run(fmt.Sprintf("version=%d", v), func(b *testing.B) {
+			c := benchAcquire()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.EncodeAs(v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

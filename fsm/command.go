@@ -19,20 +19,30 @@ import (
 	"github.com/raftlock/raftlock/session/api"
 )
 
-// Version is the encoding version of commands written by this build. It is
-// the first byte of every encoded command: version 2 is version 1 with a
-// CRC-32C of the whole entry at its end ([2][Type][JSON][CRC32-C, 4 bytes
-// big-endian]), computed by the leader that proposes it and checked by
-// every replica before it applies it (ErrChecksum), so that a byte changed
-// on a disk, in memory or on the wire is caught end to end.
-const Version byte = 2
+// Version is the encoding version of commands this build writes when every
+// replica reads it (Node picks per entry: EncodeAs), and the highest it
+// reads: the binary format (codec.go).
+const Version = VersionBinary
+
+// VersionBinary is the binary command format, with a CRC-32C of the whole
+// entry at its end ([3][Type][fields][CRC-32C]; codec.go).
+const VersionBinary byte = 3
+
+// VersionJSON is version 1 with a CRC-32C of the whole entry at its end
+// ([2][Type][JSON][CRC32-C, 4 bytes big-endian]), computed by the leader
+// that proposes it and checked by every replica before it applies it
+// (ErrChecksum), so that a byte changed on a disk, in memory or on the wire
+// is caught end to end. A leader writes it while some member of the
+// configuration has not said that it reads VersionBinary (Member.Commands):
+// a build from before the binary format, during a rolling upgrade.
+const VersionJSON byte = 2
 
 // VersionUnchecked is the version of commands written before checksums
 // ([1][Type][JSON]): still read, without a check, so that a log written by
 // an older build replays.
 const VersionUnchecked byte = 1
 
-// checksumLen is the length of a version-2 command's CRC-32C.
+// checksumLen is the length of a checksummed command's CRC-32C.
 const checksumLen = 4
 
 // castagnoli is the CRC-32C table (hardware-accelerated on amd64 and
@@ -190,6 +200,9 @@ type Member struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Commands is the highest command version the member's build reads
+	// (0: a build from before VersionBinary, which reads VersionJSON).
+	Commands byte `json:"commands,omitempty"`
 }
 
 // envelope is the JSON body behind the version and type bytes.
@@ -269,15 +282,33 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 	}
 }
 
-// Encode serialises c as [Version][Type][JSON envelope][CRC-32C].
-func (c *Command) Encode() ([]byte, error) {
-	p, set, err := c.variant(false)
+// Encode serialises c in this build's format, Version.
+func (c *Command) Encode() ([]byte, error) { return c.EncodeAs(Version) }
+
+// EncodeAs serialises c in format version: VersionBinary
+// ([3][Type][fields][CRC-32C]) or VersionJSON ([2][Type][JSON
+// envelope][CRC-32C]).
+func (c *Command) EncodeAs(version byte) ([]byte, error) {
+	_, set, err := c.variant(false)
 	if err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)
 	}
 	if !set {
 		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
 	}
+	switch version {
+	case VersionBinary:
+		return c.encodeBinary(), nil
+	case VersionJSON:
+		return c.encodeJSON()
+	default:
+		return nil, fmt.Errorf("encode %s: version %d, this build writes %d and %d", c.Type, version, VersionJSON, VersionBinary)
+	}
+}
+
+// encodeJSON serialises c as [VersionJSON][Type][JSON envelope][CRC-32C].
+func (c *Command) encodeJSON() ([]byte, error) {
+	p, _, _ := c.variant(false)
 	arg, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c.Type, err)
@@ -287,7 +318,7 @@ func (c *Command) Encode() ([]byte, error) {
 		return nil, fmt.Errorf("encode %s: %w", c.Type, err)
 	}
 	out := make([]byte, 0, 2+len(body)+checksumLen)
-	out = append(append(out, Version, byte(c.Type)), body...)
+	out = append(append(out, VersionJSON, byte(c.Type)), body...)
 	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli)), nil
 }
 
@@ -297,7 +328,7 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %d bytes, want at least 2", ErrDecode, len(data))
 	}
 	switch data[0] {
-	case Version:
+	case VersionBinary, VersionJSON:
 		if len(data) < 2+checksumLen {
 			return Command{}, fmt.Errorf("%w: %d bytes, too short for a checksum", ErrDecode, len(data))
 		}
@@ -305,10 +336,17 @@ func Decode(data []byte) (Command, error) {
 		if want, got := binary.BigEndian.Uint32(data[end:]), crc32.Checksum(data[:end], castagnoli); want != got {
 			return Command{}, fmt.Errorf("%w: %w: CRC-32C %08x of %d bytes, the entry says %08x", ErrDecode, ErrChecksum, got, end, want)
 		}
+		if data[0] == VersionBinary {
+			c, err := decodeBinary(data[1:end])
+			if err != nil {
+				return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
+			}
+			return c, nil
+		}
 		data = data[:end]
 	case VersionUnchecked:
 	default:
-		return Command{}, fmt.Errorf("%w: version %d, this build reads %d and %d", ErrDecode, data[0], VersionUnchecked, Version)
+		return Command{}, fmt.Errorf("%w: version %d, this build reads %d to %d", ErrDecode, data[0], VersionUnchecked, Version)
 	}
 	c := Command{Type: CommandType(data[1])}
 	var env envelope

@@ -3,9 +3,11 @@ package fsm
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -57,6 +59,13 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, c) {
 			t.Fatalf("round trip of %s:\n got %+v\nwant %+v", c.Type, got, c)
 		}
+		jd, err := c.EncodeAs(VersionJSON)
+		if err != nil {
+			t.Fatalf("EncodeAs(VersionJSON, %s): %v", c.Type, err)
+		}
+		if got, err := Decode(jd); err != nil || jd[0] != VersionJSON || !reflect.DeepEqual(got, c) {
+			t.Fatalf("JSON round trip of %s: %+v, %v", c.Type, got, err)
+		}
 		// Zero-valued payloads survive too.
 		z := Command{Type: c.Type}
 		reflect.ValueOf(&z).Elem().FieldByName(payloadField(c.Type)).Set(reflect.New(reflect.TypeOf(mustPayload(t, c)).Elem()))
@@ -107,41 +116,45 @@ func TestCommandTypeValues(t *testing.T) {
 	if CommandType(0).String() != "command(0)" || CommandType(200).String() != "command(200)" {
 		t.Error("unknown types must print their number")
 	}
-	if Version != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
+	if Version != 3 || VersionBinary != 3 || VersionJSON != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
 		t.Error("Version or Mode values changed: they are part of the log format")
 	}
 }
 
-// TestGoldenEncodings pins the exact bytes of every command type, so that
-// a renamed JSON tag (which would make old logs undecodable or silently
-// drop a field) fails here, and checks that the entries of every earlier
-// version still decode to the same commands: commands-v1.golden (before
-// checksums) and commands-v2.golden (this build's; regenerate with
-// -update only for a deliberate format change, with a Version bump).
+// TestGoldenEncodings pins the exact bytes of every command type in both
+// formats this build writes, so that a changed field order or JSON tag
+// (which would make old logs undecodable or silently drop a field) fails
+// here, and checks that the entries of every version still decode to the
+// same commands: commands-v1.golden (JSON before checksums),
+// commands-v2.golden (checksummed JSON, still written during a rolling
+// upgrade) and commands-v3.golden (binary; regenerate with -update only
+// for a deliberate format change, with a Version bump).
 func TestGoldenEncodings(t *testing.T) {
-	var buf bytes.Buffer
-	for _, c := range sampleCommands() {
-		data, err := c.Encode()
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf.WriteString(hexLine(data))
-	}
-	path := filepath.Join(goldenDir, "commands-v2.golden")
-	if *update {
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(buf.Bytes(), want) {
-		t.Fatalf("encodings changed:\n got %s\nwant %s", buf.Bytes(), want)
-	}
 	samples := sampleCommands()
-	for _, name := range []string{"commands-v1.golden", "commands-v2.golden"} {
+	for _, v := range []byte{VersionJSON, VersionBinary} {
+		var buf bytes.Buffer
+		for _, c := range samples {
+			data, err := c.EncodeAs(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			buf.WriteString(hexLine(data))
+		}
+		path := filepath.Join(goldenDir, fmt.Sprintf("commands-v%d.golden", v))
+		if *update {
+			if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if !bytes.Equal(buf.Bytes(), want) {
+			t.Fatalf("version %d encodings changed:\n got %s\nwant %s", v, buf.Bytes(), want)
+		}
+	}
+	for _, name := range []string{"commands-v1.golden", "commands-v2.golden", "commands-v3.golden"} {
 		old, err := os.ReadFile(filepath.Join(goldenDir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -159,36 +172,30 @@ func TestGoldenEncodings(t *testing.T) {
 	}
 }
 
-// hexLine renders an encoding as "VV TT <json>\n", and a checksummed one
-// as "VV TT CCCCCCCC <json>\n" (the JSON is printable).
+// hexLine renders an encoding as "VV TT <json>\n", a checksummed JSON one
+// as "VV TT CCCCCCCC <json>\n" (the JSON is printable) and a binary one as
+// "VV TT CCCCCCCC <hex of the fields>\n".
 func hexLine(data []byte) string {
-	head := strings.ToUpper(hex2(data[0])) + " " + strings.ToUpper(hex2(data[1])) + " "
+	head := hexBytes(data[:1]) + " " + hexBytes(data[1:2]) + " "
 	if data[0] == VersionUnchecked {
 		return head + string(data[2:]) + "\n"
 	}
 	end := len(data) - checksumLen
-	crc := ""
-	for _, b := range data[end:] {
-		crc += strings.ToUpper(hex2(b))
+	body := string(data[2:end])
+	if data[0] == VersionBinary {
+		body = hexBytes(data[2:end])
 	}
-	return head + crc + " " + string(data[2:end]) + "\n"
+	return head + hexBytes(data[end:]) + " " + body + "\n"
 }
 
-func hex2(b byte) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[b>>4], digits[b&15]})
-}
+func hexBytes(b []byte) string { return strings.ToUpper(hex.EncodeToString(b)) }
 
 // parseHexLine is hexLine's inverse.
 func parseHexLine(t *testing.T, line string) []byte {
 	fromHex := func(p string) []byte {
-		var out []byte
-		for i := 0; i+1 < len(p); i += 2 {
-			var b byte
-			for _, ch := range strings.ToLower(p[i : i+2]) {
-				b = b<<4 | byte(strings.IndexRune("0123456789abcdef", ch))
-			}
-			out = append(out, b)
+		out, err := hex.DecodeString(p)
+		if err != nil {
+			t.Fatalf("bad golden line %q: %v", line, err)
 		}
 		return out
 	}
@@ -203,6 +210,9 @@ func parseHexLine(t *testing.T, line string) []byte {
 	crc, body, ok := strings.Cut(parts[2], " ")
 	if !ok {
 		t.Fatalf("bad golden line %q", line)
+	}
+	if out[0] == VersionBinary {
+		return append(append(out, fromHex(body)...), fromHex(crc)...)
 	}
 	return append(append(out, body...), fromHex(crc)...)
 }
@@ -230,7 +240,7 @@ func TestEncodeRejectsBadCommands(t *testing.T) {
 
 func TestDecodeErrors(t *testing.T) {
 	acq := sampleCommands()[3]
-	valid, err := acq.Encode()
+	valid, err := acq.EncodeAs(VersionJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,36 +253,37 @@ func TestDecodeErrors(t *testing.T) {
 	for name, data := range map[string][]byte{
 		"nil":                 nil,
 		"empty":               {},
-		"one byte":            {Version},
-		"header only":         {Version, byte(CmdAcquire)},
+		"one byte":            {VersionJSON},
+		"header only":         {VersionJSON, byte(CmdAcquire)},
 		"version 0":           append([]byte{0, byte(CmdAcquire)}, body...),
 		"version 2 unchecked": append([]byte{2, byte(CmdAcquire)}, body...),
-		"version 3":           checksummed(append([]byte{3, byte(CmdAcquire)}, body...)),
+		"version 4":           checksummed(append([]byte{4, byte(CmdAcquire)}, body...)),
+		"JSON as binary":      checksummed(append([]byte{VersionBinary, byte(CmdAcquire)}, body...)),
 		"byte flipped":        flipped,
 		"checksum cut":        valid[:len(valid)-1],
 		"version 255":         append([]byte{255, byte(CmdAcquire)}, body...),
-		"type 0":              checksummed(append([]byte{Version, 0}, body...)),
-		"type 12":             checksummed(append([]byte{Version, 12}, body...)),
-		"type 255":            checksummed(append([]byte{Version, 255}, body...)),
-		"bad json":            hdr(Version, CmdAcquire, `{"now":1,"arg":{`),
-		"not json":            hdr(Version, CmdAcquire, `hello`),
-		"trailing garbage":    checksummed(append(append([]byte{Version, byte(CmdAcquire)}, body...), 'x')),
-		"envelope array":      hdr(Version, CmdAcquire, `[1,2]`),
-		"envelope null":       hdr(Version, CmdAcquire, `null`),
-		"no arg":              hdr(Version, CmdAcquire, `{"now":1}`),
-		"arg null":            hdr(Version, CmdAcquire, `{"now":1,"arg":null}`),
-		"arg null spaced":     hdr(Version, CmdRelease, `{"now":1,"arg": null }`),
-		"arg array":           hdr(Version, CmdAcquire, `{"now":1,"arg":[]}`),
-		"arg string":          hdr(Version, CmdEndDelay, `{"now":1,"arg":"x"}`),
-		"arg number":          hdr(Version, CmdCloseSession, `{"now":1,"arg":5}`),
-		"field wrong type":    hdr(Version, CmdAcquire, `{"now":1,"arg":{"lock":5}}`),
-		"mode out of range":   hdr(Version, CmdAcquire, `{"now":1,"arg":{"mode":256}}`),
-		"now not a number":    hdr(Version, CmdAcquire, `{"now":"1","arg":{}}`),
-		"now fractional":      hdr(Version, CmdAcquire, `{"now":1.5,"arg":{}}`),
-		"ttl overflow":        hdr(Version, CmdOpenSession, `{"now":1,"arg":{"ttl":1e30}}`),
-		"until not a number":  hdr(Version, CmdEndDelay, `{"now":1,"arg":{"until":true}}`),
-		"wait not a bool":     hdr(Version, CmdAcquire, `{"now":1,"arg":{"wait":"yes"}}`),
-		"member id not a str": hdr(Version, CmdSetMember, `{"now":1,"arg":{"id":{}}}`),
+		"type 0":              checksummed(append([]byte{VersionJSON, 0}, body...)),
+		"type 12":             checksummed(append([]byte{VersionJSON, 12}, body...)),
+		"type 255":            checksummed(append([]byte{VersionJSON, 255}, body...)),
+		"bad json":            hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{`),
+		"not json":            hdr(VersionJSON, CmdAcquire, `hello`),
+		"trailing garbage":    checksummed(append(append([]byte{VersionJSON, byte(CmdAcquire)}, body...), 'x')),
+		"envelope array":      hdr(VersionJSON, CmdAcquire, `[1,2]`),
+		"envelope null":       hdr(VersionJSON, CmdAcquire, `null`),
+		"no arg":              hdr(VersionJSON, CmdAcquire, `{"now":1}`),
+		"arg null":            hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":null}`),
+		"arg null spaced":     hdr(VersionJSON, CmdRelease, `{"now":1,"arg": null }`),
+		"arg array":           hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":[]}`),
+		"arg string":          hdr(VersionJSON, CmdEndDelay, `{"now":1,"arg":"x"}`),
+		"arg number":          hdr(VersionJSON, CmdCloseSession, `{"now":1,"arg":5}`),
+		"field wrong type":    hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{"lock":5}}`),
+		"mode out of range":   hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{"mode":256}}`),
+		"now not a number":    hdr(VersionJSON, CmdAcquire, `{"now":"1","arg":{}}`),
+		"now fractional":      hdr(VersionJSON, CmdAcquire, `{"now":1.5,"arg":{}}`),
+		"ttl overflow":        hdr(VersionJSON, CmdOpenSession, `{"now":1,"arg":{"ttl":1e30}}`),
+		"until not a number":  hdr(VersionJSON, CmdEndDelay, `{"now":1,"arg":{"until":true}}`),
+		"wait not a bool":     hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{"wait":"yes"}}`),
+		"member id not a str": hdr(VersionJSON, CmdSetMember, `{"now":1,"arg":{"id":{}}}`),
 	} {
 		c, err := Decode(data)
 		if err == nil {
@@ -291,7 +302,7 @@ func TestDecodeErrors(t *testing.T) {
 func TestDecodeLenient(t *testing.T) {
 	// Unknown fields (a newer minor writer) and an empty payload object
 	// decode; the FSM then judges the content.
-	c, err := Decode(checksummed(append([]byte{Version, byte(CmdAcquire)}, `{"now":5,"arg":{"lock":"x","extra":1},"more":true}`...)))
+	c, err := Decode(checksummed(append([]byte{VersionJSON, byte(CmdAcquire)}, `{"now":5,"arg":{"lock":"x","extra":1},"more":true}`...)))
 	if err != nil || c.Now != 5 || c.Acquire == nil || c.Acquire.Lock != "x" {
 		t.Fatalf("Decode = %+v, %v", c, err)
 	}
@@ -315,11 +326,13 @@ func fuzzFSM(t testing.TB) *FSM {
 
 func FuzzDecode(f *testing.F) {
 	for _, c := range sampleCommands() {
-		data, err := c.Encode()
-		if err != nil {
-			f.Fatal(err)
+		for _, v := range []byte{VersionJSON, VersionBinary} {
+			data, err := c.EncodeAs(v)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
 		}
-		f.Add(data)
 	}
 	for _, s := range []string{"", "\x01", "\x01\x04", "\x01\x04null", "\x01\x04{\"arg\":null}", "\x02\x04{}",
 		"\x01\x09{\"arg\":{}}", "\x01\x01{\"now\":-1,\"arg\":{\"id\":\"\\ud800\",\"ttl\":-5}}"} {
@@ -337,7 +350,9 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		again, err := c.Encode()
+		// Re-encoded in its own format (version 1 as 2), then in the
+		// other: both decode to the same command.
+		again, err := c.EncodeAs(max(data[0], VersionJSON))
 		if err != nil {
 			t.Fatalf("decoded %+v does not re-encode: %v", c, err)
 		}
@@ -347,6 +362,21 @@ func FuzzDecode(f *testing.F) {
 		}
 		if !reflect.DeepEqual(c, c2) {
 			t.Fatalf("re-encoding changed the command:\n%+v\n%+v", c, c2)
+		}
+		other := VersionBinary
+		if data[0] == VersionBinary {
+			other = VersionJSON
+		}
+		across, err := c.EncodeAs(other)
+		if err != nil {
+			t.Fatalf("decoded %+v does not encode as version %d: %v", c, other, err)
+		}
+		c3, err := Decode(across)
+		if err != nil {
+			t.Fatalf("version %d encoding %q does not decode: %v", other, across, err)
+		}
+		if !reflect.DeepEqual(emptyRulesAsNil(c), emptyRulesAsNil(c3)) {
+			t.Fatalf("version %d changed the command:\n%+v\n%+v", other, c, c3)
 		}
 		// Whatever decodes, Apply handles without panicking, and the state
 		// still snapshots and restores to itself.
@@ -367,4 +397,77 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("state does not restore to itself: %v", err)
 		}
 	})
+}
+
+// emptyRulesAsNil returns c with an empty token rule list as nil: the two
+// mean the same, JSON tells them apart and the binary format does not.
+func emptyRulesAsNil(c Command) Command {
+	for _, tok := range []**Token{&c.ACLBootstrap, &c.CreateToken} {
+		if *tok != nil && len((*tok).Rules) == 0 {
+			cp := **tok
+			cp.Rules = nil
+			*tok = &cp
+		}
+	}
+	return c
+}
+
+// A binary entry decodes only when it is exactly a command: every cut
+// short of its end, a byte after it, a bool or presence byte other than
+// 0 or 1, a string that is not UTF-8 or longer than the entry, and an
+// unknown type are ErrDecode, never a partial command.
+func TestBinaryDecodeRefusesAnythingButAWholeCommand(t *testing.T) {
+	bin := func(typ CommandType, fields ...byte) []byte {
+		return checksummed(append([]byte{VersionBinary, byte(typ)}, fields...))
+	}
+	bad := map[string][]byte{
+		"byte after the payload": bin(CmdDeleteToken, append(binaryFields(t, Command{Type: CmdDeleteToken, DeleteToken: &TokenRef{ID: "t"}}), 0)...),
+		"bool byte 2":            bin(CmdAcquire, 2, 1, 'l', 1, 's', 1, 'h', 1, 2, 0, 0, 0),
+		"limits presence 2":      bin(CmdAcquire, 2, 1, 'l', 1, 's', 1, 'h', 1, 0, 0, 0, 2),
+		"string not UTF-8":       bin(CmdCloseSession, 2, 2, 0xff, 0xfe),
+		"string past the end":    bin(CmdCloseSession, 2, 0x80, 0x80, 0x04, 'x'),
+		"rules past the end":     bin(CmdCreateToken, 2, 0, 0, 0, 0xff, 0x7f),
+		"limit past int":         bin(CmdAcquire, append([]byte{2, 0, 0, 0, 1, 0, 0, 0, 1}, binary.AppendVarint(nil, 1<<62)...)...),
+		"bad varint":             bin(CmdCloseSession, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+		"unknown type":           bin(12, 2, 0),
+		"type 0":                 bin(0, 2, 0),
+		"no fields":              bin(CmdRelease),
+	}
+	for _, c := range sampleCommands() {
+		fields := binaryFields(t, c)
+		for i := range len(fields) {
+			bad[fmt.Sprintf("%s cut at %d of %d", c.Type, i, len(fields))] = bin(c.Type, fields[:i]...)
+		}
+	}
+	for name, data := range bad {
+		c, err := Decode(data)
+		if err == nil || !errors.Is(err, ErrDecode) {
+			t.Errorf("%s: Decode(% x) = %+v, %v; want ErrDecode", name, data, c, err)
+			continue
+		}
+		if !reflect.DeepEqual(c, Command{}) {
+			t.Errorf("%s: Decode returned %+v with its error", name, c)
+		}
+	}
+}
+
+// binaryFields returns c's binary encoding without version, type and
+// checksum.
+func binaryFields(t *testing.T, c Command) []byte {
+	t.Helper()
+	data, err := c.EncodeAs(VersionBinary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data[2 : len(data)-checksumLen]
+}
+
+// A leader writes only the versions it knows.
+func TestEncodeAsRefusesUnknownVersions(t *testing.T) {
+	c := sampleCommands()[3]
+	for _, v := range []byte{0, VersionUnchecked, 4, 255} {
+		if data, err := c.EncodeAs(v); err == nil {
+			t.Errorf("EncodeAs(%d) = % x, want an error", v, data)
+		}
+	}
 }

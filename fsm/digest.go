@@ -51,7 +51,12 @@ func (r *digestRing) all() []DigestAt {
 
 // chain folds entry index (its bytes data) into the digest.
 func (f *FSM) chain(index uint64, data []byte) {
-	h := sha256.New()
+	h := f.hasher
+	if h == nil {
+		h = sha256.New()
+		f.hasher = h
+	}
+	h.Reset()
 	h.Write(f.digest[:])
 	var ib [8]byte
 	binary.BigEndian.PutUint64(ib[:], index)

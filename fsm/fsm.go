@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"io"
 	"slices"
 	"sort"
@@ -339,6 +340,9 @@ type FSM struct {
 	digest       [32]byte
 	digestOrigin uint64
 	recent       digestRing
+	// hasher is reused by chain (f.mu held): one SHA-256 state, not one
+	// per entry.
+	hasher hash.Hash
 }
 
 // New returns an empty state machine. onEvent, if not nil, is called
@@ -382,6 +386,42 @@ func (f *FSM) Apply(l *raft.Log) any {
 	cmd, err := Decode(l.Data)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.applyDecoded(l, cmd, err)
+}
+
+// ApplyBatch applies a batch of committed entries, in order, as Apply
+// would one by one (raft.BatchingFSM): decoded before the state is
+// locked, applied under one lock. Raft hands over every batch it commits
+// at once, up to MaxAppendEntries entries. Entries that are not commands
+// (configurations) answer nil.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
+	type decoded struct {
+		cmd Command
+		err error
+	}
+	var buf [16]decoded
+	ds := buf[:0]
+	for _, l := range logs {
+		var d decoded
+		if l.Type == raft.LogCommand {
+			d.cmd, d.err = Decode(l.Data)
+		}
+		ds = append(ds, d)
+	}
+	out := make([]any, len(logs))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			out[i] = f.applyDecoded(l, ds[i].cmd, ds[i].err)
+		}
+	}
+	return out
+}
+
+// applyDecoded applies command entry l, decoded as cmd (or err), with f.mu
+// held.
+func (f *FSM) applyDecoded(l *raft.Log, cmd Command, err error) Result {
 	if f.halted != nil {
 		return Result{Status: StatusCorrupt}
 	}
@@ -1264,3 +1304,20 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) Release() {}
+
+// CommandsRead returns the highest command version every member of ids
+// reads, by their member records: VersionJSON if any has no record or an
+// old build's (Member.Commands 0), at most Version.
+func (f *FSM) CommandsRead(ids []string) byte {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	v := Version
+	for _, id := range ids {
+		m, ok := f.members[id]
+		if !ok || m.Commands < VersionJSON {
+			return VersionJSON
+		}
+		v = min(v, m.Commands)
+	}
+	return v
+}

@@ -906,7 +906,7 @@ func TestSetMember(t *testing.T) {
 	h.must(StatusOK, memberCmd("n2", "10.0.0.2:7000", "10.0.0.2:8000"))
 	h.must(StatusOK, memberCmd("n1", "10.0.0.1:7000", "10.0.0.1:8000"))
 	h.must(StatusOK, memberCmd("n2", "10.0.0.9:7000", "10.0.0.9:8000"))
-	want := []Member{{"n1", "10.0.0.1:7000", "10.0.0.1:8000"}, {"n2", "10.0.0.9:7000", "10.0.0.9:8000"}}
+	want := []Member{{ID: "n1", RaftAddr: "10.0.0.1:7000", HTTPAddr: "10.0.0.1:8000"}, {ID: "n2", RaftAddr: "10.0.0.9:7000", HTTPAddr: "10.0.0.9:8000"}}
 	if got := h.f.Members(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("members %+v, want %+v", got, want)
 	}

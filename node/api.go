@@ -508,36 +508,30 @@ func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
 	if err := cf.Error(); err != nil {
 		return transport.ClusterInfo{}, mapRaftError(err)
 	}
-	https := make(map[string]string)
+	records := make(map[string]fsm.Member)
 	for _, m := range n.fsm.Members() {
-		https[m.ID] = m.HTTPAddr
+		records[m.ID] = m
 	}
 	info := transport.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), Serving: serving,
 		CommitIndex: n.raft.CommitIndex(), Members: []transport.Member{}}
 	for _, s := range cf.Configuration().Servers {
+		rec := records[string(s.ID)]
 		info.Members = append(info.Members, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address),
-			HTTPAddr: https[string(s.ID)], Voter: s.Suffrage == raft.Voter})
+			HTTPAddr: rec.HTTPAddr, Voter: s.Suffrage == raft.Voter, Commands: rec.Commands})
 	}
 	return info, nil
 }
 
 // RegisterMember records a member's HTTP address in the replicated table.
 func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateRecord(); err != nil {
 		return err
 	}
 	if !n.inConfiguration(m.ID) {
 		// A member removed (or not added yet) does not register itself.
 		return api.Errorf(api.CodeNotFound, "%s is not a member of the Raft configuration", m.ID)
 	}
-	for _, cur := range n.fsm.Members() {
-		if cur.ID == m.ID && cur.HTTPAddr == m.HTTPAddr && cur.RaftAddr == m.RaftAddr {
-			return nil
-		}
-	}
-	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &fsm.Member{
-		ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}})
-	return err
+	return n.setMemberRecord(ctx, m)
 }
 
 // WaitLeader blocks until some node of the cluster is known to lead (ready

@@ -54,6 +54,7 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	const ttl, lockDelay = time.Second, 10 * time.Second
 	const skewed = 2 // n3
 	c := newTestCluster(t, 3, func(cfg *Config) {
+		slowRaft(cfg) // leadership moves only by the test's transfers
 		if cfg.ID == fmt.Sprintf("n%d", skewed+1) {
 			cfg.Now = func() time.Time { return time.Now().Add(clockSkew) }
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
+
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -54,7 +56,12 @@ func (j *JoinConfig) client() (*transport.Client, error) {
 
 // self is this node as a member record.
 func (n *Node) self() transport.Member {
-	return transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr, Voter: !n.cfg.Join.NonVoter}
+	reads := fsm.Version
+	if n.cfg.preBinary {
+		reads = 0
+	}
+	return transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
+		Voter: n.cfg.Join == nil || !n.cfg.Join.NonVoter, Commands: reads}
 }
 
 // prepareJoin checks, before Raft starts on an empty data dir, that the

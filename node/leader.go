@@ -426,7 +426,7 @@ func (n *Node) propose(ctx context.Context, cmd *fsm.Command) (fsm.Result, error
 		return fsm.Result{}, err
 	}
 	cmd.Now = n.cfg.Now().UnixNano()
-	data, err := cmd.Encode()
+	data, err := cmd.EncodeAs(n.commandVersion())
 	if err != nil {
 		return fsm.Result{}, api.Errorf(api.CodeInternal, "%v", err)
 	}
@@ -597,28 +597,23 @@ func lockBusy(lock, holder string, b *fsm.Busy) error {
 	return api.Errorf(api.CodeLockBusy, "%s", msg.String())
 }
 
-// registerSelf records this node's HTTP address in the replicated member
-// table (leader only).
+// registerSelf records this node's HTTP address and the command version
+// it reads in the replicated member table (leader only).
 func (n *Node) registerSelf() {
-	if n.cfg.HTTPAddr == "" {
-		return
-	}
-	m := transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr}
-	if err := n.RegisterMember(context.Background(), m); err != nil {
+	if err := n.RegisterMember(context.Background(), n.self()); err != nil {
 		n.log.Warn("register self", "error", err)
 	}
 }
 
-// registerLoop makes sure the member table holds this node's HTTP address:
-// a follower asks the leader to record it, at the leader's peer port (the
-// only port that takes member records: the client HTTP API does not). A
-// node without a peer port (Config.RaftTransport) records its address only
-// when it leads.
+// registerLoop makes sure the member table holds this node's record (its
+// HTTP address, empty without one, and the command version it reads: a
+// leader writes the binary command format only once every member's record
+// says it reads it): a follower asks the leader to record it, at the
+// leader's peer port (the only port that takes member records: the client
+// HTTP API does not). A node without a peer port (Config.RaftTransport)
+// records itself only when it leads.
 func (n *Node) registerLoop() {
 	defer n.wg.Done()
-	if n.cfg.HTTPAddr == "" {
-		return
-	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -627,9 +622,10 @@ func (n *Node) registerLoop() {
 			return
 		case <-t.C:
 		}
+		self := n.self()
 		registered := false
 		for _, m := range n.fsm.Members() {
-			if m.ID == n.cfg.ID && m.HTTPAddr == n.cfg.HTTPAddr && m.RaftAddr == n.RaftAddr() {
+			if m.ID == self.ID && m.HTTPAddr == self.HTTPAddr && m.RaftAddr == self.RaftAddr && m.Commands == self.Commands {
 				registered = true
 			}
 		}
@@ -645,8 +641,7 @@ func (n *Node) registerLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		m := transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr}
-		if err := transport.PostMember(ctx, n.DialPeer, to, m); err != nil {
+		if err := transport.PostMember(ctx, n.DialPeer, to, self); err != nil {
 			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
 		}
 		cancel()

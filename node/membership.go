@@ -132,16 +132,24 @@ func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
 	return n.waitConfig(ctx, n.raft.AddVoter(id, addr, 0, configChangeTimeout))
 }
 
-// setMemberRecord records m's addresses in the replicated member table,
-// unless they are recorded already.
+// setMemberRecord records m's addresses and the command version it reads
+// in the replicated member table, unless they are recorded already. A
+// record without a command version (an operator's members add) keeps the
+// one recorded for the same addresses: only the member itself knows it.
 func (n *Node) setMemberRecord(ctx context.Context, m transport.Member) error {
+	rec := fsm.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Commands: m.Commands}
 	for _, cur := range n.fsm.Members() {
-		if cur.ID == m.ID && cur.HTTPAddr == m.HTTPAddr && cur.RaftAddr == m.RaftAddr {
+		if cur.ID != m.ID || cur.RaftAddr != m.RaftAddr {
+			continue
+		}
+		if rec.Commands == 0 {
+			rec.Commands = cur.Commands
+		}
+		if cur == rec {
 			return nil
 		}
 	}
-	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &fsm.Member{
-		ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr}})
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &rec})
 	return err
 }
 

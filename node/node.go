@@ -171,6 +171,11 @@ type Config struct {
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
 	Faults Faults
+
+	// preBinary makes this node record no command version in its member
+	// record, as a build from before the binary command format does:
+	// tests play a rolling upgrade with it.
+	preBinary bool
 }
 
 func (c *Config) fill() error {

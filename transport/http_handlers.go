@@ -327,7 +327,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeBody(w, r, &m); err != nil {
 		return err
 	}
-	if err := m.Validate(); err != nil {
+	if err := m.ValidateRecord(); err != nil {
 		return err
 	}
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {

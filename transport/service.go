@@ -12,6 +12,11 @@ type Member struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
+	// Commands is the highest Raft command version the member's build
+	// reads (fsm.Version), as it registers itself; 0 when unknown (a
+	// build from before the binary command format, or a member added by
+	// an operator that has not registered itself yet).
+	Commands uint8 `json:"commands,omitempty"`
 }
 
 // Validate checks a member's fields: non-empty, bounded, printable.
@@ -23,6 +28,16 @@ func (m Member) Validate() error {
 		return err
 	}
 	return api.CheckText("http_addr", m.HTTPAddr, 1, 256)
+}
+
+// ValidateRecord checks a member's record of itself (POST
+// /v1/internal/members): as Validate, but a member that serves no HTTP
+// API (an embedded node without one) records an empty http_addr.
+func (m Member) ValidateRecord() error {
+	if m.HTTPAddr == "" {
+		m.HTTPAddr = "-"
+	}
+	return m.Validate()
 }
 
 // ClusterInfo is the cluster as the leader sees it.

@@ -1,0 +1,308 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"unicode/utf8"
+
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session/api"
+)
+
+// The binary command format (VersionBinary):
+//
+//	[3][Type][Now: varint][payload][CRC-32C of all before it, 4 bytes big-endian]
+//
+// The payload is the variant's fields in declaration order: a string is a
+// uvarint length and its UTF-8 bytes, an int64 a varint (zig-zag), a
+// uint64 a uvarint, a bool one byte (0 or 1), a sequencer.Mode one byte, a
+// []string a uvarint count and its strings, and *api.Limits a presence byte
+// (0: nil, 1: the five limits as varints, in api.Limits' field order).
+// Nothing may follow the payload but the checksum.
+//
+// It carries exactly what the JSON format of versions 1 and 2 carries;
+// decoding an acquire takes about a tenth of the time and a third of the
+// allocations of decoding its JSON (BenchmarkDecode), and every replica
+// decodes every entry.
+
+// binaryEncoder appends a command's fields to a buffer.
+type binaryEncoder struct{ b []byte }
+
+func (e *binaryEncoder) str(s string) {
+	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+func (e *binaryEncoder) int(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *binaryEncoder) uint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+
+func (e *binaryEncoder) bool(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+func (e *binaryEncoder) strs(ss []string) {
+	e.uint(uint64(len(ss)))
+	for _, s := range ss {
+		e.str(s)
+	}
+}
+
+func (e *binaryEncoder) limits(l *api.Limits) {
+	if l == nil {
+		e.b = append(e.b, 0)
+		return
+	}
+	e.b = append(e.b, 1)
+	for _, v := range [...]int{l.Sessions, l.Locks, l.WaitersPerLock, l.LocksPerSession, l.SessionsPerToken} {
+		e.int(int64(v))
+	}
+}
+
+// encodeBinary serialises c in the binary format; c's payload is set.
+func (c *Command) encodeBinary() []byte {
+	e := binaryEncoder{b: make([]byte, 0, 96)}
+	e.b = append(e.b, VersionBinary, byte(c.Type))
+	e.int(c.Now)
+	switch c.Type {
+	case CmdOpenSession:
+		p := c.OpenSession
+		e.str(p.ID)
+		e.str(p.Name)
+		e.int(p.TTL)
+		e.int(p.LockDelay)
+		e.limits(p.Limits)
+		e.str(p.Owner)
+	case CmdCloseSession:
+		e.str(c.CloseSession.ID)
+	case CmdExpireSession:
+		e.str(c.ExpireSession.ID)
+	case CmdAcquire:
+		p := c.Acquire
+		e.str(p.Lock)
+		e.str(p.Session)
+		e.str(p.Holder)
+		e.b = append(e.b, byte(p.Mode))
+		e.bool(p.Wait)
+		e.int(p.WaitFor)
+		e.str(p.Value)
+		e.limits(p.Limits)
+	case CmdRelease:
+		e.lockRef(c.Release)
+	case CmdCancelWait:
+		e.lockRef(c.CancelWait)
+	case CmdEndDelay:
+		e.str(c.EndDelay.Lock)
+		e.int(c.EndDelay.Until)
+	case CmdSetMember:
+		p := c.SetMember
+		e.str(p.ID)
+		e.str(p.RaftAddr)
+		e.str(p.HTTPAddr)
+		e.b = append(e.b, p.Commands)
+	case CmdACLBootstrap:
+		e.token(c.ACLBootstrap)
+	case CmdCreateToken:
+		e.token(c.CreateToken)
+	case CmdDeleteToken:
+		e.str(c.DeleteToken.ID)
+	}
+	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
+}
+
+func (e *binaryEncoder) lockRef(p *LockRef) {
+	e.str(p.Lock)
+	e.str(p.Session)
+	e.str(p.Holder)
+	e.uint(p.WaitSet)
+}
+
+func (e *binaryEncoder) token(p *Token) {
+	e.str(p.ID)
+	e.str(p.Name)
+	e.str(p.Hash)
+	e.strs(p.Rules)
+	e.int(p.Created)
+}
+
+// errTruncated is a field that runs past the end of the entry.
+var errTruncated = errors.New("truncated")
+
+// binaryDecoder reads a command's fields; the first error sticks.
+type binaryDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *binaryDecoder) fail(field string, err error) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%s: %w", field, err)
+	}
+}
+
+func (d *binaryDecoder) byte(field string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail(field, errTruncated)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *binaryDecoder) uint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(field, errors.New("bad uvarint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *binaryDecoder) int(field string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(field, errors.New("bad varint"))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *binaryDecoder) bool(field string) bool {
+	switch v := d.byte(field); v {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.fail(field, fmt.Errorf("bool byte %d", v))
+		return false
+	}
+}
+
+func (d *binaryDecoder) str(field string) string {
+	n := d.uint(field)
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.b)) {
+		d.fail(field, fmt.Errorf("%w: %d bytes of string, %d left", errTruncated, n, len(d.b)))
+		return ""
+	}
+	s := d.b[:n]
+	if !utf8.Valid(s) {
+		// JSON could not carry it either: a snapshot would change it.
+		d.fail(field, errors.New("not UTF-8"))
+		return ""
+	}
+	d.b = d.b[n:]
+	return string(s)
+}
+
+func (d *binaryDecoder) strs(field string) []string {
+	n := d.uint(field)
+	if d.err != nil {
+		return nil
+	}
+	// Every string takes one byte at least.
+	if n > uint64(len(d.b)) {
+		d.fail(field, fmt.Errorf("%w: %d strings, %d bytes left", errTruncated, n, len(d.b)))
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = d.str(field)
+	}
+	return out
+}
+
+func (d *binaryDecoder) limits(field string) *api.Limits {
+	switch p := d.byte(field); p {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.fail(field, fmt.Errorf("presence byte %d", p))
+		return nil
+	}
+	var l api.Limits
+	for _, v := range [...]*int{&l.Sessions, &l.Locks, &l.WaitersPerLock, &l.LocksPerSession, &l.SessionsPerToken} {
+		x := d.int(field)
+		if int64(int(x)) != x {
+			d.fail(field, fmt.Errorf("limit %d out of range", x))
+		}
+		*v = int(x)
+	}
+	return &l
+}
+
+func (d *binaryDecoder) lockRef() *LockRef {
+	return &LockRef{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"), WaitSet: d.uint("wait_set")}
+}
+
+func (d *binaryDecoder) token() *Token {
+	return &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
+}
+
+// decodeBinary parses a binary command's body: data without its version
+// byte and checksum, starting at the type byte.
+func decodeBinary(data []byte) (Command, error) {
+	c := Command{Type: CommandType(data[0])}
+	d := binaryDecoder{b: data[1:]}
+	c.Now = d.int("now")
+	switch c.Type {
+	case CmdOpenSession:
+		c.OpenSession = &OpenSession{ID: d.str("id"), Name: d.str("name"), TTL: d.int("ttl"),
+			LockDelay: d.int("lock_delay"), Limits: d.limits("limits"), Owner: d.str("owner")}
+	case CmdCloseSession:
+		c.CloseSession = &SessionRef{ID: d.str("id")}
+	case CmdExpireSession:
+		c.ExpireSession = &SessionRef{ID: d.str("id")}
+	case CmdAcquire:
+		c.Acquire = &Acquire{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
+			Mode: sequencer.Mode(d.byte("mode")), Wait: d.bool("wait"), WaitFor: d.int("wait_for"),
+			Value: d.str("value"), Limits: d.limits("limits")}
+	case CmdRelease:
+		c.Release = d.lockRef()
+	case CmdCancelWait:
+		c.CancelWait = d.lockRef()
+	case CmdEndDelay:
+		c.EndDelay = &EndDelay{Lock: d.str("lock"), Until: d.int("until")}
+	case CmdSetMember:
+		c.SetMember = &Member{ID: d.str("id"), RaftAddr: d.str("raft_addr"), HTTPAddr: d.str("http_addr"), Commands: d.byte("commands")}
+	case CmdACLBootstrap:
+		c.ACLBootstrap = d.token()
+	case CmdCreateToken:
+		c.CreateToken = d.token()
+	case CmdDeleteToken:
+		c.DeleteToken = &TokenRef{ID: d.str("id")}
+	default:
+		return Command{}, fmt.Errorf("unknown command type %d", uint8(c.Type))
+	}
+	if d.err != nil {
+		return Command{}, fmt.Errorf("%s: %w", c.Type, d.err)
+	}
+	if len(d.b) != 0 {
+		return Command{}, fmt.Errorf("%s: %d bytes after the payload", c.Type, len(d.b))
+	}
+	return c, nil
+}
