@@ -33,9 +33,10 @@ type lock struct {
 
 	// held is the child of the current acquire.
 	held string
-	// stale is a child to delete before the next acquire; staleGUID the
+	// stale are children to delete before the next acquire; staleGUID the
 	// guid of a create whose result is unknown.
-	stale, staleGUID string
+	stale     []string
+	staleGUID string
 }
 
 // lockPrefix is the name part after the guid (as zk.Lock names children).
@@ -70,18 +71,18 @@ func (l *lock) acquire(ctx context.Context) (uint64, error) {
 	own := name[strings.LastIndexByte(name, '/')+1:]
 	seq, err := parseSeq(own)
 	if err != nil {
-		l.stale = name
+		l.stale = append(l.stale, name)
 		return 0, err
 	}
 	for {
 		children, stat, err := l.c.Children(l.path)
 		if err != nil {
-			l.stale = name
+			l.stale = append(l.stale, name)
 			return 0, fmt.Errorf("lock %s: children: %w", l.path, err)
 		}
 		pred, found, err := predecessor(children, own, seq)
 		if err != nil {
-			l.stale = name
+			l.stale = append(l.stale, name)
 			return 0, err
 		}
 		if !found {
@@ -93,7 +94,7 @@ func (l *lock) acquire(ctx context.Context) (uint64, error) {
 		}
 		exists, _, ch, err := l.c.ExistsW(l.path + "/" + pred)
 		if err != nil {
-			l.stale = name
+			l.stale = append(l.stale, name)
 			return 0, fmt.Errorf("lock %s: watch %s: %w", l.path, pred, err)
 		}
 		if !exists {
@@ -102,11 +103,11 @@ func (l *lock) acquire(ctx context.Context) (uint64, error) {
 		select {
 		case ev := <-ch:
 			if ev.Err != nil {
-				l.stale = name
+				l.stale = append(l.stale, name)
 				return 0, fmt.Errorf("lock %s: watch %s: %w", l.path, pred, ev.Err)
 			}
 		case <-ctx.Done():
-			l.stale = name
+			l.stale = append(l.stale, name)
 			return 0, fmt.Errorf("lock %s: %w", l.path, ctx.Err())
 		}
 	}
@@ -123,7 +124,7 @@ func (l *lock) release() error {
 		if errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("unlock %s: %w", l.path, errSessionLost)
 		}
-		l.stale = name
+		l.stale = append(l.stale, name)
 		return fmt.Errorf("unlock %s: %w", l.path, err)
 	}
 	return nil
@@ -138,16 +139,16 @@ func (l *lock) cleanup() error {
 		}
 		for _, ch := range children {
 			if strings.HasPrefix(ch, protectedPrefix+l.staleGUID) {
-				l.stale = l.path + "/" + ch
+				l.stale = append(l.stale, l.path+"/"+ch)
 			}
 		}
 		l.staleGUID = ""
 	}
-	if l.stale != "" {
-		if err := l.c.Delete(l.stale, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+	for len(l.stale) > 0 {
+		if err := l.c.Delete(l.stale[0], -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("lock %s: delete stale node: %w", l.path, err)
 		}
-		l.stale = ""
+		l.stale = l.stale[1:]
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ var command = bench.Command{
 	LeaderRoute: "leader",
 	OtherRoute:  "all",
 	RouteUsage:  "leader: clients of scenarios a-c use only the leader's address; all: every address (the client picks one at random)",
+	Check:       checkFiles,
 	Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
 		return newSystem(ctx, c.Addrs, c.TTL, c.Leader && c.Scenario != bench.Failover)
 	},

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +141,18 @@ func TestPredecessorIsTheNextLowerSequence(t *testing.T) {
 	}
 	if _, err := parseSeq("_c_aa-nolock"); err == nil {
 		t.Error("parseSeq of a foreign name: no error")
+	}
+}
+
+// TestSessionsMustFitTheOpenFileLimit: a session is a connection, so a
+// sessions run larger than the open-file limit (less a reserve) is refused
+// with the limit named, instead of retrying failed opens for ever.
+func TestSessionsMustFitTheOpenFileLimit(t *testing.T) {
+	if err := fitsFiles(19900, 20000); err != nil {
+		t.Errorf("19900 sessions under a limit of 20000: %v", err)
+	}
+	err := fitsFiles(20000, 20000)
+	if err == nil || !strings.Contains(err.Error(), "only 20000 files") {
+		t.Errorf("20000 sessions under a limit of 20000: %v", err)
 	}
 }
