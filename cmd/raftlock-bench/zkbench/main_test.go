@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 )
@@ -154,5 +159,31 @@ func TestSessionsMustFitTheOpenFileLimit(t *testing.T) {
 	err := fitsFiles(20000, 20000)
 	if err == nil || !strings.Contains(err.Error(), "only 20000 files") {
 		t.Errorf("20000 sessions under a limit of 20000: %v", err)
+	}
+}
+
+// TestRetryRetriesUntilSuccessOrItsTimeIsUp: a failed acquire in Hold is
+// retried (a connection loss passes), and given up with the last error
+// once the retry time since the first failure has passed.
+func TestRetryRetriesUntilSuccessOrItsTimeIsUp(t *testing.T) {
+	ctx := context.Background()
+	calls := 0
+	err := retry(ctx, time.Minute, func() error {
+		calls++
+		if calls < 3 {
+			return zk.ErrConnectionClosed
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("retry = %v after %d calls, want nil after 3", err, calls)
+	}
+	calls = 0
+	err = retry(ctx, 250*time.Millisecond, func() error {
+		calls++
+		return fmt.Errorf("call %d: %w", calls, zk.ErrConnectionClosed)
+	})
+	if !errors.Is(err, zk.ErrConnectionClosed) || !strings.Contains(err.Error(), fmt.Sprintf("call %d:", calls)) || calls < 2 {
+		t.Fatalf("retry = %v after %d calls, want the last call's error", err, calls)
 	}
 }

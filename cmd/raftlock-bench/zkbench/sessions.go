@@ -140,12 +140,40 @@ func (cs *conns) Hold(ctx context.Context, n int) error {
 			return err
 		}
 		l := &lock{c: s.c, path: path}
-		if _, err := l.acquire(ctx); err != nil {
+		return retry(ctx, holdRetryFor, func() error {
+			_, err := l.acquire(ctx)
 			return err
-		}
-		return nil
+		})
 	})
 	return err
+}
+
+// holdRetryFor is how long Hold retries a session's acquire: a connection
+// loss (a leader election of the ensemble, a server that stalled) fails
+// the call, and the session stays valid for its TTL meanwhile.
+const holdRetryFor = 30 * time.Second
+
+// retry calls f until it succeeds, ctx ends or d has passed since the
+// first failure, pausing 100 ms between calls; it returns f's last error.
+func retry(ctx context.Context, d time.Duration, f func() error) error {
+	var deadline time.Time
+	for {
+		err := f()
+		if err == nil {
+			return nil
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(d)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // Stats implements bench.SessionLoad.
