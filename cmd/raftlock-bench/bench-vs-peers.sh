@@ -97,7 +97,8 @@ start_raftlock() {
 }
 
 if [ "${1:-}" = restart ]; then
-	# Called by the benchmark as --restart-cmd: restart etcd eN / raftlock nN.
+	# Called by the benchmark as --restart-cmd: restart etcd eN, ZooKeeper zN
+	# or raftlock nN.
 	: "${WORK:?restart needs WORK}"
 	case "$2:$3" in
 	etcd:e[123]) start_etcd "${3#e}" ;;
@@ -258,6 +259,12 @@ pids_of() { # pids_of etcd|zookeeper|raftlock -> e1=PID,e2=PID,e3=PID
 }
 
 has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
+for p in $PEERS; do
+	case $p in
+	etcd | zookeeper) ;;
+	*) echo "bench-vs-peers: unknown peer $p (PEERS: etcd, zookeeper)" >&2; exit 2 ;;
+	esac
+done
 
 has_peer etcd && install_etcd
 has_peer zookeeper && install_zookeeper
