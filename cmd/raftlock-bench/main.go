@@ -16,7 +16,10 @@
 // Each run prints one aligned line (pairs/s or handoffs/s, p50/p99 of a
 // pair, errors, CPU figures); --json prints it as a JSON line instead.
 // `raftlock-bench compare BASE.jsonl CAND.jsonl` prints the table of two
-// systems' JSON lines (bench-vs-etcd.sh uses it).
+// systems' JSON lines; `raftlock-bench compare PEER.jsonl... CAND.jsonl`
+// with two or more peers prints one table of all of them with the best
+// peer of each row and the candidate against it (bench-vs-peers.sh uses
+// it).
 //
 // The client shares the machine with the servers when run locally: every
 // line carries client_cpu_pct and machine_busy_pct, and a note when the
@@ -29,6 +32,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 )
@@ -58,13 +63,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return command.Main(args, stdout, stderr)
 }
 
-// compare prints the comparison table of two files of JSON result lines.
+// compare prints the comparison table of files of JSON result lines: of
+// two (base and candidate), or of two or more peers and the candidate.
 func compare(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 2 {
-		fmt.Fprintln(stderr, "usage: raftlock-bench compare BASE.jsonl CANDIDATE.jsonl")
+	if len(args) < 2 {
+		fmt.Fprintln(stderr, "usage: raftlock-bench compare BASE.jsonl CANDIDATE.jsonl\n"+
+			"       raftlock-bench compare PEER.jsonl PEER.jsonl... CANDIDATE.jsonl")
 		return 2
 	}
-	var sets [2][]bench.Result
+	sets := make([][]bench.Result, len(args))
 	for i, name := range args {
 		f, err := os.Open(name)
 		if err != nil {
@@ -78,9 +85,29 @@ func compare(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if err := bench.Table(stdout, sets[0], sets[1]); err != nil {
+	var err error
+	if len(sets) == 2 {
+		err = bench.Table(stdout, sets[0], sets[1])
+	} else {
+		named := make([]bench.Set, len(sets))
+		for i, rs := range sets {
+			named[i] = bench.Set{Name: setName(args[i], rs), Results: rs}
+		}
+		err = bench.TablePeers(stdout, named[:len(named)-1], named[len(named)-1])
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "raftlock-bench compare: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// setName names a file's results in the table: the system of its lines,
+// or for a file without any the file's name without directory and
+// extension.
+func setName(file string, rs []bench.Result) string {
+	if len(rs) > 0 && rs[0].System != "" {
+		return rs[0].System
+	}
+	return strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 }

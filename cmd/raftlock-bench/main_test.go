@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +135,77 @@ func TestCompare(t *testing.T) {
 	for _, want := range []string{"raftlock/etcd", "uncontended, 16 clients: pairs/s", "1000", "1500", "1.50", "0.50"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+}
+
+// compareRows runs compare on one file per set of results and returns the
+// table's rows by their first column, each split into its columns.
+func compareRows(t *testing.T, sets ...[]bench.Result) map[string][]string {
+	t.Helper()
+	dir := t.TempDir()
+	var files []string
+	for i, rs := range sets {
+		var b bytes.Buffer
+		for _, r := range rs {
+			data, _ := json.Marshal(r)
+			b.Write(append(data, '\n'))
+		}
+		p := filepath.Join(dir, fmt.Sprintf("set%d.jsonl", i))
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, p)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(append([]string{"compare"}, files...), &out, &errOut); code != 0 {
+		t.Fatalf("compare: exit %d: %s", code, errOut.String())
+	}
+	t.Logf("\n%s", out.String())
+	rows := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimRight(out.String(), "\n"), "\n") {
+		cols := regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+		rows[cols[0]] = cols
+	}
+	return rows
+}
+
+// TestCompareBestPeerIsChosenByTheRowsDirection: with three files the
+// table has a column per system; per row the best peer is the one with
+// the higher throughput or the lower latency (CPU, failover time), and
+// the candidate is stated against it as "N× better/worse" beside the
+// plain quotient; a peer without a run of the scenario reads n/a and the
+// best peer is then chosen among the others.
+func TestCompareBestPeerIsChosenByTheRowsDirection(t *testing.T) {
+	unc := func(sys string, rate, p50, cpu float64) bench.Result {
+		r := bench.Result{System: sys, Scenario: bench.Uncontended, Clients: 16, Rate: rate, Unit: "pairs/s", P50ms: p50, P99ms: 4 * p50}
+		r.SetMetric(bench.MetricLeaderCPU, cpu)
+		return r
+	}
+	fail := func(sys string, mean float64) bench.Result {
+		r := bench.Result{System: sys, Scenario: bench.Failover, Clients: 16, Rate: 100, Unit: "pairs/s", FailoverMs: []float64{mean}}
+		r.SetMetric(bench.MetricFailoverMeanMs, mean)
+		return r
+	}
+	rows := compareRows(t,
+		[]bench.Result{unc("etcd", 1000, 10, 80), fail("etcd", 1200)},
+		[]bench.Result{unc("zookeeper", 800, 5, 90)},
+		[]bench.Result{unc("raftlock", 1500, 8, 80), fail("raftlock", 600)},
+	)
+	want := map[string][]string{
+		"scenario": {"scenario", "etcd", "zookeeper", "raftlock", "best peer", "raftlock/best", "raftlock vs best"},
+		// Throughput: the higher is best (etcd's 1000, not ZooKeeper's 800).
+		"uncontended, 16 clients: pairs/s": {"uncontended, 16 clients: pairs/s", "1000", "800", "1500", "etcd", "1.50", "1.50× better"},
+		// Latency: the lower is best (ZooKeeper's 5 ms, not etcd's 10).
+		"uncontended, 16 clients: p50 ms": {"uncontended, 16 clients: p50 ms", "10", "5", "8", "zookeeper", "1.60", "1.60× worse"},
+		// CPU: the lower is best; a tie is "same".
+		"uncontended, 16 clients: leader CPU %": {"uncontended, 16 clients: leader CPU %", "80", "90", "80", "etcd", "1.00", "same"},
+		// ZooKeeper has no failover run: n/a, and etcd is the best peer.
+		"failover, 1 rounds, 16 clients: mean ms to next grant": {"failover, 1 rounds, 16 clients: mean ms to next grant", "1200", "n/a", "600", "etcd", "0.50", "2.00× better"},
+	}
+	for name, w := range want {
+		if got := rows[name]; !slices.Equal(got, w) {
+			t.Errorf("row %q:\n got %q\nwant %q", name, got, w)
 		}
 	}
 }

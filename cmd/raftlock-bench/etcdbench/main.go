@@ -1,7 +1,7 @@
 // Command etcdbench runs raftlock-bench's scenarios against an etcd cluster
 // with etcd's own lock recipe (go.etcd.io/etcd/client/v3/concurrency:
 // NewSession, NewMutex, Lock, Unlock) and prints the same lines, so that
-// bench-vs-etcd.sh can compare the two. It is a separate module so that
+// bench-vs-peers.sh can compare them. It is a separate module so that
 // raftlock never depends on etcd; the client (v3.5) speaks to etcd 3.4 and
 // 3.5 servers.
 //

@@ -37,7 +37,21 @@ func ReadResults(r io.Reader) ([]Result, error) {
 type row struct {
 	what string
 	get  func(Result) (float64, bool)
+	// better is the row's direction: higherBetter (throughput),
+	// lowerBetter (latency, CPU, memory, expiries) or neither (a load
+	// figure such as keepalives/s, set by the scenario, not by the system).
+	better direction
 }
+
+// direction says which value of a row is the better one.
+type direction int
+
+// Row directions.
+const (
+	neither direction = iota
+	higherBetter
+	lowerBetter
+)
 
 func rate(r Result) (float64, bool) { return r.Rate, true }
 func p50(r Result) (float64, bool)  { return r.P50ms, true }
@@ -55,31 +69,31 @@ func rowsOf(r Result) []row {
 			name += "s"
 		}
 		return []row{
-			{name + ": " + r.Unit, rate},
-			{name + ": p50 ms", p50},
-			{name + ": p99 ms", p99},
-			{name + ": leader CPU %", metric(MetricLeaderCPU)},
+			{name + ": " + r.Unit, rate, higherBetter},
+			{name + ": p50 ms", p50, lowerBetter},
+			{name + ": p99 ms", p99, lowerBetter},
+			{name + ": leader CPU %", metric(MetricLeaderCPU), lowerBetter},
 		}
 	case Sessions:
 		name := fmt.Sprintf("sessions, %.0f", r.Metrics[MetricSessions])
 		return []row{
-			{name + ": spurious expiries", metric(MetricSpurious)},
-			{name + ": client-side lapses", metric(MetricLapsed)},
-			{name + ": keepalives/s", metric(MetricKeepAlivesPerS)},
-			{name + ": leader CPU %", metric(MetricLeaderCPU)},
-			{name + ": bytes/session", metric(MetricBytesPerSession)},
-			{name + ": bytes/held lock", metric(MetricBytesPerLock)},
-			{name + ": opens/s", rate},
-			{name + ": open p99 ms", p99},
+			{name + ": spurious expiries", metric(MetricSpurious), lowerBetter},
+			{name + ": client-side lapses", metric(MetricLapsed), lowerBetter},
+			{name + ": keepalives/s", metric(MetricKeepAlivesPerS), neither},
+			{name + ": leader CPU %", metric(MetricLeaderCPU), lowerBetter},
+			{name + ": bytes/session", metric(MetricBytesPerSession), lowerBetter},
+			{name + ": bytes/held lock", metric(MetricBytesPerLock), lowerBetter},
+			{name + ": opens/s", rate, higherBetter},
+			{name + ": open p99 ms", p99, lowerBetter},
 		}
 	case Failover:
 		name := fmt.Sprintf("failover, %d rounds, %d clients", len(r.FailoverMs), r.Clients)
 		return []row{
-			{name + ": mean ms to next grant", metric(MetricFailoverMeanMs)},
-			{name + ": p50 ms to next grant", metric(MetricFailoverP50Ms)},
-			{name + ": max ms", metric(MetricFailoverMaxMs)},
-			{name + ": mean ms to a new leader named", metric(MetricNewLeaderMeanMs)},
-			{name + ": pairs/s", rate},
+			{name + ": mean ms to next grant", metric(MetricFailoverMeanMs), lowerBetter},
+			{name + ": p50 ms to next grant", metric(MetricFailoverP50Ms), lowerBetter},
+			{name + ": max ms", metric(MetricFailoverMaxMs), lowerBetter},
+			{name + ": mean ms to a new leader named", metric(MetricNewLeaderMeanMs), lowerBetter},
+			{name + ": pairs/s", rate, higherBetter},
 		}
 	}
 	return nil

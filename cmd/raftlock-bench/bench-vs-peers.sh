@@ -1,0 +1,363 @@
+#!/usr/bin/env bash
+# bench-vs-peers.sh: raftlock against etcd 3.4 and ZooKeeper 3.8 on this
+# machine, one table.
+#
+# Installs etcd and ZooKeeper if missing (Debian's etcd-server and
+# zookeeperd; any service the packages start is stopped and disabled),
+# starts a 3-member etcd cluster on 127.0.0.31-33, a 3-server ZooKeeper
+# ensemble on 127.0.0.51-53 and a 3-node raftlockd cluster on
+# 127.0.0.41-43, data dirs of all under one work dir (same disk, fsync on in
+# all: etcd's and ZooKeeper's defaults, raftlock always), then runs every
+# scenario against etcd, ZooKeeper and raftlock in turn:
+#   20000 sessions kept alive for 30 s (1 lock each); uncontended 1, 16, 64
+#   clients; contended 16 clients; failover, 5 rounds of kill -9 of the
+#   leader under the load of 16 uncontended clients, the killed member
+#   restarted.
+# Each ZooKeeper run follows a discarded warm-up run of WARMUP (3 s) of the
+# same scenario (the JVM runs cold at half speed and swings run to run);
+# for (c) with a tenth of the sessions, for (d) the load of (d) without
+# the kills.
+# It prints each run's line, then the table: scenario, etcd, zookeeper,
+# raftlock, the best peer of each row and raftlock against it. Every
+# process it started is killed on exit. Not run in CI.
+#
+# Usage: cmd/raftlock-bench/bench-vs-peers.sh
+# Environment (defaults): DURATION=10s SESSIONS=20000 SESSION_TIME=30s
+#   ROUNDS=5 TTL=15s WARMUP=3s ZK_HEAP=1g WORK=<new dir under /var/tmp>
+#   KEEP=0 (1: keep WORK) PEERS="etcd zookeeper" (a subset leaves the
+#   other out; its column then reads n/a)
+#   SCENARIOS="c a1 a16 a64 b16 d" (a subset runs only those; c runs first
+#   so that its memory figures start from freshly started servers, whose RSS
+#   holds no garbage of earlier load; the table is in a-d order anyway)
+# Internal: bench-vs-peers.sh restart etcd|zookeeper|raftlock ID  (the
+#   --restart-cmd)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+SELF="$HERE/$(basename "${BASH_SOURCE[0]}")"
+export PATH="$PATH:/usr/local/go/bin"
+
+ETCD_CLIENT_PORT=2379
+ETCD_PEER_PORT=2380
+ZK_CLIENT_PORT=2181
+ZK_QUORUM_PORT=2888
+ZK_ELECTION_PORT=3888
+RL_HTTP_PORT=9001
+RL_RAFT_PORT=9101
+ETCD_CLUSTER="e1=http://127.0.0.31:$ETCD_PEER_PORT,e2=http://127.0.0.32:$ETCD_PEER_PORT,e3=http://127.0.0.33:$ETCD_PEER_PORT"
+RL_PEERS="n1=127.0.0.41:$RL_RAFT_PORT,n2=127.0.0.42:$RL_RAFT_PORT,n3=127.0.0.43:$RL_RAFT_PORT"
+ETCD_ADDRS="127.0.0.31:$ETCD_CLIENT_PORT,127.0.0.32:$ETCD_CLIENT_PORT,127.0.0.33:$ETCD_CLIENT_PORT"
+ZK_ADDRS="127.0.0.51:$ZK_CLIENT_PORT,127.0.0.52:$ZK_CLIENT_PORT,127.0.0.53:$ZK_CLIENT_PORT"
+RL_ADDRS="127.0.0.41:$RL_HTTP_PORT,127.0.0.42:$RL_HTTP_PORT,127.0.0.43:$RL_HTTP_PORT"
+
+log() { echo "== $*" >&2; }
+
+# start_etcd N: starts member eN in the background, prints its PID.
+start_etcd() {
+	local n=$1 ip=127.0.0.3$1
+	nohup etcd --name "e$n" --data-dir "$WORK/data/etcd/e$n" \
+		--listen-client-urls "http://$ip:$ETCD_CLIENT_PORT" --advertise-client-urls "http://$ip:$ETCD_CLIENT_PORT" \
+		--listen-peer-urls "http://$ip:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://$ip:$ETCD_PEER_PORT" \
+		--initial-cluster "$ETCD_CLUSTER" --initial-cluster-state new --initial-cluster-token raftlock-bench \
+		--logger zap --log-level warn >>"$WORK/logs/etcd-e$n.log" 2>&1 </dev/null &
+	echo $! >"$WORK/pids/etcd-e$n"
+	echo $!
+	disown $! # the benchmark kills it with -9: no job notice
+}
+
+# start_zookeeper N: starts server zN (myid N) in the background with the
+# packaged java command line (the zookeeperd init script's: QuorumPeerMain
+# on a zoo.cfg, the package's jar whose manifest names its dependencies),
+# and prints its PID. The log4j binding is added so that warnings reach
+# the server's log.
+start_zookeeper() {
+	local n=$1 cp="$WORK/zookeeper/conf:/usr/share/java/zookeeper.jar" jar
+	for jar in /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar; do
+		[ -e "$jar" ] && cp+=":$jar"
+	done
+	nohup java -cp "$cp" -Xmx"${ZK_HEAP:-1g}" -Dzookeeper.log.dir="$WORK/logs" \
+		-Dzookeeper.root.logger=WARN,CONSOLE -Dlog4j.configuration=file:"$WORK/zookeeper/conf/log4j.properties" \
+		org.apache.zookeeper.server.quorum.QuorumPeerMain "$WORK/zookeeper/conf/zoo-z$n.cfg" \
+		>>"$WORK/logs/zookeeper-z$n.log" 2>&1 </dev/null &
+	echo $! >"$WORK/pids/zookeeper-z$n"
+	echo $!
+	disown $!
+}
+
+# start_raftlock N: starts node nN in the background, prints its PID.
+start_raftlock() {
+	local n=$1 ip=127.0.0.4$1
+	nohup "$WORK/bin/raftlockd" --id "n$n" --data-dir "$WORK/data/raftlock/n$n" \
+		--raft-addr "$ip:$RL_RAFT_PORT" --http-addr "$ip:$RL_HTTP_PORT" --peers "$RL_PEERS" \
+		--log-level warn >>"$WORK/logs/raftlock-n$n.log" 2>&1 </dev/null &
+	echo $! >"$WORK/pids/raftlock-n$n"
+	echo $!
+	disown $!
+}
+
+if [ "${1:-}" = restart ]; then
+	# Called by the benchmark as --restart-cmd: restart etcd eN, ZooKeeper zN
+	# or raftlock nN.
+	: "${WORK:?restart needs WORK}"
+	case "$2:$3" in
+	etcd:e[123]) start_etcd "${3#e}" ;;
+	zookeeper:z[123]) start_zookeeper "${3#z}" ;;
+	raftlock:n[123]) start_raftlock "${3#n}" ;;
+	*) echo "restart: unknown member $2 $3" >&2; exit 2 ;;
+	esac
+	exit 0
+fi
+
+DURATION=${DURATION:-10s}
+SESSIONS=${SESSIONS:-20000}
+SESSION_TIME=${SESSION_TIME:-30s}
+ROUNDS=${ROUNDS:-5}
+TTL=${TTL:-15s}
+WARMUP=${WARMUP:-3s}
+PEERS=${PEERS:-etcd zookeeper}
+SCENARIOS=${SCENARIOS:-c a1 a16 a64 b16 d}
+KEEP=${KEEP:-0}
+WORK=${WORK:-$(mktemp -d /var/tmp/raftlock-bench.XXXXXX)}
+export WORK
+mkdir -p "$WORK"/{bin,logs,pids,data/etcd,data/zookeeper,data/raftlock,zookeeper/conf}
+
+# cleanup kills every process this script started (by the PIDs it wrote).
+cleanup() {
+	local f pid i
+	for f in "$WORK"/pids/*; do
+		[ -e "$f" ] || continue
+		kill -TERM "$(cat "$f")" 2>/dev/null || true
+	done
+	for f in "$WORK"/pids/*; do
+		[ -e "$f" ] || continue
+		pid=$(cat "$f")
+		for i in $(seq 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL "$pid" 2>/dev/null || true
+		rm -f "$f"
+	done
+	wait 2>/dev/null || true
+	if [ "$KEEP" = 1 ]; then
+		log "kept $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+install_etcd() {
+	if command -v etcd >/dev/null; then
+		return
+	fi
+	log "installing etcd-server (Debian)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+	# The package may start its own etcd on 127.0.0.1:2379: stop it.
+	stop_service etcd
+}
+
+# stop_service NAME stops and disables a service a package started.
+stop_service() {
+	if [ -d /run/systemd/system ]; then
+		systemctl stop "$1" 2>/dev/null || true
+		systemctl disable "$1" 2>/dev/null || true
+	elif [ -x "/etc/init.d/$1" ]; then
+		service "$1" stop 2>/dev/null || true
+		update-rc.d "$1" disable 2>/dev/null || true
+	fi
+}
+
+install_zookeeper() {
+	if [ -e /usr/share/java/zookeeper.jar ] && command -v java >/dev/null; then
+		return
+	fi
+	log "installing zookeeperd (Debian)"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeperd >/dev/null
+	# The package may start its own server on port 2181: stop it.
+	stop_service zookeeper
+}
+
+# write_zookeeper_config writes zoo-zN.cfg and myid of each server: the
+# package's defaults (tickTime 2000, initLimit 10, syncLimit 5; forceSync
+# on), each server's client port on its own address, no limit of
+# connections per client address (scenario c opens one per session), the
+# admin server off, and the four-letter words zkbench reads.
+write_zookeeper_config() {
+	local n m
+	cp /etc/zookeeper/conf/log4j.properties "$WORK/zookeeper/conf/"
+	for n in 1 2 3; do
+		mkdir -p "$WORK/data/zookeeper/z$n"
+		echo "$n" >"$WORK/data/zookeeper/z$n/myid"
+		{
+			echo "tickTime=2000"
+			echo "initLimit=10"
+			echo "syncLimit=5"
+			echo "dataDir=$WORK/data/zookeeper/z$n"
+			echo "clientPortAddress=127.0.0.5$n"
+			echo "clientPort=$ZK_CLIENT_PORT"
+			echo "maxClientCnxns=0"
+			echo "admin.enableServer=false"
+			echo "4lw.commands.whitelist=srvr,conf,ruok,mntr"
+			for m in 1 2 3; do
+				echo "server.$m=127.0.0.5$m:$ZK_QUORUM_PORT:$ZK_ELECTION_PORT"
+			done
+		} >"$WORK/zookeeper/conf/zoo-z$n.cfg"
+	done
+}
+
+check_free() {
+	local addr
+	for addr in 127.0.0.3{1,2,3}:$ETCD_CLIENT_PORT 127.0.0.3{1,2,3}:$ETCD_PEER_PORT \
+		127.0.0.5{1,2,3}:$ZK_CLIENT_PORT 127.0.0.5{1,2,3}:$ZK_QUORUM_PORT 127.0.0.5{1,2,3}:$ZK_ELECTION_PORT \
+		127.0.0.4{1,2,3}:$RL_HTTP_PORT 127.0.0.4{1,2,3}:$RL_RAFT_PORT; do
+		if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
+			echo "bench-vs-peers: $addr is in use" >&2
+			exit 1
+		fi
+	done
+}
+
+# wait_until DESC CMD...: polls CMD for up to 30 s.
+wait_until() {
+	local desc=$1 i
+	shift
+	for i in $(seq 300); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.1
+	done
+	echo "bench-vs-peers: $desc: not within 30s" >&2
+	exit 1
+}
+
+etcd_healthy() {
+	local n
+	for n in 1 2 3; do
+		curl -sf "http://127.0.0.3$n:$ETCD_CLIENT_PORT/health" | grep -q '"health":"true"' || return 1
+	done
+}
+# zk_word ADDR WORD: a four-letter word's answer.
+zk_word() { timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1#*:}" && printf %s "$2" >&3 && cat <&3' _ "$1" "$2"; }
+# zookeeper_healthy: one server leads and the two others follow.
+zookeeper_healthy() {
+	local out
+	out=$(for n in 1 2 3; do zk_word "127.0.0.5$n:$ZK_CLIENT_PORT" srvr; done | grep '^Mode:' | sort | tr '\n' ' ')
+	[ "$out" = "Mode: follower Mode: follower Mode: leader " ]
+}
+raftlock_healthy() { curl -sf "http://127.0.0.41:$RL_HTTP_PORT/v1/cluster" | grep -q '"leader":"n'; }
+
+pids_of() { # pids_of etcd|zookeeper|raftlock -> e1=PID,e2=PID,e3=PID
+	local sys=$1 f out=""
+	for f in "$WORK"/pids/"$sys"-*; do
+		out+="${f##*/$sys-}=$(cat "$f"),"
+	done
+	echo "${out%,}"
+}
+
+has_peer() { [[ " $PEERS " == *" $1 "* ]]; }
+for p in $PEERS; do
+	case $p in
+	etcd | zookeeper) ;;
+	*) echo "bench-vs-peers: unknown peer $p (PEERS: etcd, zookeeper)" >&2; exit 2 ;;
+	esac
+done
+
+has_peer etcd && install_etcd
+has_peer zookeeper && install_zookeeper
+# Scenario (c) opens one connection per ZooKeeper session, on the client's
+# side and the server's: raise the open-file limit (inherited by both).
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt 65536 ]; then ulimit -Hn 65536 2>/dev/null || true; fi
+ulimit -n "$(ulimit -Hn)"
+check_free
+log "work dir $WORK ($(df -h --output=source,fstype "$WORK" | tail -1 | tr -s ' '))"
+log "building raftlockd, raftlock-bench, etcdbench, zkbench"
+(cd "$ROOT" && go build -o "$WORK/bin/raftlockd" ./cmd/raftlockd && go build -o "$WORK/bin/raftlock-bench" ./cmd/raftlock-bench)
+(cd "$HERE/etcdbench" && go build -o "$WORK/bin/etcdbench" .)
+(cd "$HERE/zkbench" && go build -o "$WORK/bin/zkbench" .)
+
+if has_peer etcd; then
+	log "starting etcd on 127.0.0.31-33 ($(etcd --version | head -1))"
+	for n in 1 2 3; do start_etcd "$n" >/dev/null; done
+fi
+if has_peer zookeeper; then
+	log "starting ZooKeeper on 127.0.0.51-53 ($(dpkg-query -W -f '${Version}' zookeeper 2>/dev/null || echo '?'), $(java -version 2>&1 | head -1))"
+	write_zookeeper_config
+	for n in 1 2 3; do start_zookeeper "$n" >/dev/null; done
+fi
+log "starting raftlockd on 127.0.0.41-43"
+for n in 1 2 3; do start_raftlock "$n" >/dev/null; done
+if has_peer etcd; then wait_until "etcd healthy" etcd_healthy; fi
+if has_peer zookeeper; then wait_until "ZooKeeper leader elected" zookeeper_healthy; fi
+wait_until "raftlock leader" raftlock_healthy
+
+# bench SYSTEM ARGS...: one run, JSON line appended to WORK/SYSTEM.jsonl
+# (OUT=warmup: to WORK/SYSTEM-warmup.jsonl, not compared).
+bench() {
+	local sys=$1 bin addrs out="$WORK/$1.jsonl"
+	shift
+	case $sys in
+	etcd) bin=etcdbench addrs=$ETCD_ADDRS ;;
+	zookeeper) bin=zkbench addrs=$ZK_ADDRS ;;
+	*) bin=raftlock-bench addrs=$RL_ADDRS ;;
+	esac
+	if [ "${OUT:-}" = warmup ]; then out="$WORK/$sys-warmup.jsonl"; fi
+	if ! "$WORK/bin/$bin" --addr "$addrs" --pids "$(pids_of "$sys")" --ttl "$TTL" --json "$@" >>"$out"; then
+		log "$sys $*: FAILED (see above); going on"
+	fi
+}
+
+# warmup ARGS...: the discarded warm-up run of ZooKeeper before a measured
+# one (ARGS are the warm-up's own).
+warmup() {
+	log "zookeeper warm-up: $*"
+	OUT=warmup bench zookeeper "$@"
+}
+
+# all ARGS...: one run of each system; ZooKeeper's after a warm-up run of
+# the same scenario for WARMUP.
+all() {
+	if has_peer etcd; then bench etcd "$@"; fi
+	if has_peer zookeeper; then
+		warmup "$@" --duration "$WARMUP"
+		bench zookeeper "$@"
+	fi
+	bench raftlock "$@"
+}
+
+log "$(nproc) cores; $(uptime | sed 's/.*load/load/')"
+for s in $SCENARIOS; do
+	case $s in
+	a*) all --scenario uncontended --clients "${s#a}" --duration "$DURATION" ;;
+	b*) all --scenario contended --clients "${s#b}" --duration "$DURATION" ;;
+	c)
+		if has_peer etcd; then bench etcd --scenario sessions --sessions "$SESSIONS" --session-time "$SESSION_TIME"; fi
+		if has_peer zookeeper && [ "$(ulimit -n)" != unlimited ] && [ $((SESSIONS + 100)) -gt "$(ulimit -n)" ]; then
+			# A ZooKeeper session is a connection: SESSIONS sockets in zkbench
+			# and in the leader, beyond the limit (zkbench refuses the run).
+			log "zookeeper sessions: $SESSIONS connections do not fit the open-file limit $(ulimit -n) of this box: not run (n/a)"
+		elif has_peer zookeeper; then
+			warmup --scenario sessions --sessions "$(((SESSIONS + 9) / 10))" --session-time "$WARMUP"
+			bench zookeeper --scenario sessions --sessions "$SESSIONS" --session-time "$SESSION_TIME"
+		fi
+		bench raftlock --scenario sessions --sessions "$SESSIONS" --session-time "$SESSION_TIME"
+		;;
+	d)
+		for sys in $PEERS raftlock; do
+			if [ "$sys" = zookeeper ]; then
+				warmup --scenario uncontended --clients 16 --duration "$WARMUP"
+			fi
+			bench "$sys" --scenario failover --clients 16 --rounds "$ROUNDS" \
+				--restart-cmd "WORK='$WORK' bash '$SELF' restart $sys {id}"
+		done
+		;;
+	*) echo "bench-vs-peers: unknown scenario $s" >&2; exit 2 ;;
+	esac
+done
+
+echo
+touch "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl"
+"$WORK/bin/raftlock-bench" compare "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl" | tee "$WORK/table.txt"
