@@ -87,6 +87,9 @@ type Client struct {
 	https      map[string]bool
 	tls        *tls.Config
 	hc         *http.Client
+	// rt, if set, is hc's transport, which NewClient built: calls go to
+	// it directly (client_lean.go).
+	rt http.RoundTripper
 	timeout    time.Duration
 	minBackoff time.Duration
 	maxBackoff time.Duration
@@ -260,6 +263,7 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}}
+		c.rt = c.hc.Transport
 	}
 	return c, nil
 }
@@ -548,7 +552,7 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 		return nil, nil, fmt.Errorf("build request: %w", err)
 	}
 	setRequestHeaders(req.Header, c.token, body != nil)
-	resp, err := c.hc.Do(req)
+	resp, err := c.send(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller gave up on this node before it answered: the

@@ -3,6 +3,8 @@ package transport
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strings"
 )
 
 // The Client's side of the lean request path (see http_lean.go): request
@@ -37,4 +39,34 @@ func setRequestHeaders(h http.Header, token string, body bool) {
 	if body {
 		h["Content-Type"] = hdrJSON
 	}
+}
+
+// send sends one request: through the caller's http.Client
+// (WithHTTPClient), or straight to the transport NewClient built, which
+// is what that http.Client would do minus its per-request copies of the
+// headers for redirects (the API answers none), with the same errors.
+func (c *Client) send(req *http.Request) (*http.Response, error) {
+	if c.rt == nil {
+		return c.hc.Do(req)
+	}
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		// Not the API's answer (something in front of the node, e.g. one
+		// that redirects to https): send it again through the
+		// http.Client, which follows redirects.
+		resp.Body.Close()
+		again := req.Clone(req.Context())
+		if req.GetBody != nil {
+			if again.Body, err = req.GetBody(); err != nil {
+				return nil, err
+			}
+		}
+		return c.hc.Do(again)
+	}
+	return resp, nil
 }
