@@ -87,9 +87,6 @@ type Client struct {
 	https      map[string]bool
 	tls        *tls.Config
 	hc         *http.Client
-	// rt, if set, is hc's transport, which NewClient built: calls go to
-	// it directly (client_lean.go).
-	rt http.RoundTripper
 	timeout    time.Duration
 	minBackoff time.Duration
 	maxBackoff time.Duration
@@ -263,7 +260,6 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
 		}}
-		c.rt = c.hc.Transport
 	}
 	return c, nil
 }

@@ -41,15 +41,22 @@ func setRequestHeaders(h http.Header, token string, body bool) {
 	}
 }
 
-// send sends one request: through the caller's http.Client
-// (WithHTTPClient), or straight to the transport NewClient built, which
-// is what that http.Client would do minus its per-request copies of the
-// headers for redirects (the API answers none), with the same errors.
+// send sends one request. With an http.Client that adds nothing to a
+// request (no cookie jar, no timeout: the one NewClient builds, or one
+// given so) it goes straight to the client's transport, which is what the
+// http.Client would do minus its per-request copies of the headers for
+// redirects (the API answers none), with the same errors; a redirect is
+// then sent again through the http.Client. Otherwise through the
+// http.Client.
 func (c *Client) send(req *http.Request) (*http.Response, error) {
-	if c.rt == nil {
+	if c.hc.Jar != nil || c.hc.Timeout != 0 {
 		return c.hc.Do(req)
 	}
-	resp, err := c.rt.RoundTrip(req)
+	rt := c.hc.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil {
 		return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.String(), Err: err}
 	}
