@@ -138,7 +138,8 @@ type ClientOption func(*Client)
 
 // WithHTTPClient sets the HTTP client. Its Timeout must be zero or longer
 // than the longest wait of an acquire: the Client bounds every request
-// itself.
+// itself. A client without a Jar and a Timeout is used through its
+// Transport's RoundTrip (redirects still through the client).
 func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *Client) {
 		if hc != nil {
