@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
-	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -83,18 +82,15 @@ func (m *nodeMetrics) count(e fsm.Event) {
 // one node per process.
 var (
 	raftSinkOnce sync.Once
-	raftSinkVal  *gmprom.PrometheusSink
+	raftSinkVal  *raftMetricsSink
 	raftSinkErr  error
 )
 
-func raftSink() (*gmprom.PrometheusSink, error) {
+// raftSink returns the process's sink of raft's metrics (raftsink.go: the
+// series of go-metrics' Prometheus sink, cheaper per sample).
+func raftSink() (*raftMetricsSink, error) {
 	raftSinkOnce.Do(func() {
-		opts := gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry()} // registered per node instead
-		raftSinkVal, raftSinkErr = gmprom.NewPrometheusSinkFrom(opts)
-		if raftSinkErr != nil {
-			raftSinkErr = fmt.Errorf("node: raft metrics sink: %w", raftSinkErr)
-			return
-		}
+		raftSinkVal = newRaftMetricsSink()
 		cfg := gometrics.DefaultConfig("")
 		cfg.EnableHostname = false
 		cfg.EnableHostnameLabel = false

@@ -138,7 +138,8 @@ type ClientOption func(*Client)
 
 // WithHTTPClient sets the HTTP client. Its Timeout must be zero or longer
 // than the longest wait of an acquire: the Client bounds every request
-// itself.
+// itself. A client without a Jar and a Timeout is used through its
+// Transport's RoundTrip (redirects still through the client).
 func WithHTTPClient(hc *http.Client) ClientOption {
 	return func(c *Client) {
 		if hc != nil {
@@ -525,7 +526,7 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			timeout = t
 		}
 		if v != nil {
-			data, err := json.Marshal(v)
+			data, err := encodeRequest(v)
 			if err != nil {
 				return nil, nil, fmt.Errorf("encode request: %w", err)
 			}
@@ -547,14 +548,8 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 	if err != nil {
 		return nil, nil, fmt.Errorf("build request: %w", err)
 	}
-	req.Header.Set("Accept", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
+	setRequestHeaders(req.Header, c.token, body != nil)
+	resp, err := c.send(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller gave up on this node before it answered: the
@@ -587,7 +582,10 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			"connection to %s failed after the request was sent: %v; it may or may not have been processed", addr, err)}, nil
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	buf := getBuf()
+	defer putBuf(buf)
+	data, err := readAll(io.LimitReader(resp.Body, maxResponseBytes), (*buf)[:0])
+	*buf = data[:0]
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil, ctx.Err()
@@ -607,7 +605,7 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 // answer classifies a node's whole answer (attempt's results).
 func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte) (http.Header, *attemptError, error) {
 	if resp.StatusCode/100 == 2 || (cl.accept != nil && cl.accept(resp.StatusCode, data)) {
-		if cl.out != nil {
+		if cl.out != nil && !decodeFastAnswer(data, cl.out) {
 			if err := json.Unmarshal(data, cl.out); err != nil {
 				return nil, nil, fmt.Errorf("decode answer (HTTP %d): %w", resp.StatusCode, err)
 			}

@@ -2,13 +2,11 @@ package transport
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"path"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,6 +38,9 @@ type Server struct {
 	// durations is raftlock_http_request_duration_seconds (nil: the
 	// service serves no metrics); http_metrics.go.
 	durations *prometheus.HistogramVec
+	// routeObs caches each route's 200 series of durations (read-only
+	// map after routes(); http_lean.go).
+	routeObs map[string]*routeObserver
 	// localReads answers read endpoints without forwarding: a deliberate
 	// fault, set only in a build with -tags raftlock_faults
 	// (WithUnsafeLocalReads).
@@ -72,7 +73,7 @@ func WithProxyTransport(rt http.RoundTripper) ServerOption {
 
 // NewServer returns the HTTP API serving svc.
 func NewServer(svc Service, opts ...ServerOption) *Server {
-	s := &Server{svc: svc, log: hclog.NewNullLogger(), mux: http.NewServeMux()}
+	s := &Server{svc: svc, log: hclog.NewNullLogger(), mux: http.NewServeMux(), routeObs: map[string]*routeObserver{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -140,6 +141,7 @@ func (s *Server) routes() {
 		}
 		open := r.peerOnly || r.pattern == "GET /v1/health" || r.pattern == "POST /v1/acl/bootstrap" || r.pattern == "GET /metrics"
 		s.mux.Handle(r.pattern, s.endpoint(r.forward, open, r.h))
+		s.routeObs[r.pattern] = &routeObserver{}
 	}
 }
 
@@ -203,11 +205,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	li := s.svc.Leader()
 	rw.leader = li
-	rw.Header().Set(HeaderLeader, li.ID)
-	if li.HTTPAddr != "" {
-		rw.Header().Set(HeaderLeaderAddr, li.HTTPAddr)
-	}
-	rw.Header().Set(HeaderTerm, strconv.FormatUint(li.Term, 10))
+	setLeaderHeaders(rw.Header(), li)
 
 	// The status page (/ui/), served by this node; not on the peer port.
 	if ui.Is(r.URL.Path) && !s.peer {
@@ -236,7 +234,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	route = pattern
-	s.mux.ServeHTTP(rw, r)
+	s.serveRoute(rw, r, h, pattern)
 }
 
 // recoverPanic turns a handler panic into a 500 internal answer.
@@ -392,16 +390,18 @@ func (l *warnLimiter) allow(code api.Code) (ok bool, suppressed int) {
 
 // writeJSON answers v as JSON with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
+	buf := getBuf()
+	defer putBuf(buf)
+	body, err := encodeAnswer((*buf)[:0], v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		body = []byte(`{"error":{"code":"internal","message":"encoding the answer failed"}}`)
+		body = append(body[:0], `{"error":{"code":"internal","message":"encoding the answer failed"}}`...)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)+1))
+	body = append(body, '\n')
+	*buf = body[:0]
+	setJSONHeaders(w.Header(), len(body))
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
 }
 
 // responseWriter remembers whether the header was written; it unwraps for

@@ -32,7 +32,10 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if r.ContentLength > MaxBodyBytes {
 		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	buf := getBuf()
+	defer putBuf(buf)
+	data, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), (*buf)[:0])
+	*buf = data[:0]
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -45,6 +48,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	}
 	if !utf8.Valid(data) {
 		return invalidf("request body is not valid UTF-8")
+	}
+	if decodeFastBody(data, dst) {
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,7 +70,7 @@ func (s *Server) observeRequest(rw *responseWriter, route string, start time.Tim
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.durations.WithLabelValues(route, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+	s.observer(route, status).Observe(time.Since(start).Seconds())
 }
 
 // handleMetrics answers GET /metrics in the Prometheus text format, on

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/session/api"
 
@@ -245,10 +244,8 @@ func (b CheckBody) MarshalJSON() ([]byte, error) {
 // marshalText encodes v unless one of its text fields (name, value pairs)
 // is not valid UTF-8.
 func marshalText(v any, fields ...string) ([]byte, error) {
-	for i := 0; i+1 < len(fields); i += 2 {
-		if !utf8.ValidString(fields[i+1]) {
-			return nil, api.Errorf(api.CodeInvalidArgument, "%s %q is not valid UTF-8", fields[i], fields[i+1])
-		}
+	if err := checkText(fields...); err != nil {
+		return nil, err
 	}
 	return json.Marshal(v)
 }
