@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,10 +54,21 @@ func transferLeadership(t *testing.T, c *testCluster, to int) {
 func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	const ttl, lockDelay = time.Second, 10 * time.Second
 	const skewed = 2 // n3
+	// The skewed node's clock runs ahead from just before it is made the
+	// leader: had it led first (the first election is anyone's), the
+	// entries it proposed (member records) would have moved the replicated
+	// clock ahead already, and the delay would not be stamped by a correct
+	// clock, the case this test is about.
+	var skewOn atomic.Bool
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		slowRaft(cfg) // leadership moves only by the test's transfers
 		if cfg.ID == fmt.Sprintf("n%d", skewed+1) {
-			cfg.Now = func() time.Time { return time.Now().Add(clockSkew) }
+			cfg.Now = func() time.Time {
+				if skewOn.Load() {
+					return time.Now().Add(clockSkew)
+				}
+				return time.Now()
+			}
 		}
 	})
 	// The delay is started, and stamped, by a leader with a correct clock.
@@ -76,6 +88,7 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	}
 
 	// The skewed node cannot lead before this moment.
+	skewOn.Store(true)
 	promoted := time.Now()
 	transferLeadership(t, c, skewed)
 	t.Logf("n%d leads %v after the transfer started; the delay was stamped to end at %v, %v from then on the correct clock",

@@ -39,6 +39,11 @@ func TestFlippedByteInAWALSegmentIsCaughtBeforeItIsApplied(t *testing.T) {
 	flippedByteIsCaught(t, "wal")
 }
 
+// x3Field is the lock name of the acquire flippedByteIsCaught damages:
+// its entry holds it as it is in either command format (binary, or JSON
+// while the cluster's first member records are not all in).
+var x3Field = []byte("dmg/x3")
+
 func flippedByteIsCaught(t *testing.T, store string) {
 	bin := proccluster.BuildDaemon(t)
 	c := proccluster.Start(t, bin, 3, "--log-store", store)
@@ -74,7 +79,7 @@ func flippedByteIsCaught(t *testing.T, store string) {
 		if err != nil {
 			return err
 		}
-		at := bytes.Index(data, []byte(`"lock":"dmg/x3"`))
+		at := bytes.Index(data, x3Field)
 		if at < 0 {
 			return errors.New("not yet")
 		}
@@ -97,11 +102,11 @@ func flippedByteIsCaught(t *testing.T, store string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.Index(data, []byte(`"lock":"dmg/x3"`))
+	at := bytes.Index(data, x3Field)
 	if at < 0 {
 		t.Fatalf("the entry is not in %s", db)
 	}
-	data[at+len(`"lock":"dmg/x`)] = '8'
+	data[at+len(x3Field)-1] = '8'
 	if err := os.WriteFile(db, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
