@@ -104,7 +104,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	if err := n.authorizeSession(ctx, id); err != nil {
 		return 0, err
 	}
-	if err := n.verifyRead(ctx); err != nil {
+	if err := n.confirmKeepAlive(ctx); err != nil {
 		return 0, err
 	}
 	ttl, ok := n.leases.KeepAlive(id)
