@@ -100,11 +100,24 @@ func (t *leaseTable) Remove(id string) {
 // has already passed: such a session is being expired and must not be
 // revived.
 func (t *leaseTable) KeepAlive(id string) (time.Duration, bool) {
+	return t.KeepAliveArrived(id, t.now())
+}
+
+// KeepAliveArrived is KeepAlive for a keepalive that arrived at arrived
+// (and waited since, for the leadership confirmation): it is judged by
+// when it arrived, so that a wait on this side never expires a session
+// whose keepalive came in time. It still extends the deadline to now+ttl
+// (now >= arrived >= the client's send time, so the leader's deadline
+// stays at or after the client's lease end), and it never revives a
+// session an expiry was already taken for (Expired), nor one whose
+// deadline had passed when the keepalive arrived.
+func (t *leaseTable) KeepAliveArrived(id string, arrived time.Time) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock()
+	at := min(int64(arrived.Sub(t.base)), now)
 	l, ok := t.leases[id]
-	if !ok || l.expiring || now >= l.deadline {
+	if !ok || l.expiring || at >= l.deadline {
 		return 0, false
 	}
 	l.deadline = max(l.deadline, now+l.ttl)

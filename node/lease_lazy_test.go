@@ -84,3 +84,33 @@ func TestRemoveAfterRequeueForgetsTheSession(t *testing.T) {
 		t.Fatalf("after Remove: Expired %v, Len %d", got, lt.Len())
 	}
 }
+
+// A keepalive is judged by when it arrived: one that came before the
+// deadline but waited past it (for the leadership confirmation) extends
+// the session from the time it is applied; one that came after the
+// deadline is refused; one whose session an expiry was already taken for
+// is refused whenever it came.
+func TestKeepAliveIsJudgedByItsArrivalNotItsProcessing(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	lt.Add("b", 10*time.Second)
+	lt.Add("c", 10*time.Second)
+	c.advance(9 * time.Second)
+	arrived := c.now() // 9 s, before every deadline (10 s)
+	c.advance(2 * time.Second)
+	if ttl, ok := lt.KeepAliveArrived("a", arrived); !ok || ttl != 10*time.Second {
+		t.Fatalf("keepalive that arrived in time: %v %v", ttl, ok)
+	}
+	if d, _ := lt.Deadline("a"); !d.Equal(time.Unix(1000, 0).Add(21 * time.Second)) {
+		t.Fatalf("deadline %v, want now+ttl (21 s)", d)
+	}
+	if _, ok := lt.KeepAliveArrived("b", c.now()); ok {
+		t.Fatal("keepalive that arrived after the deadline revived the session")
+	}
+	if got := lt.Expired(10); !reflect.DeepEqual(got, []string{"b", "c"}) {
+		t.Fatalf("Expired = %v, want [b c]", got)
+	}
+	if _, ok := lt.KeepAliveArrived("c", arrived); ok {
+		t.Fatal("keepalive revived a session whose expiry was taken")
+	}
+}
