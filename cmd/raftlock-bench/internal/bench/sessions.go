@@ -80,6 +80,8 @@ func runSessions(ctx context.Context, sys System, o *Options, lockPrefix string)
 	}
 	reportKeepAlives(&r, o.SessionCount, window, windowLat)
 	r.SetMetric(MetricSpuriousInWindow, float64(during.Spurious-before.Spurious))
+	r.SetMetric(MetricRefusedAtLeaseEnd, float64(after.RefusedAtLeaseEnd))
+	r.SetMetric(MetricRefusedAtLeaseEndInWindow, float64(during.RefusedAtLeaseEnd-before.RefusedAtLeaseEnd))
 	r.SetMetric(MetricLapsedInWindow, float64(during.Lapsed-before.Lapsed))
 	if pid != 0 && rss0 > 0 {
 		// The RSS of a Go server also holds garbage of earlier load that

@@ -14,6 +14,10 @@ const (
 	// and closes) in the keepalive window alone.
 	MetricSpuriousInWindow = "spurious_in_window"
 	MetricLapsedInWindow   = "lapsed_in_window"
+	// MetricRefusedAtLeaseEnd counts KeepAliveStats.RefusedAtLeaseEnd
+	// (whole run), MetricRefusedAtLeaseEndInWindow in the window alone.
+	MetricRefusedAtLeaseEnd         = "refused_at_lease_end"
+	MetricRefusedAtLeaseEndInWindow = "refused_at_lease_end_in_window"
 	// MetricLeaderCPUPerSession is the leader's CPU per kept-alive
 	// session: microseconds of CPU per session per second of the window
 	// (leader cores / sessions, in µs/s).
