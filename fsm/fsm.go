@@ -116,7 +116,9 @@ type SessionRecord struct {
 	// Owner is the id of the ACL token that opened it (empty with ACLs
 	// off): deleting that token closes the session.
 	Owner string `json:"owner,omitempty"`
-	// Locks are the names of the locks it holds or waits for.
+	// Locks are the names of the locks it holds or waits for; nil while
+	// there are none (most sessions hold no lock: an empty map would
+	// cost every one of them its header).
 	Locks map[string]struct{} `json:"-"`
 	// Holds counts its holds and waits (one per lock and holder id): what
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
@@ -514,7 +516,7 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 		f.owned[c.Owner]++
 	}
 	f.sessions[c.ID] = &SessionRecord{ID: c.ID, Name: c.Name, TTL: c.TTL, LockDelay: c.LockDelay,
-		Created: f.now, Owner: c.Owner, Locks: make(map[string]struct{})}
+		Created: f.now, Owner: c.Owner}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL, Name: c.Name})
 	return StatusOK, ""
 }
@@ -725,7 +727,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		}
 	}
 	f.locks[c.Lock] = l
-	s.Locks[c.Lock] = struct{}{}
+	s.addLock(c.Lock)
 	s.Holds++
 	if grantable {
 		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
@@ -879,6 +881,9 @@ func (f *FSM) forget(l *Lock, session string) {
 		}
 	}
 	delete(s.Locks, l.Name)
+	if len(s.Locks) == 0 {
+		s.Locks = nil // its last lock: give the set's memory back
+	}
 }
 
 func (f *FSM) release(index uint64, c *LockRef) Status {
@@ -1242,7 +1247,7 @@ func (f *FSM) Load(data []byte) error {
 	f.now, f.applied = st.Now, st.Applied
 	for i := range st.Sessions {
 		s := st.Sessions[i]
-		s.Locks = make(map[string]struct{})
+		s.Locks = nil
 		f.sessions[s.ID] = &s
 		if s.Owner != "" {
 			f.owned[s.Owner]++
@@ -1253,13 +1258,13 @@ func (f *FSM) Load(data []byte) error {
 		f.locks[l.Name] = &l
 		for _, h := range l.Holders {
 			if s := f.sessions[h.Session]; s != nil {
-				s.Locks[l.Name] = struct{}{}
+				s.addLock(l.Name)
 				s.Holds++
 			}
 		}
 		for _, w := range l.Waiters {
 			if s := f.sessions[w.Session]; s != nil {
-				s.Locks[l.Name] = struct{}{}
+				s.addLock(l.Name)
 				s.Holds++
 			}
 		}

@@ -96,18 +96,21 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 
 // KeepAlive extends the session's lease to now+ttl on the leader, without a
 // Raft write, after confirming leadership. The caller should count its lease
-// from when it sent the request.
+// from when it sent the request. A keepalive is judged by when it arrived:
+// one that arrived before the deadline is honoured even if the
+// confirmation made it wait past it.
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+	arrived := n.cfg.Now()
 	if err := api.CheckSessionID(id); err != nil {
 		return 0, err
 	}
 	if err := n.authorizeSession(ctx, id); err != nil {
 		return 0, err
 	}
-	if err := n.verifyRead(ctx); err != nil {
+	if err := n.confirmKeepAlive(ctx); err != nil {
 		return 0, err
 	}
-	ttl, ok := n.leases.KeepAlive(id)
+	ttl, ok := n.leases.KeepAliveArrived(id, arrived)
 	if !ok {
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}

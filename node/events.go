@@ -74,7 +74,9 @@ func (l *eventLog) record(e fsm.Event) {
 	}
 	switch e.Kind {
 	case fsm.EventSessionOpened:
-		l.names[e.Session] = e.Name
+		if e.Name != "" { // an unnamed session costs no entry
+			l.names[e.Session] = e.Name
+		}
 	case fsm.EventSessionRemoved:
 		delete(l.names, e.Session)
 	case fsm.EventGranted:

@@ -12,40 +12,55 @@ import (
 // their expiry. Deadlines are kept on the monotonic clock and never persisted:
 // a new leader rebuilds the table (Reset) with a failover grace.
 //
-// One heap holds every deadline; there is no goroutine or timer per session.
+// One heap holds every session, ordered by its due time, and there is no
+// goroutine or timer per session. The heap is lazy: a keepalive only moves
+// the session's deadline (one map lookup, no heap operation), so a
+// session's due time is a lower bound of its deadline. When a session comes
+// due, Expired either expires it (the deadline passed too) or moves it down
+// the heap to its current deadline: one heap operation per session per ttl
+// instead of one per keepalive.
+//
+// Times are nanoseconds since base (the table's creation), on the clock
+// now reads.
 type leaseTable struct {
-	now func() time.Time
+	now  func() time.Time
+	base time.Time
 
-	mu      sync.Mutex
-	leases  map[string]*lease
-	byDue   leaseHeap
-	expired map[string]bool // deadline passed, expiry proposed or pending
+	mu     sync.Mutex
+	leases map[string]*lease
+	byDue  leaseHeap
 }
 
+// lease is one tracked session: 48 bytes.
 type lease struct {
 	id       string
-	ttl      time.Duration
-	deadline time.Time
-	index    int // position in the heap
+	ttl      int64 // nanoseconds
+	deadline int64 // nanoseconds since base: the session expires from then on
+	due      int64 // the heap's key, <= deadline
+	index    int32 // position in the heap; -1 when not in it (expiring)
+	expiring bool  // deadline passed, expiry proposed or pending
 }
 
 // newLeaseTable returns an empty table that reads time from now (use
 // time.Now in production; a fake clock's Now in tests).
 func newLeaseTable(now func() time.Time) *leaseTable {
-	return &leaseTable{now: now, leases: make(map[string]*lease), expired: make(map[string]bool)}
+	return &leaseTable{now: now, base: now(), leases: make(map[string]*lease)}
 }
+
+// clock is now in nanoseconds since base.
+func (t *leaseTable) clock() int64 { return int64(t.now().Sub(t.base)) }
 
 // Reset replaces the table's contents: every session gets deadline
 // now+ttl+grace. A new leader calls it after its Barrier.
 func (t *leaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
+	now := t.clock()
 	t.leases = make(map[string]*lease, len(ttls))
-	t.expired = make(map[string]bool)
 	t.byDue = make(leaseHeap, 0, len(ttls))
 	for id, ttl := range ttls {
-		l := &lease{id: id, ttl: ttl, deadline: now.Add(ttl + grace), index: len(t.byDue)}
+		d := now + int64(ttl+grace)
+		l := &lease{id: id, ttl: int64(ttl), deadline: d, due: d, index: int32(len(t.byDue))}
 		t.leases[id] = l
 		t.byDue = append(t.byDue, l)
 	}
@@ -60,7 +75,8 @@ func (t *leaseTable) Add(id string, ttl time.Duration) {
 	if _, ok := t.leases[id]; ok {
 		return
 	}
-	l := &lease{id: id, ttl: ttl, deadline: t.now().Add(ttl)}
+	d := t.clock() + int64(ttl)
+	l := &lease{id: id, ttl: int64(ttl), deadline: d, due: d}
 	t.leases[id] = l
 	heap.Push(&t.byDue, l)
 }
@@ -69,14 +85,13 @@ func (t *leaseTable) Add(id string, ttl time.Duration) {
 func (t *leaseTable) Remove(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.expired, id)
 	l, ok := t.leases[id]
 	if !ok {
 		return
 	}
 	delete(t.leases, id)
 	if l.index >= 0 {
-		heap.Remove(&t.byDue, l.index)
+		heap.Remove(&t.byDue, int(l.index))
 	}
 }
 
@@ -85,37 +100,53 @@ func (t *leaseTable) Remove(id string) {
 // has already passed: such a session is being expired and must not be
 // revived.
 func (t *leaseTable) KeepAlive(id string) (time.Duration, bool) {
+	return t.KeepAliveArrived(id, t.now())
+}
+
+// KeepAliveArrived is KeepAlive for a keepalive that arrived at arrived
+// (and waited since, for the leadership confirmation): it is judged by
+// when it arrived, so that a wait on this side never expires a session
+// whose keepalive came in time. It still extends the deadline to now+ttl
+// (now >= arrived >= the client's send time, so the leader's deadline
+// stays at or after the client's lease end), and it never revives a
+// session an expiry was already taken for (Expired), nor one whose
+// deadline had passed when the keepalive arrived.
+func (t *leaseTable) KeepAliveArrived(id string, arrived time.Time) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.clock()
+	at := min(int64(arrived.Sub(t.base)), now)
 	l, ok := t.leases[id]
-	if !ok || t.expired[id] {
+	if !ok || l.expiring || at >= l.deadline {
 		return 0, false
 	}
-	now := t.now()
-	if !now.Before(l.deadline) {
-		return 0, false
-	}
-	l.deadline = now.Add(l.ttl)
-	heap.Fix(&t.byDue, l.index)
-	return l.ttl, true
+	l.deadline = max(l.deadline, now+l.ttl)
+	return time.Duration(l.ttl), true
 }
 
 // Expired returns up to max sessions whose deadline has passed, earliest
-// first, and marks them expiring (KeepAlive refuses them from now on). They
-// stay in the table until Remove; Unmark hands one back to the table if its
-// expiry could not be proposed.
+// first, and marks them expiring (KeepAlive refuses them from now on).
+// They stay in the table until Remove; Unmark hands one back to the table
+// if its expiry could not be proposed.
 func (t *leaseTable) Expired(max int) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
+	now := t.clock()
 	var out []string
 	for len(t.byDue) > 0 && len(out) < max {
 		l := t.byDue[0]
-		if now.Before(l.deadline) {
+		if now < l.due {
 			break
 		}
+		if l.due < l.deadline {
+			// Kept alive since it was queued: requeue at its deadline
+			// (so that expiries go out earliest deadline first too).
+			l.due = l.deadline
+			heap.Fix(&t.byDue, 0)
+			continue
+		}
 		heap.Pop(&t.byDue)
-		t.expired[l.id] = true
+		l.expiring = true
 		out = append(out, l.id)
 	}
 	return out
@@ -127,21 +158,24 @@ func (t *leaseTable) Unmark(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.leases[id]
-	if !ok || !t.expired[id] {
+	if !ok || !l.expiring {
 		return
 	}
-	delete(t.expired, id)
+	l.expiring = false
+	l.due = l.deadline
 	heap.Push(&t.byDue, l)
 }
 
-// NextDeadline returns the earliest deadline not yet expired.
+// NextDeadline returns a time at or before the earliest deadline not yet
+// expired (the heap's first due time: a keepalive may have moved that
+// session's deadline since).
 func (t *leaseTable) NextDeadline() (time.Time, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.byDue) == 0 {
 		return time.Time{}, false
 	}
-	return t.byDue[0].deadline, true
+	return t.base.Add(time.Duration(t.byDue[0].due)), true
 }
 
 // Deadline returns a session's current deadline.
@@ -152,7 +186,7 @@ func (t *leaseTable) Deadline(id string) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return l.deadline, true
+	return t.base.Add(time.Duration(l.deadline)), true
 }
 
 // Len is the number of sessions tracked.
@@ -162,19 +196,19 @@ func (t *leaseTable) Len() int {
 	return len(t.leases)
 }
 
-// leaseHeap orders leases by deadline (container/heap).
+// leaseHeap orders leases by due time (container/heap).
 type leaseHeap []*lease
 
 func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 func (h *leaseHeap) Push(x any) {
 	l := x.(*lease)
-	l.index = len(*h)
+	l.index = int32(len(*h))
 	*h = append(*h, l)
 }
 func (h *leaseHeap) Pop() any {

@@ -273,6 +273,10 @@ type Node struct {
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
 
+	// kaConfirm shares leadership confirmations among keepalives
+	// (keepalive_confirm.go).
+	kaConfirm keepAliveConfirmer
+
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
 	// leading is true from the moment Raft reports leadership.

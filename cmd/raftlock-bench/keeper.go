@@ -39,8 +39,8 @@ type keeper struct {
 	started  bool
 	closed   bool
 
-	acked, late, spurious, lapsed atomic.Int64
-	lat                           bench.Latencies
+	acked, late, spurious, lapsed, refusedAtEnd atomic.Int64
+	lat                                         bench.Latencies
 }
 
 // kaSession is one kept-alive session. Its fields are guarded by keeper.mu
@@ -144,7 +144,7 @@ func (k *keeper) Stats() bench.KeepAliveStats {
 	lat := &bench.Latencies{}
 	lat.Merge(&k.lat)
 	return bench.KeepAliveStats{Acked: k.acked.Load(), Late: k.late.Load(), Spurious: k.spurious.Load(),
-		Lapsed: k.lapsed.Load(), Latency: lat}
+		RefusedAtLeaseEnd: k.refusedAtEnd.Load(), Lapsed: k.lapsed.Load(), Latency: lat}
 }
 
 // Close implements bench.SessionLoad: stops the keepalives, then closes
@@ -187,16 +187,23 @@ func (k *keeper) Close(ctx context.Context) error {
 }
 
 // gone records that the server reported s gone for a request sent at
-// sent: spurious if the client's lease still covered that moment. k.mu is
-// held.
+// sent, answered now: spurious if the client's lease still ran when the
+// answer arrived (the server expired the session before the lease ended);
+// refused at the lease end if it ran when the request was sent but not
+// when its answer arrived (the server may have expired the session after
+// the lease end); lapsed otherwise. k.mu is held.
 func (k *keeper) gone(s *kaSession, sent time.Time) {
 	if s.done {
 		return
 	}
 	s.done = true
-	if sent.Before(s.leaseFrom.Add(s.ttl)) {
+	end := s.leaseFrom.Add(s.ttl)
+	switch {
+	case time.Now().Before(end):
 		k.spurious.Add(1)
-	} else {
+	case sent.Before(end):
+		k.refusedAtEnd.Add(1)
+	default:
 		k.lapsed.Add(1)
 	}
 }

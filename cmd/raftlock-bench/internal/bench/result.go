@@ -60,7 +60,9 @@ const (
 // metricOrder is the order of metrics in the text line.
 var metricOrder = []string{
 	MetricSessions, MetricHeldLocks, MetricSpurious, MetricLapsed, MetricLateKeepAlives,
-	MetricKeepAlivesPerS, MetricKeepAliveP99ms, MetricBytesPerSession, MetricBytesPerLock, MetricLeaderRSSMB,
+	MetricSessionTimeS, MetricSpuriousInWindow, MetricLapsedInWindow,
+	MetricRefusedAtLeaseEnd, MetricRefusedAtLeaseEndInWindow, MetricKeepAlivesPerS, MetricKeepAliveP50ms, MetricKeepAliveP99ms,
+	MetricBytesPerSession, MetricBytesPerLock, MetricLeaderRSSMB, MetricLeaderCores, MetricLeaderCPUPerSession,
 	MetricFailoverMeanMs, MetricFailoverP50Ms, MetricFailoverMaxMs, MetricNewLeaderMeanMs,
 	MetricLeaderCPU, MetricServersCPU, MetricClientCPU, MetricMachineBusy,
 }

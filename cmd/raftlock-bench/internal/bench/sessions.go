@@ -70,9 +70,19 @@ func runSessions(ctx context.Context, sys System, o *Options, lockPrefix string)
 	r.SetMetric(MetricLapsed, float64(after.Lapsed))
 	r.SetMetric(MetricLateKeepAlives, float64(after.Late))
 	r.SetMetric(MetricKeepAlivesPerS, round1(float64(during.Acked-before.Acked)/window.Seconds()))
-	if during.Latency != nil && during.Latency.Len() > 0 {
-		r.SetMetric(MetricKeepAliveP99ms, round2(ms(during.Latency.Percentiles(0.99)[0])))
+	var windowLat *Latencies
+	if during.Latency != nil {
+		skip := 0
+		if before.Latency != nil {
+			skip = before.Latency.Len()
+		}
+		windowLat = during.Latency.From(skip)
 	}
+	reportKeepAlives(&r, o.SessionCount, window, windowLat)
+	r.SetMetric(MetricSpuriousInWindow, float64(during.Spurious-before.Spurious))
+	r.SetMetric(MetricRefusedAtLeaseEnd, float64(after.RefusedAtLeaseEnd))
+	r.SetMetric(MetricRefusedAtLeaseEndInWindow, float64(during.RefusedAtLeaseEnd-before.RefusedAtLeaseEnd))
+	r.SetMetric(MetricLapsedInWindow, float64(during.Lapsed-before.Lapsed))
 	if pid != 0 && rss0 > 0 {
 		// The RSS of a Go server also holds garbage of earlier load that
 		// a GC may free meanwhile; a delta that went down says so.

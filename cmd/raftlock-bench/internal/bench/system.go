@@ -49,7 +49,16 @@ type KeepAliveStats struct {
 	// Spurious counts sessions the server expired although the client had
 	// kept them alive: the last acknowledged keepalive, counted from when it
 	// was sent, still covered the moment the server reported it gone.
+	// "Reported" is when the answer arrived: the server's refusal was made
+	// before then, so a refusal received while the lease ran is an expiry
+	// before the client's lease ended, a broken promise.
 	Spurious int64
+	// RefusedAtLeaseEnd counts sessions reported gone by an answer to a
+	// request sent while the client's lease ran but received after it
+	// ended: the server may have expired the session after the lease end,
+	// which is allowed (the request reached it too late). Many of them say
+	// that the client sends keepalives late (see Late).
+	RefusedAtLeaseEnd int64
 	// Lapsed counts sessions whose lease ran out on the client's side
 	// first (no acknowledged keepalive within the TTL).
 	Lapsed int64
