@@ -272,6 +272,9 @@ type Node struct {
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
+	// failover shortens the heartbeat timeout when the leader's connection
+	// is lost (failover.go).
+	failover fastFailover
 
 	// kaConfirm shares leadership confirmations among keepalives
 	// (keepalive_confirm.go).
@@ -420,6 +423,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"))
 	}
+	if n.peer != nil {
+		n.peer.OnInboundLost(n.onInboundLost)
+	}
 	n.watch = newRaftWatch(n.log, cfg.ID)
 	n.wg.Add(3)
 	go func() { defer n.wg.Done(); n.watch.run(r, n.stop) }()
@@ -472,6 +478,7 @@ func (n *Node) IsLeader() bool { return n.ready.Load() }
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
+		n.stopFastFailover()
 		if n.peerSrv != nil {
 			n.peerSrv.Close()
 		}

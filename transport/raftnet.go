@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -44,7 +45,16 @@ type RaftNet struct {
 	Peers net.Listener
 
 	dialer *peerDialer
+	stream *tcpStream
 }
+
+// OnInboundLost sets f to be called whenever a Raft connection a peer
+// opened to this port ends with an error that is not this node's own
+// close: the peer closed it, reset it, or its process died (the kernel
+// closes a killed process's sockets at once). On a follower those
+// connections come from the leader, so it is the earliest sign of a dead
+// leader (node/failover.go). f must not block.
+func (rn *RaftNet) OnInboundLost(f func()) { rn.stream.onLost.Store(&f) }
 
 // DialContext dials a peer's port from this node's own IP, as Raft does,
 // giving up after peerDialTimeout. On a TLS port the connection it returns
@@ -137,6 +147,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		}),
 		Peers:  mux.api,
 		dialer: dialer,
+		stream: stream,
 	}, nil
 }
 
@@ -146,15 +157,48 @@ type tcpStream struct {
 	mux    *portMux
 	adv    net.Addr
 	dialer *peerDialer
+	// onLost is called when an accepted connection is lost (OnInboundLost).
+	onLost atomic.Pointer[func()]
 }
 
 func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	return s.dialer.dial(context.Background(), "tcp", string(address), timeout)
 }
 
-func (s *tcpStream) Accept() (net.Conn, error) { return s.mux.raft.Accept() }
-func (s *tcpStream) Close() error              { return s.mux.close() }
-func (s *tcpStream) Addr() net.Addr            { return s.adv }
+func (s *tcpStream) Accept() (net.Conn, error) {
+	c, err := s.mux.raft.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &inboundConn{Conn: c, stream: s}, nil
+}
+
+// inboundConn is a Raft connection a peer opened: a read that fails
+// other than by this side's Close reports the loss (OnInboundLost), once.
+type inboundConn struct {
+	net.Conn
+	stream *tcpStream
+	once   sync.Once
+}
+
+func (c *inboundConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && !errors.Is(err, net.ErrClosed) && !isTimeout(err) {
+		if f := c.stream.onLost.Load(); f != nil {
+			c.once.Do(*f)
+		}
+	}
+	return n, err
+}
+
+// isTimeout reports whether err is a deadline that passed (the transport
+// sets read deadlines; that is not a lost connection).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+func (s *tcpStream) Close() error   { return s.mux.close() }
+func (s *tcpStream) Addr() net.Addr { return s.adv }
 
 // portMux sorts the connections of one listener between Raft and the API,
 // after a TLS handshake if tls is set.
