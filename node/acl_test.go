@@ -55,6 +55,17 @@ func aclDo(ctx context.Context, addr, method, path, secret string, body any) (in
 	return resp.StatusCode, out.Error.Code, data
 }
 
+// bootstrapACL bootstraps the cluster's ACLs and returns the management
+// token's secret and a client that sends it.
+func (c *testCluster) bootstrapACL(t *testing.T, ctx context.Context) (string, *transport.Client) {
+	t.Helper()
+	boot, err := c.client(t).ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	return boot.Secret, tokenClient(t, c.httpAddrs, boot.Secret)
+}
+
 func tokenClient(t *testing.T, addrs []string, secret string) *transport.Client {
 	t.Helper()
 	cl, err := transport.NewClient(addrs, transport.WithToken(secret))
@@ -87,12 +98,8 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 	addr := c.httpAddrs[li]
 	var secrets []string
 
-	boot, err := c.client(t).ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	secrets = append(secrets, boot.Secret)
-	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	mgmt, admin := c.bootstrapACL(t, ctx)
+	secrets = append(secrets, mgmt)
 	create := func(name string, rules ...string) api.TokenSecret {
 		t.Helper()
 		ts, err := admin.CreateToken(ctx, api.TokenRequest{Name: name, Rules: rules})
@@ -114,7 +121,7 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 	sW, sO, sClose, sCloseAdmin := open(write.Secret), open(other.Secret), open(write.Secret), open(write.Secret)
 
 	t.Run("bootstrap works once", func(t *testing.T) {
-		for _, secret := range []string{"", boot.Secret} {
+		for _, secret := range []string{"", mgmt} {
 			if st, code, _ := aclDo(ctx, addr, "POST", "/v1/acl/bootstrap", secret, nil); st != 403 || code != "permission_denied" {
 				t.Errorf("second bootstrap (token %v): %d %s, want 403 permission_denied", secret != "", st, code)
 			}
@@ -127,7 +134,7 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 		name, secret, session string
 	}
 	callers := []caller{{"no token", "", sW}, {"read token", read.Secret, sW}, {"write token for another prefix", other.Secret, sW},
-		{"write token", write.Secret, sW}, {"write token on another token's session", write.Secret, sO}, {"admin", boot.Secret, sW}}
+		{"write token", write.Secret, sW}, {"write token on another token's session", write.Secret, sO}, {"admin", mgmt, sW}}
 	ok := ""
 	for _, r := range []struct {
 		route        string
@@ -207,7 +214,7 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 	}
 
 	t.Run("an unknown or malformed token is unauthenticated", func(t *testing.T) {
-		for _, h := range []string{"Bearer " + unknownToken, "Basic " + boot.Secret, "Bearer", boot.Secret} {
+		for _, h := range []string{"Bearer " + unknownToken, "Basic " + mgmt, "Bearer", mgmt} {
 			req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/locks?prefix=jobs/", nil)
 			req.Header.Set("Authorization", h)
 			resp, err := http.DefaultClient.Do(req)
@@ -216,10 +223,10 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 			}
 			resp.Body.Close()
 			if !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
-				t.Errorf("Authorization %q: no WWW-Authenticate: Bearer challenge", strings.ReplaceAll(h, boot.Secret, "<admin>"))
+				t.Errorf("Authorization %q: no WWW-Authenticate: Bearer challenge", strings.ReplaceAll(h, mgmt, "<admin>"))
 			}
 			if resp.StatusCode != 401 {
-				t.Errorf("Authorization %q: %d, want 401", strings.ReplaceAll(h, boot.Secret, "<admin>"), resp.StatusCode)
+				t.Errorf("Authorization %q: %d, want 401", strings.ReplaceAll(h, mgmt, "<admin>"), resp.StatusCode)
 			}
 		}
 	})

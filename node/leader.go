@@ -623,12 +623,7 @@ func (n *Node) registerLoop() {
 		case <-t.C:
 		}
 		self := n.self()
-		registered := false
-		for _, m := range n.fsm.Members() {
-			if m.ID == self.ID && m.HTTPAddr == self.HTTPAddr && m.RaftAddr == self.RaftAddr && m.Commands == self.Commands {
-				registered = true
-			}
-		}
+		_, registered := n.memberRecord(self)
 		if registered || n.ready.Load() {
 			if !registered {
 				n.registerSelf()

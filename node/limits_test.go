@@ -161,11 +161,7 @@ func TestSessionsPerTokenLimitIsAnswered429AndLeavesOtherTokensAlone(t *testing.
 		cfg.Limits = api.Limits{SessionsPerToken: 2}
 	}, withHTTP)
 	ctx := ctxT(t)
-	boot, err := c.client(t).ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	_, admin := c.bootstrapACL(t, ctx)
 	var secrets []string
 	for _, name := range []string{"alice", "bob"} {
 		tok, err := admin.CreateToken(ctx, api.TokenRequest{Name: name, Rules: []string{"write:"}})

@@ -133,10 +133,22 @@ func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
 }
 
 // setMemberRecord records m's addresses and the command version it reads
-// in the replicated member table, unless they are recorded already. A
-// record without a command version (an operator's members add) keeps the
-// one recorded for the same addresses: only the member itself knows it.
+// in the replicated member table, unless they are recorded already
+// (memberRecord).
 func (n *Node) setMemberRecord(ctx context.Context, m transport.Member) error {
+	rec, recorded := n.memberRecord(m)
+	if recorded {
+		return nil
+	}
+	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &rec})
+	return err
+}
+
+// memberRecord returns the member table's record that m asks for, and
+// whether the table holds it already. A record without a command version
+// (an operator's members add) keeps the one recorded for the same
+// addresses: only the member itself knows it.
+func (n *Node) memberRecord(m transport.Member) (fsm.Member, bool) {
 	rec := fsm.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Commands: m.Commands}
 	for _, cur := range n.fsm.Members() {
 		if cur.ID != m.ID || cur.RaftAddr != m.RaftAddr {
@@ -145,12 +157,9 @@ func (n *Node) setMemberRecord(ctx context.Context, m transport.Member) error {
 		if rec.Commands == 0 {
 			rec.Commands = cur.Commands
 		}
-		if cur == rec {
-			return nil
-		}
+		return rec, cur == rec
 	}
-	_, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdSetMember, SetMember: &rec})
-	return err
+	return rec, false
 }
 
 // awaitCatchUp waits until m, a non-voter just added, has the leader's

@@ -20,11 +20,7 @@ func TestMetricsUnderACLNeedReadOnTheEmptyPrefix(t *testing.T) {
 	c := newACLCluster(t, logs)
 	ctx := ctxT(t)
 	_, li := c.leader()
-	boot, err := c.client(t).ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	mgmt, admin := c.bootstrapACL(t, ctx)
 	create := func(rules ...string) string {
 		t.Helper()
 		ts, err := admin.CreateToken(ctx, api.TokenRequest{Name: "m", Rules: rules})
@@ -42,7 +38,7 @@ func TestMetricsUnderACLNeedReadOnTheEmptyPrefix(t *testing.T) {
 		{"no token", "", 401, "unauthenticated"},
 		{"read on jobs/", readJobs, 403, "permission_denied"},
 		{"read on everything", readAll, 200, ""},
-		{"management token", boot.Secret, 200, ""},
+		{"management token", mgmt, 200, ""},
 	} {
 		// A follower answers too, from its own replica of the tokens (once
 		// it has applied their creation).

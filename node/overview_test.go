@@ -39,11 +39,7 @@ func TestOverviewNeedsReadOnEveryLockAndShowsMembersToAdminsOnly(t *testing.T) {
 	ctx := ctxT(t)
 	_, li := c.leader()
 	follower := c.httpAddrs[(li+1)%3]
-	boot, err := c.client(t).ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	mgmt, admin := c.bootstrapACL(t, ctx)
 	readAll, err := admin.CreateToken(ctx, api.TokenRequest{Name: "page", Rules: []string{"read:"}})
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +85,7 @@ func TestOverviewNeedsReadOnEveryLockAndShowsMembersToAdminsOnly(t *testing.T) {
 		t.Errorf("the overview carries the session id: %s", body)
 	}
 
-	st, code, ov, _ = getOverview(ctx, follower, "", boot.Secret)
+	st, code, ov, _ = getOverview(ctx, follower, "", mgmt)
 	if st != 200 {
 		t.Fatalf("admin: %d %s", st, code)
 	}

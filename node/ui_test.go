@@ -225,11 +225,7 @@ func TestStatusPageAsksForATokenUnderACLsAndShowsLocksWithIt(t *testing.T) {
 	}, withHTTP)
 	ctx := ctxT(t)
 	_, li := c.leader()
-	boot, err := c.client(t).ACLBootstrap(ctx)
-	if err != nil {
-		t.Fatalf("bootstrap: %v", err)
-	}
-	admin := tokenClient(t, c.httpAddrs, boot.Secret)
+	_, admin := c.bootstrapACL(t, ctx)
 	reader, err := admin.CreateToken(ctx, api.TokenRequest{Name: "status page", Rules: []string{"read:"}})
 	if err != nil {
 		t.Fatal(err)

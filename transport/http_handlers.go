@@ -138,6 +138,18 @@ func parseDuration(field, s string) (time.Duration, error) {
 	return d, nil
 }
 
+// blockingQuery parses the optional parameters of a blocking query:
+// index (a non-negative integer, 0 if absent) and wait (parseDuration).
+func blockingQuery(q url.Values) (index uint64, wait time.Duration, err error) {
+	if v := q.Get("index"); v != "" {
+		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return 0, 0, invalidf("index: %q is not a non-negative integer", v)
+		}
+	}
+	wait, err = parseDuration("wait", q.Get("wait"))
+	return index, wait, err
+}
+
 func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error {
 	var b OpenSessionBody
 	if err := decodeBody(w, r, &b); err != nil {
@@ -243,13 +255,7 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	name := q.Get("name")
-	var index uint64
-	if v := q.Get("index"); v != "" {
-		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return invalidf("index: %q is not a non-negative integer", v)
-		}
-	}
-	wait, err := parseDuration("wait", q.Get("wait"))
+	index, wait, err := blockingQuery(q)
 	if err != nil {
 		return err
 	}

@@ -139,13 +139,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var index uint64
-	if v := q.Get("index"); v != "" {
-		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return invalidf("index: %q is not a non-negative integer", v)
-		}
-	}
-	wait, err := parseDuration("wait", q.Get("wait"))
+	index, wait, err := blockingQuery(q)
 	if err != nil {
 		return err
 	}
