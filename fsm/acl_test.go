@@ -63,9 +63,12 @@ func TestTokensAreFoundByHashAndRefuseDuplicates(t *testing.T) {
 	}
 }
 
-// Deleting a token closes its sessions as a close does: their locks are
-// free at once (no lock-delay) and the next waiter is granted.
-func TestDeleteTokenClosesItsSessionsWithoutLockDelay(t *testing.T) {
+// Deleting a token ends its sessions as revoked: the client of each may
+// still hold a lease of up to its ttl and believe it holds its locks until
+// its lock-delay has passed too, so each lock it held stays unavailable for
+// ttl + lock-delay (waiters are granted when that delay ends); the locks
+// it only waited for are not delayed.
+func TestDeleteTokenHoldsItsLocksForTTLPlusLockDelay(t *testing.T) {
 	h := newHarness(t)
 	h.must(StatusOK, tokenCmd("t1", "h1", "write:"))
 	h.must(StatusOK, tokenCmd("t2", "h2", "write:"))
@@ -87,11 +90,19 @@ func TestDeleteTokenClosesItsSessionsWithoutLockDelay(t *testing.T) {
 	if _, ok := h.f.Session("s2"); !ok {
 		t.Error("another token's session was closed")
 	}
-	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" || l.Delayed {
-		t.Errorf("lock a = %+v, want granted to s2 at once, no delay", l)
+	const revoked = int64(10e9 + 5e9) // ownedOpen: ttl 10 s, lock-delay 5 s
+	for _, name := range []string{"a", "b"} {
+		l := h.lock(name)
+		if len(l.Holders) != 0 || !l.Delayed || l.DelayFor != revoked || l.DelayUntil != h.now+revoked {
+			t.Errorf("lock %s = %+v, want free and delayed for ttl+lock-delay (%d ns)", name, l, revoked)
+		}
 	}
-	if l := h.lock("b"); len(l.Holders) != 0 || l.Delayed {
-		t.Errorf("lock b = %+v, want free, no delay", l)
+	if l := h.lock("a"); len(l.Waiters) != 1 || l.Waiters[0].Session != "s2" {
+		t.Errorf("lock a = %+v, want s2 still waiting", l)
+	}
+	h.must(StatusOK, endDelayCmd("a", h.lock("a").DelayUntil))
+	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" {
+		t.Errorf("lock a = %+v, want granted to s2 once the delay ended", l)
 	}
 	checkSessionIndex(t, h.f)
 }

@@ -111,6 +111,8 @@ func (c *Command) encodeBinary() []byte {
 		e.token(c.CreateToken)
 	case CmdDeleteToken:
 		e.str(c.DeleteToken.ID)
+	case CmdEndHold:
+		e.int(c.EndHold.Until)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
@@ -295,6 +297,8 @@ func decodeBinary(data []byte) (Command, error) {
 		c.CreateToken = d.token()
 	case CmdDeleteToken:
 		c.DeleteToken = &TokenRef{ID: d.str("id")}
+	case CmdEndHold:
+		c.EndHold = &EndHold{Until: d.int("until")}
 	default:
 		return Command{}, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}

@@ -67,6 +67,10 @@ const (
 	CmdACLBootstrap CommandType = 9
 	CmdCreateToken  CommandType = 10
 	CmdDeleteToken  CommandType = 11
+	// CmdEndHold ends the restore hold of a cluster restored from a
+	// backup (FSM.Hold): written by this build only into a cluster that
+	// restored with it.
+	CmdEndHold CommandType = 12
 )
 
 // String names the command type.
@@ -94,6 +98,8 @@ func (t CommandType) String() string {
 		return "create_token"
 	case CmdDeleteToken:
 		return "delete_token"
+	case CmdEndHold:
+		return "end_hold"
 	default:
 		return fmt.Sprintf("command(%d)", uint8(t))
 	}
@@ -119,6 +125,7 @@ type Command struct {
 	ACLBootstrap *Token
 	CreateToken  *Token
 	DeleteToken  *TokenRef
+	EndHold      *EndHold
 }
 
 // OpenSession creates a session with a leader-generated random id.
@@ -193,6 +200,12 @@ type LockRef struct {
 type EndDelay struct {
 	Lock  string `json:"lock"`
 	Until int64  `json:"until"`
+}
+
+// EndHold ends the restore hold if it is still the hold that ends at Until
+// (FSM.Hold).
+type EndHold struct {
+	Until int64 `json:"until"`
 }
 
 // Member records a cluster member's addresses.
@@ -277,6 +290,11 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 			c.DeleteToken = new(TokenRef)
 		}
 		return c.DeleteToken, c.DeleteToken != nil, nil
+	case CmdEndHold:
+		if alloc {
+			c.EndHold = new(EndHold)
+		}
+		return c.EndHold, c.EndHold != nil, nil
 	default:
 		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}

@@ -38,6 +38,7 @@ func sampleCommands() []Command {
 		{Type: CmdACLBootstrap, Now: 10, ACLBootstrap: &Token{ID: "t0", Name: "management", Hash: "h0", Rules: []string{"admin"}}},
 		{Type: CmdCreateToken, Now: 11, CreateToken: &Token{ID: "t1", Hash: "h1", Rules: []string{"write:jobs/", "read:"}}},
 		{Type: CmdDeleteToken, Now: 12, DeleteToken: &TokenRef{ID: "t1"}},
+		{Type: CmdEndHold, Now: 13, EndHold: &EndHold{Until: 1_700_000_360_000_000_000}},
 	}
 }
 
@@ -77,7 +78,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 			t.Fatalf("round trip of zero %s: %+v, %v", c.Type, zg, err)
 		}
 	}
-	for typ := CmdOpenSession; typ <= CmdDeleteToken; typ++ {
+	for typ := CmdOpenSession; typ <= CmdEndHold; typ++ {
 		if !seen[typ] {
 			t.Errorf("no sample of %s", typ)
 		}
@@ -88,7 +89,7 @@ func payloadField(t CommandType) string {
 	return map[CommandType]string{CmdOpenSession: "OpenSession", CmdCloseSession: "CloseSession",
 		CmdExpireSession: "ExpireSession", CmdAcquire: "Acquire", CmdRelease: "Release",
 		CmdCancelWait: "CancelWait", CmdEndDelay: "EndDelay", CmdSetMember: "SetMember",
-		CmdACLBootstrap: "ACLBootstrap", CmdCreateToken: "CreateToken", CmdDeleteToken: "DeleteToken"}[t]
+		CmdACLBootstrap: "ACLBootstrap", CmdCreateToken: "CreateToken", CmdDeleteToken: "DeleteToken", CmdEndHold: "EndHold"}[t]
 }
 
 func mustPayload(t *testing.T, c Command) any {
@@ -104,7 +105,7 @@ func mustPayload(t *testing.T, c Command) any {
 func TestCommandTypeValues(t *testing.T) {
 	want := map[CommandType]uint8{CmdOpenSession: 1, CmdCloseSession: 2, CmdExpireSession: 3, CmdAcquire: 4,
 		CmdRelease: 5, CmdCancelWait: 6, CmdEndDelay: 7, CmdSetMember: 8,
-		CmdACLBootstrap: 9, CmdCreateToken: 10, CmdDeleteToken: 11}
+		CmdACLBootstrap: 9, CmdCreateToken: 10, CmdDeleteToken: 11, CmdEndHold: 12}
 	for typ, v := range want {
 		if uint8(typ) != v {
 			t.Errorf("%s = %d, want %d", typ, typ, v)
@@ -160,7 +161,10 @@ func TestGoldenEncodings(t *testing.T) {
 			t.Fatal(err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(old)), "\n")
-		if len(lines) != len(samples) {
+		// Version 1 is no longer written: its file covers the samples of
+		// the command types that existed then (the first 12).
+		v1 := name == "commands-v1.golden" && len(lines) == 12
+		if !v1 && len(lines) != len(samples) {
 			t.Fatalf("%s: %d golden lines, %d samples", name, len(lines), len(samples))
 		}
 		for i, line := range lines {
@@ -263,7 +267,7 @@ func TestDecodeErrors(t *testing.T) {
 		"checksum cut":        valid[:len(valid)-1],
 		"version 255":         append([]byte{255, byte(CmdAcquire)}, body...),
 		"type 0":              checksummed(append([]byte{VersionJSON, 0}, body...)),
-		"type 12":             checksummed(append([]byte{VersionJSON, 12}, body...)),
+		"type 99":             checksummed(append([]byte{VersionJSON, 99}, body...)),
 		"type 255":            checksummed(append([]byte{VersionJSON, 255}, body...)),
 		"bad json":            hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{`),
 		"not json":            hdr(VersionJSON, CmdAcquire, `hello`),
@@ -429,7 +433,7 @@ func TestBinaryDecodeRefusesAnythingButAWholeCommand(t *testing.T) {
 		"rules past the end":     bin(CmdCreateToken, 2, 0, 0, 0, 0xff, 0x7f),
 		"limit past int":         bin(CmdAcquire, append([]byte{2, 0, 0, 0, 1, 0, 0, 0, 1}, binary.AppendVarint(nil, 1<<62)...)...),
 		"bad varint":             bin(CmdCloseSession, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
-		"unknown type":           bin(12, 2, 0),
+		"unknown type":           bin(99, 2, 0),
 		"type 0":                 bin(0, 2, 0),
 		"no fields":              bin(CmdRelease),
 	}

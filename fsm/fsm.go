@@ -114,8 +114,13 @@ type SessionRecord struct {
 	// Created is the leader's clock when the session was opened.
 	Created int64 `json:"created"`
 	// Owner is the id of the ACL token that opened it (empty with ACLs
-	// off): deleting that token closes the session.
+	// off): deleting that token ends the session (revoked).
 	Owner string `json:"owner,omitempty"`
+	// Released are the session's last MaxRecentReleases releases (lock and
+	// holder id), oldest first: a release repeated after an unknown
+	// outcome finds its first attempt here and is answered as done, even
+	// when the lock went to someone else in between.
+	Released []ReleasedHold `json:"released,omitempty"`
 	// Locks are the names of the locks it holds or waits for; nil while
 	// there are none (most sessions hold no lock: an empty map would
 	// cost every one of them its header).
@@ -124,6 +129,59 @@ type SessionRecord struct {
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
 	// Restore.
 	Holds int `json:"-"`
+}
+
+// MaxRecentReleases is how many of its latest releases a session
+// remembers (SessionRecord.Released): a repeated release is recognised
+// while fewer than this many other releases of the same session came
+// after it. Part of the state machine: every replica keeps the same.
+const MaxRecentReleases = 4
+
+// ReleasedHold names one release of a session: the lock and the holder id
+// that released it.
+type ReleasedHold struct {
+	Lock   string `json:"lock"`
+	Holder string `json:"holder"`
+}
+
+// remember records a release of (lock, holder) in s.Released.
+func (s *SessionRecord) remember(lock, holder string) {
+	r := ReleasedHold{Lock: lock, Holder: holder}
+	for i, x := range s.Released {
+		if x == r {
+			s.Released = append(s.Released[:i:i], s.Released[i+1:]...)
+			break
+		}
+	}
+	if len(s.Released) >= MaxRecentReleases {
+		s.Released = append(s.Released[:0:0], s.Released[1:]...)
+	}
+	s.Released = append(s.Released, r)
+}
+
+// releasedRecently reports whether (lock, holder) is among s's latest
+// releases.
+func (s *SessionRecord) releasedRecently(lock, holder string) bool {
+	for _, x := range s.Released {
+		if x.Lock == lock && x.Holder == holder {
+			return true
+		}
+	}
+	return false
+}
+
+// Hold is a cluster-wide pause of grants, set by a restore into a brand-new
+// cluster (raftlockd --restore): that cluster cannot know which locks the
+// old one granted after the backup, nor to whom, so no lock is granted
+// until every client of the old cluster has either been told or reached
+// the end of its lease plus its lock-delay. Acquires find every lock busy
+// (a wait keeps its place) until an EndHold entry ends it. Like a
+// lock-delay, Until (the stamped wall clock of the restore plus For) names
+// it, and For is its length, timed by the leader on its own monotonic
+// clock and again in full by every new leader.
+type Hold struct {
+	Until int64 `json:"until"`
+	For   int64 `json:"for"`
 }
 
 // Holder is one holder of a lock.
@@ -256,6 +314,8 @@ const (
 	// with Token): an explicit release; a closed or expired session's
 	// holds are not reported so.
 	EventReleased
+	// EventHoldEnded: the restore hold ended at Index (FSM.Hold).
+	EventHoldEnded
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -333,6 +393,9 @@ type FSM struct {
 	// of a snapshot written before histories were kept. A lock it has no
 	// record of was granted no token above forgot.
 	forgot uint64
+	// hold is the restore hold of a cluster restored from a backup into
+	// a new cluster (nil: none): no lock is granted while it runs.
+	hold *Hold
 	// halted is set by the first corrupt entry: from it on nothing is
 	// applied, and no snapshot is taken (one would claim the entries the
 	// state lacks).
@@ -365,6 +428,7 @@ func (f *FSM) reset() {
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
+	f.hold = nil
 	f.halted = nil
 	f.digest, f.digestOrigin, f.recent = [32]byte{}, 0, digestRing{}
 }
@@ -467,9 +531,9 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 	case CmdOpenSession:
 		r.Status, r.Refusal = f.openSession(cmd.OpenSession)
 	case CmdCloseSession:
-		r.Status = f.removeSession(index, cmd.CloseSession.ID, false)
+		r.Status = f.removeSession(index, cmd.CloseSession.ID, endClose)
 	case CmdExpireSession:
-		r.Status = f.removeSession(index, cmd.ExpireSession.ID, true)
+		r.Status = f.removeSession(index, cmd.ExpireSession.ID, endExpire)
 	case CmdAcquire:
 		r = f.acquire(index, cmd.Acquire)
 	case CmdRelease:
@@ -492,6 +556,8 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 		r.Status = f.createToken(cmd.CreateToken)
 	case CmdDeleteToken:
 		r.Status = f.deleteToken(index, cmd.DeleteToken.ID)
+	case CmdEndHold:
+		f.endHold(index, cmd.EndHold)
 	default:
 		r.Status = StatusInvalid
 	}
@@ -531,15 +597,45 @@ func (f *FSM) disown(owner string) {
 	}
 }
 
-// removeSession closes (expire=false) or expires a session: its holds are
-// released (with its lock-delay on expiry) and its waits dropped.
-func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
+// sessionEnd says how a session ends, which decides how long its locks
+// stay unavailable.
+type sessionEnd uint8
+
+const (
+	// endClose: its client closed it; locks free at once.
+	endClose sessionEnd = iota
+	// endExpire: its lease ran out; each lock it held waits out the
+	// session's lock-delay.
+	endExpire
+	// endRevoke: the cluster ended it while its client may still hold a
+	// lease (its ACL token was deleted): each lock it held waits out the
+	// session's ttl plus its lock-delay, the longest its client can go on
+	// believing it holds the lock (DESIGN.md, "Server actions never
+	// outrun the holder").
+	endRevoke
+)
+
+// heldFor is how long a lock held by s stays unavailable after s ends so.
+func (e sessionEnd) heldFor(s *SessionRecord) int64 {
+	switch e {
+	case endExpire:
+		return s.LockDelay
+	case endRevoke:
+		return s.TTL + s.LockDelay
+	}
+	return 0
+}
+
+// removeSession ends a session: its holds are released (with the delay
+// its end calls for) and its waits dropped.
+func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 	s, ok := f.sessions[id]
 	if !ok {
 		return StatusSessionNotFound
 	}
 	delete(f.sessions, id)
 	f.disown(s.Owner)
+	delay := end.heldFor(s)
 	for _, name := range sortedKeys(s.Locks) {
 		l := f.locks[name]
 		if l == nil {
@@ -564,19 +660,24 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 			keptW = append(keptW, w)
 		}
 		l.Waiters = keptW
-		if held && expire && s.LockDelay > 0 {
-			until := f.now + s.LockDelay
-			// The delay ending last (by the stamped clocks) wins; its
-			// length goes with it.
-			if !l.Delayed || until > l.DelayUntil {
-				l.Delayed, l.DelayUntil, l.DelayFor = true, until, s.LockDelay
-				f.emit(Event{Kind: EventDelayStarted, Lock: name, DelayUntil: until, DelayFor: s.LockDelay})
-			}
+		if held && delay > 0 {
+			f.delay(l, delay)
 		}
 		f.changed(index, l)
 	}
-	f.emit(Event{Kind: EventSessionRemoved, Session: id, Name: s.Name, Expired: expire})
+	f.emit(Event{Kind: EventSessionRemoved, Session: id, Name: s.Name, Expired: end == endExpire})
 	return StatusOK
+}
+
+// delay makes l unavailable for d nanoseconds from the state machine's
+// clock, unless a delay ending later (by the stamped clocks) runs already:
+// the one ending last wins, its length with it.
+func (f *FSM) delay(l *Lock, d int64) {
+	until := f.now + d
+	if !l.Delayed || until > l.DelayUntil {
+		l.Delayed, l.DelayUntil, l.DelayFor = true, until, d
+		f.emit(Event{Kind: EventDelayStarted, Lock: l.Name, DelayUntil: until, DelayFor: d})
+	}
 }
 
 func (f *FSM) createToken(t *Token) Status {
@@ -596,8 +697,10 @@ func (f *FSM) createToken(t *Token) Status {
 	return StatusOK
 }
 
-// deleteToken deletes a token and closes its sessions (as a close: no
-// lock-delay), in session id order.
+// deleteToken deletes a token and ends its sessions, in session id order,
+// as revoked (endRevoke): their clients cannot keep them alive any more,
+// but each may hold a lease for up to its ttl and believe it holds its
+// locks until its lock-delay has passed too, so the locks wait that out.
 func (f *FSM) deleteToken(index uint64, id string) Status {
 	t, ok := f.tokens[id]
 	if !ok {
@@ -613,7 +716,7 @@ func (f *FSM) deleteToken(index uint64, id string) Status {
 	}
 	sort.Strings(owned)
 	for _, sid := range owned {
-		f.removeSession(index, sid, false)
+		f.removeSession(index, sid, endRevoke)
 	}
 	return StatusOK
 }
@@ -700,7 +803,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			return r
 		}
 	}
-	grantable := l == nil || (!l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode))
+	grantable := f.hold == nil && (l == nil || (!l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode)))
 	if !grantable && !c.Wait {
 		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
 		return r
@@ -712,7 +815,10 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	}
 	u.SessionLocks = s.Holds + 1
 	if !grantable {
-		u.Waiters = len(l.Waiters) + 1
+		u.Waiters = 1 // a free lock, but the restore hold runs
+		if l != nil {
+			u.Waiters = len(l.Waiters) + 1
+		}
 	}
 	if err := c.Limits.Exceeded(u); err != nil {
 		r.Status, r.Refusal = StatusResourceExhausted, err.Message
@@ -746,12 +852,19 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 // busy describes the busy lock l for an acquire whose holder waits at
 // place in its queue (0: not queued).
 func (f *FSM) busy(l *Lock, place int) *Busy {
-	b := &Busy{Waiters: len(l.Waiters), Place: place}
+	b := &Busy{}
+	if f.hold != nil {
+		b.DelayUntil = f.hold.Until
+	}
+	if l == nil {
+		return b // free, but the restore hold runs
+	}
+	b.Waiters, b.Place = len(l.Waiters), place
 	if len(l.Holders) > 0 {
 		b.Mode = l.Mode
 	}
 	if l.Delayed {
-		b.DelayUntil = l.DelayUntil
+		b.DelayUntil = max(b.DelayUntil, l.DelayUntil)
 	}
 	for _, h := range l.Holders {
 		var name string
@@ -834,7 +947,7 @@ func (f *FSM) dropFree(e *list.Element) {
 // modes allow: one exclusive waiter, or a run of shared ones. Waiters whose
 // session is gone are skipped.
 func (f *FSM) grantWaiters(index uint64, l *Lock) {
-	for len(l.Waiters) > 0 && !l.Delayed {
+	for len(l.Waiters) > 0 && !l.Delayed && f.hold == nil {
 		w := l.Waiters[0]
 		if _, ok := f.sessions[w.Session]; !ok {
 			l.Waiters = l.Waiters[1:]
@@ -887,7 +1000,8 @@ func (f *FSM) forget(l *Lock, session string) {
 }
 
 func (f *FSM) release(index uint64, c *LockRef) Status {
-	if _, ok := f.sessions[c.Session]; !ok {
+	s, ok := f.sessions[c.Session]
+	if !ok {
 		return StatusSessionNotFound
 	}
 	l := f.locks[c.Lock]
@@ -898,20 +1012,22 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
-			f.sessions[c.Session].Holds--
+			s.Holds--
+			s.remember(c.Lock, c.Holder)
 			f.forget(l, c.Session)
 			f.changed(index, l)
 			return StatusOK
 		}
 	}
 	if f.dequeue(l, c, WaitCancelled) {
+		s.remember(c.Lock, c.Holder)
 		f.changed(index, l)
 		return StatusOK
 	}
-	if len(l.Holders) > 0 {
+	if len(l.Holders) > 0 && !s.releasedRecently(c.Lock, c.Holder) {
 		return StatusNotHolder
 	}
-	return StatusOK
+	return StatusOK // a repeated release: the first one took effect
 }
 
 // dequeue removes (Session, Holder) from l's queue, for the given reason.
@@ -971,6 +1087,36 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 	return StatusOK
 }
 
+// endHold ends the restore hold if it is still the one that ends at
+// c.Until, and grants the waiters it held back, lock by lock in name order.
+func (f *FSM) endHold(index uint64, c *EndHold) {
+	if f.hold == nil || f.hold.Until != c.Until {
+		return // ended already
+	}
+	f.hold = nil
+	names := make([]string, 0, len(f.locks))
+	for name, l := range f.locks {
+		if len(l.Waiters) > 0 {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f.changed(index, f.locks[name])
+	}
+	f.emit(Event{Kind: EventHoldEnded, Index: index})
+}
+
+// Hold returns the restore hold, if one runs.
+func (f *FSM) Hold() (Hold, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.hold == nil {
+		return Hold{}, false
+	}
+	return *f.hold, true
+}
+
 func sortedKeys(m map[string]struct{}) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -999,6 +1145,7 @@ func copyLock(l *Lock) Lock {
 
 func copySession(s *SessionRecord) SessionRecord {
 	c := *s
+	c.Released = slices.Clone(s.Released)
 	c.Locks = make(map[string]struct{}, len(s.Locks))
 	for k := range s.Locks {
 		c.Locks[k] = struct{}{}
@@ -1135,6 +1282,11 @@ const snapshotVersion byte = 1
 // version 1, which every build reads.
 const snapshotVersionACL byte = 2
 
+// snapshotVersionHold marks a snapshot whose state holds a restore hold
+// (FSM.Hold): a build without holds would grant locks during it, so it
+// must refuse the snapshot. Any other state is written as before.
+const snapshotVersionHold byte = 3
+
 // state is the serialised form of the whole state machine. Slices are sorted
 // so that equal states serialise to equal bytes.
 type state struct {
@@ -1160,6 +1312,9 @@ type state struct {
 	// starts again at Applied.
 	Digest       string `json:"digest,omitempty"`
 	DigestOrigin uint64 `json:"digest_origin,omitempty"`
+	// Hold is FSM.hold: only in a snapshot of version
+	// snapshotVersionHold, which a build without holds refuses.
+	Hold *Hold `json:"hold,omitempty"`
 }
 
 // Dump returns the canonical serialisation of the state (what snapshots
@@ -1200,12 +1355,19 @@ func (f *FSM) dumpLocked() []byte {
 		// nothing since restores to the same bytes).
 		st.Digest, st.DigestOrigin = hex.EncodeToString(f.digest[:]), f.digestOrigin
 	}
+	if f.hold != nil {
+		h := *f.hold
+		st.Hold = &h
+	}
 	b, err := json.Marshal(st)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: marshal state: %v", err)) // plain structs: cannot fail
 	}
 	v := snapshotVersion
-	if len(st.Tokens) > 0 || st.Bootstrapped {
+	switch {
+	case st.Hold != nil:
+		v = snapshotVersionHold
+	case len(st.Tokens) > 0 || st.Bootstrapped:
 		v = snapshotVersionACL
 	}
 	return append([]byte{v}, b...)
@@ -1234,7 +1396,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // Load replaces the state with a Dump's.
 func (f *FSM) Load(data []byte) error {
-	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL) {
+	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL && data[0] != snapshotVersionHold) {
 		return fmt.Errorf("fsm: snapshot: unknown format version")
 	}
 	var st state
@@ -1288,6 +1450,10 @@ func (f *FSM) Load(data []byte) error {
 		f.tokens[t.ID], f.byHash[t.Hash] = &t, &t
 	}
 	f.bootstrapped = st.Bootstrapped
+	if st.Hold != nil {
+		h := *st.Hold
+		f.hold = &h
+	}
 	f.digestOrigin = st.Applied
 	if d, err := hex.DecodeString(st.Digest); err == nil && len(d) == len(f.digest) {
 		copy(f.digest[:], d)

@@ -349,12 +349,48 @@ func TestReleaseRepeatedIsNoop(t *testing.T) {
 	if d := h.f.Dump(); !bytes.Equal(stripClock(t, dump), stripClock(t, d)) {
 		t.Fatalf("repeated release changed the state:\n%s\n%s", dump, d)
 	}
-	// A repeated release after someone else took the lock must not
-	// release the new holder.
+	// A repeated release after someone else took the lock is answered as
+	// done (its first attempt released) and must not release the new
+	// holder.
 	rb := h.must(StatusGranted, acqCmd(L, "b", "h", Exclusive, false))
-	h.must(StatusNotHolder, relCmd(L, "a", "h"))
+	h.must(StatusOK, relCmd(L, "a", "h"))
 	if l := h.lock(L); len(l.Holders) != 1 || l.Holders[0].Token != rb.Token {
 		t.Fatalf("lock %+v", l)
+	}
+}
+
+// A release retried after an unknown outcome is idempotent per holder id,
+// like an acquire: the session remembers its last MaxRecentReleases
+// releases, so a retry finds its first attempt even when the lock went to
+// a waiter in the same entry; a holder that never held, or whose release
+// is older than that, still gets not_holder.
+func TestReleaseRetriedAfterTheLockMovedOnIsDone(t *testing.T) {
+	h := newHarness(t)
+	h.open("a", delay)
+	h.open("b", delay)
+	h.must(StatusGranted, acqCmd(L, "a", "h", Exclusive, false))
+	h.must(StatusQueued, acqCmd(L, "b", "h", Exclusive, true))
+	h.must(StatusOK, relCmd(L, "a", "h")) // b is granted in the same entry
+	if l := h.lock(L); len(l.Holders) != 1 || l.Holders[0].Session != "b" {
+		t.Fatalf("lock %+v, want granted to b", l)
+	}
+	h.must(StatusOK, relCmd(L, "a", "h"))        // the retry
+	h.must(StatusNotHolder, relCmd(L, "a", "x")) // another holder id never held it
+	// Releases of other locks push the first one out of the session's memory.
+	for i := range MaxRecentReleases {
+		name := fmt.Sprintf("other/%d", i)
+		h.must(StatusGranted, acqCmd(name, "a", "h", Exclusive, false))
+		h.must(StatusOK, relCmd(name, "a", "h"))
+	}
+	h.must(StatusNotHolder, relCmd(L, "a", "h"))
+	if s, _ := h.f.Session("a"); len(s.Released) != MaxRecentReleases {
+		t.Fatalf("session remembers %d releases, want %d", len(s.Released), MaxRecentReleases)
+	}
+	// The memory survives a snapshot (every replica answers alike).
+	f := New(nil)
+	restoreInto(t, f, snapshotBytes(t, h.f))
+	if a, b := mustJSON(t, stateOf(t, h.f)), mustJSON(t, stateOf(t, f)); !bytes.Equal(a, b) {
+		t.Fatalf("snapshot lost the releases:\n%s\n%s", a, b)
 	}
 }
 

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -108,10 +109,23 @@ func (n *Node) prepareStart(ctx context.Context, rc *raft.Config, logs raft.LogS
 	if !self {
 		return fmt.Errorf("node: peers %v do not include this node's id %q", n.cfg.Peers, n.cfg.ID)
 	}
+	if n.cfg.Restore != nil && (!n.cfg.ProbePeers || n.peer == nil) {
+		return errors.New("node: a restore into a new cluster needs the bootstrap probe (Config.ProbePeers), so that the other peers wait for its state")
+	}
+	restorer := ""
 	if n.cfg.ProbePeers && n.peer != nil {
-		if err := n.probePeers(ctx, conf); err != nil {
+		var err error
+		if restorer, err = n.probePeers(ctx, conf); err != nil {
 			return err
 		}
+	}
+	switch {
+	case n.cfg.Restore != nil:
+		return n.seedRestore(conf, snaps)
+	case restorer != "":
+		n.log.Info("peer restores the new cluster from a backup: starting empty, its leader sends the restored state",
+			"peer", restorer)
+		return nil
 	}
 	if err := raft.BootstrapCluster(rc, logs, n.store, snaps, n.trans, conf); err != nil {
 		return fmt.Errorf("node: bootstrap: %w", err)
@@ -135,14 +149,16 @@ func (n *Node) prepareStart(ctx context.Context, rc *raft.Config, logs raft.LogS
 // node refuses, naming the fix, as it does for a peer that proposes
 // another configuration. Peers that do not answer are waited for as long
 // as ctx lasts: a node never bootstraps next to a peer it has not heard.
-func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
+// It returns the id of the peer that restores the new cluster from a backup
+// ("" if none): at most one may (Config.Restore).
+func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string, error) {
 	ours := membersOf(conf)
 	h := newHandoff(n.peer.Peers)
 	n.peerLn = h.phase(true)
 	var ready atomic.Bool
 	srv := &http.Server{
 		Handler: transport.BootstrapProbeHandler(func() transport.BootstrapState {
-			return transport.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load()}
+			return transport.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load(), Restoring: n.cfg.Restore != nil}
 		}),
 		ReadHeaderTimeout: 10 * time.Second,
 	}
@@ -155,6 +171,7 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
 			others = append(others, p)
 		}
 	}
+	restorer := ""
 	seenEmpty := make(map[string]bool) // answered empty, same configuration
 	done := make(map[string]bool)      // answered ready, or with state after empty
 	lastErr := make(map[string]error)
@@ -174,15 +191,21 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
 			lastErr[p.ID] = nil
 			switch {
 			case st.ID != p.ID:
-				return fmt.Errorf("node: peer %s at %s answers as %q: fix --peers", p.ID, p.RaftAddr, st.ID)
+				return "", fmt.Errorf("node: peer %s at %s answers as %q: fix --peers", p.ID, p.RaftAddr, st.ID)
 			case st.HasState && !seenEmpty[p.ID]:
-				return n.existingCluster(p, st)
+				return "", n.existingCluster(p, st)
 			case st.HasState:
 				done[p.ID] = true
 			case !sameServers(st.Servers, ours):
-				return fmt.Errorf("node: peer %s would bootstrap %s, this node %s: give every node the same --peers",
+				return "", fmt.Errorf("node: peer %s would bootstrap %s, this node %s: give every node the same --peers",
 					p.ID, describe(st.Servers), describe(ours))
+			case st.Restoring && (n.cfg.Restore != nil || (restorer != "" && restorer != p.ID)):
+				return "", fmt.Errorf("node: peers %s restore a backup too: start exactly one node of the new cluster with --restore",
+					strings.Join(sortedIDs(n.cfg.ID, restorer, p.ID, n.cfg.Restore != nil), " and "))
 			default:
+				if st.Restoring {
+					restorer = p.ID
+				}
 				seenEmpty[p.ID] = true
 				if st.Ready {
 					done[p.ID] = true
@@ -212,13 +235,31 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("node: empty data dir: not bootstrapping before every peer in --peers has answered: %w", ctx.Err())
+			return "", fmt.Errorf("node: empty data dir: not bootstrapping before every peer in --peers has answered: %w", ctx.Err())
 		case <-time.After(probeEvery): // polling peers that are not up yet
 		}
 	}
 	n.log.Info("every peer answered with an empty data dir and the same peers: bootstrapping a new cluster",
 		"configuration", describe(ours))
-	return nil
+	return restorer, nil
+}
+
+// sortedIDs names the nodes that restore: self (if it does), and the
+// peers seen restoring.
+func sortedIDs(self, seen, peer string, selfRestores bool) []string {
+	ids := map[string]bool{peer: true}
+	if seen != "" {
+		ids[seen] = true
+	}
+	if selfRestores {
+		ids[self] = true
+	}
+	out := make([]string, 0, len(ids))
+	for id := range ids {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // existingCluster is the refusal of a node with an empty data dir whose

@@ -49,6 +49,16 @@ func (k delayKey) command() *fsm.Command {
 
 func (k delayKey) what() string { return "end lock-delay of " + k.lock }
 
+// holdKey names the restore hold (fsm.Hold) by the Until that EndHold
+// carries.
+type holdKey struct{ until int64 }
+
+func (k holdKey) command() *fsm.Command {
+	return &fsm.Command{Type: fsm.CmdEndHold, EndHold: &fsm.EndHold{Until: k.until}}
+}
+
+func (k holdKey) what() string { return "end the restore hold" }
+
 // waitTimerKey names one wait: the waiter and the index that set it.
 type waitTimerKey struct {
 	waitKey
@@ -647,6 +657,9 @@ func (n *Node) registerLoop() {
 // for their full length: a new leader's, and a restore's (the deadlines
 // were another node's clock, or the backup's).
 func (n *Node) restartLockTimers() {
+	if h, ok := n.fsm.Hold(); ok {
+		n.scheduleTimer(holdKey{h.Until}, time.Duration(h.For))
+	}
 	locks := n.fsm.Locks("")
 	for _, r := range delaysToRestart(locks) {
 		n.armDelay(r.key, r.d)

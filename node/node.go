@@ -167,6 +167,10 @@ type Config struct {
 	// bootstrapping one (raftlockd --join); ignored on a node whose
 	// configuration includes it.
 	Join *JoinConfig
+	// Restore, on a node with an empty data dir and ProbePeers, makes the
+	// new cluster bootstrapped from Peers start from a backup (raftlockd
+	// --restore): see RestoreSeed.
+	Restore *RestoreSeed
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
@@ -251,6 +255,8 @@ type Node struct {
 	cfg  Config
 	log  hclog.Logger
 	raft *raft.Raft
+	// raftLog is the logger hashicorp/raft writes through (raftlog.go).
+	raftLog *raftLogger
 	fsm  *fsm.FSM
 	// store is raft.db: the stable store (term, vote), and the log store
 	// with LogStoreBoltDB. logs is the log store (logstore.go), raft.db
@@ -389,7 +395,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = newRaftLogger(cfg.Logger.Named("raft"))
+	n.raftLog = newRaftLogger(cfg.Logger.Named("raft"))
+	rc.Logger = n.raftLog
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout

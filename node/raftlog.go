@@ -37,6 +37,21 @@ var raftLimited = map[string]bool{
 	"pre-vote campaign failed, waiting for election timeout": true,
 }
 
+// raftAfterRestore are the hashicorp/raft messages that a user restore
+// (raft.Restore) makes the leader write for the entries it compacted away:
+// its replication still asks for them once or twice before it sends the
+// followers the restored snapshot, and its apply loop skips the entries
+// below it. Within raftRestoreQuiet of a restore they are expected, and go
+// to DEBUG; at any other time they keep their level.
+var raftAfterRestore = map[string]bool{
+	"failed to get log":               true,
+	"skipping application of old log": true,
+}
+
+// raftRestoreQuiet is how long after a restore raftAfterRestore lines are
+// demoted.
+const raftRestoreQuiet = 10 * time.Second
+
 // raftLogger wraps the logger given to hashicorp/raft: it demotes the
 // messages of raftQuiet to DEBUG and rate-limits those of raftLimited;
 // everything else passes through. The loggers it derives (Named, With)
@@ -47,7 +62,7 @@ type raftLogger struct {
 }
 
 // newRaftLogger wraps l.
-func newRaftLogger(l hclog.Logger) hclog.Logger {
+func newRaftLogger(l hclog.Logger) *raftLogger {
 	return &raftLogger{Logger: l, lim: &logLimiter{now: time.Now, every: raftLogEvery}}
 }
 
@@ -89,7 +104,7 @@ func (l *raftLogger) With(args ...any) hclog.Logger {
 // filter decides the fate of a line at INFO or above: its level and
 // arguments, or ok false to drop it.
 func (l *raftLogger) filter(level hclog.Level, msg string, args []any) (hclog.Level, []any, bool) {
-	if raftQuiet[msg] {
+	if raftQuiet[msg] || (raftAfterRestore[msg] && l.lim.sinceRestore() < raftRestoreQuiet) {
 		return hclog.Debug, args, true
 	}
 	if !raftLimited[msg] {
@@ -120,6 +135,26 @@ type logLimiter struct {
 	mu         sync.Mutex
 	last       map[string]time.Time
 	suppressed map[string]int
+	// restored is when the node last restored a backup (zero: never).
+	restored time.Time
+}
+
+// restoring notes that the node restores a backup now (raftAfterRestore).
+func (l *logLimiter) restoring() {
+	l.mu.Lock()
+	l.restored = l.now()
+	l.mu.Unlock()
+}
+
+// sinceRestore is how long ago the node last restored a backup (a very
+// long time if never).
+func (l *logLimiter) sinceRestore() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.restored.IsZero() {
+		return time.Duration(1<<63 - 1)
+	}
+	return l.now().Sub(l.restored)
 }
 
 // allow reports whether a line for key may be written now and, if so, how

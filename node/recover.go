@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -85,9 +86,15 @@ func recoverConfiguration(servers []RecoverServer) (raft.Configuration, error) {
 // RecoverCluster it writes that snapshot at index max(last index,
 // minToken), so every token granted afterwards is above minToken too:
 // the lost nodes may have committed entries (issued tokens) this node
-// never received. Every node of the new configuration must be recovered
-// alike (or given a copy of this data dir). The node must be stopped.
-func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hclog.Logger) (RecoverInfo, error) {
+// never received. For the same reason it restores no session, grant or
+// waiter, and holds every lock for hold (fsm.PrepareNewCluster): the lost
+// nodes may have committed grants and releases that clients believe in
+// and this node never received, so no lock is granted until every client
+// has been told (its session is gone) or has reached the end of its lease
+// plus its lock-delay. Every node of the new configuration must be
+// recovered alike (or given a copy of this data dir). The node must be
+// stopped.
+func Recover(dataDir string, servers []RecoverServer, minToken uint64, hold time.Duration, logger hclog.Logger) (RecoverInfo, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
@@ -166,7 +173,7 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 			}
 		}
 	}
-	state, err := fsm.PrepareRestore(f.Dump(), floor, members)
+	state, _, err := fsm.PrepareNewCluster(f.Dump(), floor, members, int64(hold))
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
 	}

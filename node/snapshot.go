@@ -137,9 +137,11 @@ func (n *Node) Restore(ctx context.Context, data []byte, minToken uint64) (trans
 	return n.restore(ctx, data, minToken)
 }
 
-// PeerRestore is Restore for a member, on the peer port (raftlockd
-// --restore on a new node that does not lead): no token is needed, as for
-// every peer-only route.
+// PeerRestore is Restore for a member, on the peer port
+// (POST /v1/internal/restore): no token is needed, as for every peer-only
+// route. raftlockd --restore no longer uses it (a new cluster starts from
+// its backup, Config.Restore); it restores into the running cluster as
+// Restore does.
 func (n *Node) PeerRestore(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
 	return n.restore(ctx, data, minToken)
 }
@@ -175,7 +177,7 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 		return transport.RestoreInfo{}, mapRaftError(err)
 	}
 	floor := max(n.raft.LastIndex(), b.Header.Index, minToken) + restoreMargin
-	state, err := fsm.PrepareRestore(b.State, floor, n.fsm.Members())
+	state, rep, err := fsm.PrepareRestore(b.State, floor, n.fsm)
 	if err != nil {
 		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
 	}
@@ -186,22 +188,26 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	// max(last index, meta.Index)+1 = floor+1: every later entry, hence
 	// every later grant's token, is above the floor. Followers install it.
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: floor, Term: b.Header.Term, Size: int64(len(state))}
+	n.raftLog.lim.restoring()
 	if err := n.raft.Restore(meta, bytes.NewReader(state), restoreTimeout); err != nil {
 		return transport.RestoreInfo{}, fmt.Errorf("restore: %w", mapRaftError(err))
 	}
 	n.afterRestore()
 	index, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	sum, _ := fsm.Inspect(state)
 	n.log.Warn("state restored from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
-		"floor", floor, "index", index, "sessions", b.Summary.Sessions, "locks", b.Summary.Locks)
+		"floor", floor, "index", index, "sessions_kept", rep.SessionsKept, "sessions_ended", rep.SessionsEnded,
+		"grants_revoked", rep.GrantsRevoked, "grants_dropped", rep.GrantsDropped, "locks", sum.Locks)
 	return transport.RestoreInfo{BackupIndex: b.Header.Index, Floor: floor, Index: index,
-		Sessions: b.Summary.Sessions, Locks: b.Summary.Locks, Checksum: b.Checksum}, nil
+		Sessions: rep.SessionsKept, Locks: sum.Locks, Checksum: b.Checksum, SessionsEnded: rep.SessionsEnded,
+		GrantsRevoked: rep.GrantsRevoked, GrantsDropped: rep.GrantsDropped}, nil
 }
 
 // afterRestore rebuilds the leader's state for the restored one, as a new
 // leader does: every session's deadline restarts at now+ttl+grace (a
-// session the backup does not hold is unknown from now on: its keepalives
-// answer session_not_found), and every lock-delay and wait restarts for
-// its full length.
+// session the restore ended is unknown from now on: its keepalives answer
+// session_not_found), and every lock-delay, wait and restore hold restarts
+// for its full length.
 func (n *Node) afterRestore() {
 	n.mu.Lock()
 	for k, t := range n.timers {
@@ -218,50 +224,6 @@ func (n *Node) afterRestore() {
 	n.restartLockTimers()
 }
 
-// RestoreNewCluster restores data (a backup file) into the new cluster
-// this node has just bootstrapped (raftlockd --restore FILE --min-token
-// N): it waits for a leader that serves, then restores there, here or at
-// the leader's peer port (POST /v1/internal/restore). It tries again after
-// a failure (no leader yet, a leader change) until ctx ends or the node
-// shuts down; a backup refused as invalid ends it. A try whose outcome was
-// unknown may have restored already: the next one restores again, which
-// in a cluster nobody uses yet changes nothing but the floor, higher.
-func (n *Node) RestoreNewCluster(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
-	if _, err := backupfile.Parse(data); err != nil {
-		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
-	}
-	if err := checkMinToken(minToken); err != nil {
-		return transport.RestoreInfo{}, err
-	}
-	for {
-		li := n.Leader()
-		var info transport.RestoreInfo
-		var err error
-		switch {
-		case li.Self && li.Serving:
-			info, err = n.restore(ctx, data, minToken)
-		case !li.Self && li.PeerAddr != "":
-			info, err = transport.PostRestore(ctx, n.DialPeer, li.PeerAddr, data, minToken)
-		default:
-			err = api.Errorf(api.CodeNoLeader, "no leader serving yet")
-		}
-		if err == nil {
-			return info, nil
-		}
-		if api.CodeOf(err) == api.CodeInvalidArgument {
-			return transport.RestoreInfo{}, err
-		}
-		n.log.Debug("restore into the new cluster: trying again", "error", err)
-		select {
-		case <-ctx.Done():
-			return transport.RestoreInfo{}, fmt.Errorf("restore into the new cluster: %w (last: %v)", ctx.Err(), err)
-		case <-n.stop:
-			return transport.RestoreInfo{}, fmt.Errorf("restore into the new cluster: %w (last: %v)", errShutdown, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // HasState reports whether dataDir holds a node's Raft state (raftlockd
 // --restore refuses to run on one: it is for a brand-new cluster).
 func HasState(dataDir string) (bool, error) {
@@ -275,4 +237,63 @@ func HasState(dataDir string) (bool, error) {
 		return false, err
 	}
 	return len(entries) > 0, nil
+}
+
+// RestoreSeed is the backup a brand-new cluster starts from (Config.Restore,
+// raftlockd --restore FILE --min-token N --restore-hold D).
+type RestoreSeed struct {
+	// Backup is the backup file (backupfile format), checked whole.
+	Backup []byte
+	// MinToken: every token the new cluster grants is above it (and above
+	// the backup's index).
+	MinToken uint64
+	// Hold is how long the new cluster grants no lock (fsm.Hold): until
+	// every client of the old cluster that cannot reach the new one has
+	// reached the end of its lease plus its lock-delay. Zero: none (the
+	// operator knows the old cluster has served nobody for that long).
+	Hold time.Duration
+}
+
+// seedRestore writes the restored state as this node's first snapshot,
+// at index floor = max(backup index, min token) + restoreMargin, term 1,
+// with the bootstrap configuration conf, in place of a bootstrap entry:
+// the node starts from it and, the only peer with a configuration, is the
+// one that stands for election; the other peers start empty (they saw it
+// restoring in the probe) and receive the state from it. So the new
+// cluster serves nothing before the restored state, and every token it
+// grants is above the floor.
+func (n *Node) seedRestore(conf raft.Configuration, snaps raft.SnapshotStore) error {
+	seed := n.cfg.Restore
+	b, err := backupfile.Parse(seed.Backup)
+	if err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+	}
+	if err := checkMinToken(seed.MinToken); err != nil {
+		return err
+	}
+	floor := max(b.Header.Index, seed.MinToken) + restoreMargin
+	var members []fsm.Member
+	for _, p := range n.cfg.Peers {
+		members = append(members, fsm.Member{ID: p.ID, RaftAddr: p.RaftAddr})
+	}
+	state, rep, err := fsm.PrepareNewCluster(b.State, floor, members, int64(seed.Hold))
+	if err != nil {
+		return api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+	}
+	sink, err := snaps.Create(raft.SnapshotVersionMax, floor, 1, conf, 1, n.trans)
+	if err != nil {
+		return fmt.Errorf("node: restore: create snapshot: %w", err)
+	}
+	if _, err := sink.Write(state); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("node: restore: write snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("node: restore: write snapshot: %w", err)
+	}
+	sum, _ := fsm.Inspect(state)
+	n.log.Warn("new cluster starts from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
+		"floor", floor, "sessions_ended", rep.SessionsEnded, "grants_dropped", rep.GrantsDropped,
+		"locks", sum.Locks, "hold", seed.Hold)
+	return nil
 }

@@ -489,7 +489,7 @@ func (s *Session) run(opened time.Time) {
 						s.releaseLapsed(ttl)
 					}
 				}
-			case errors.Is(r.err, api.ErrSessionNotFound):
+			case sessionGone(r.err):
 				s.mu.Lock()
 				s.gone = true
 				s.mu.Unlock()
@@ -504,6 +504,31 @@ func (s *Session) run(opened time.Time) {
 				}
 			}
 		}
+	}
+}
+
+// sessionGone reports whether a keepalive's (or any call's) answer says
+// the session is over on the cluster: session_not_found, or, from the
+// leader that authenticates every call, unauthenticated or
+// permission_denied, which mean that the token that opened the session is
+// deleted (deleting a token ends its sessions) or no longer owns it. None
+// of them is a passing failure: retrying would keep the session "safe"
+// with locks the cluster has taken back.
+func sessionGone(err error) bool {
+	switch api.CodeOf(err) {
+	case api.CodeSessionNotFound, api.CodeUnauthenticated, api.CodePermissionDenied:
+		return true
+	}
+	return false
+}
+
+// reportGone hands the loop an answer that says the session is over (an
+// acquire's or a release's), so that it expires the session and loses
+// every lock at once instead of at the next keepalive.
+func (s *Session) reportGone(err error) {
+	select {
+	case s.results <- kaResult{err: err}:
+	case <-s.loopDone:
 	}
 }
 
@@ -751,6 +776,10 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 		default:
 			if code == api.CodeLockBusy {
 				uncertain = false
+			}
+			if sessionGone(err) {
+				s.reportGone(err)
+				return nil, err
 			}
 			if uncertain {
 				s.releaseAbandoned(name, req.Holder)

@@ -55,6 +55,11 @@ type BootstrapState struct {
 	// Servers is the node's latest Raft configuration (with HasState), or
 	// the configuration it proposes to bootstrap (without).
 	Servers []Member `json:"servers"`
+	// Restoring, without state, says the node bootstraps the new cluster
+	// from a backup (raftlockd --restore): the other peers start empty
+	// and receive that state from it, so that the cluster serves nothing
+	// before the restored state.
+	Restoring bool `json:"restoring,omitempty"`
 	// Leader is the leader the node knows ("" if none).
 	Leader string `json:"leader,omitempty"`
 	// Ready, without state, says the node has seen every peer with an

@@ -48,10 +48,20 @@ type RestoreInfo struct {
 	Floor uint64 `json:"floor"`
 	// Index is the Raft index the restored state was written at.
 	Index uint64 `json:"index"`
-	// Sessions and Locks count what was restored.
+	// Sessions and Locks count what was restored: the backup's sessions
+	// the restore kept, and the locks of the restored state.
 	Sessions int    `json:"sessions"`
 	Locks    int    `json:"locks"`
 	Checksum string `json:"checksum"`
+	// SessionsEnded counts the sessions, of the backup or of the running
+	// cluster, that the restore ended (their clients are told at their
+	// next request); GrantsRevoked the running cluster's grants it took
+	// away (each lock unavailable for its holder's ttl + lock-delay);
+	// GrantsDropped the backup's grants it did not restore (DESIGN.md,
+	// "Server actions never outrun the holder").
+	SessionsEnded int `json:"sessions_ended"`
+	GrantsRevoked int `json:"grants_revoked"`
+	GrantsDropped int `json:"grants_dropped"`
 }
 
 // SnapshotService is what a Service implements to serve backups and

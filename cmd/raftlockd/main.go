@@ -312,7 +312,6 @@ func run(args []string, stderr io.Writer) int {
 			return 1
 		}
 		servers = append(servers, s)
-		restoreInBackground(ctx, s.node, o.backup, logger.Named(spec.id))
 	}
 	if o.dev {
 		kept := "removed at exit; --data-dir DIR keeps it"
@@ -449,6 +448,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,
+		Restore:    o.backup.seed(),
 	}
 }
 

@@ -21,7 +21,7 @@ func runRecover(o options, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlockd --recover: %v\n", err)
 		return 2
 	}
-	info, err := node.Recover(o.dataDir, servers, o.backup.minToken, logger)
+	info, err := node.Recover(o.dataDir, servers, o.backup.minToken, o.backup.hold, logger)
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlockd --recover: %v\n", err)
 		return 1

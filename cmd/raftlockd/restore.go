@@ -1,19 +1,22 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/session/api"
 )
+
+// DefaultRestoreHold is --restore-hold's default: the longest lease plus
+// the longest lock-delay a session can have, so that whatever the old
+// cluster's clients held, none of them can still believe it when the new
+// cluster grants its first lock.
+const DefaultRestoreHold = api.MaxTTL + api.MaxLockDelay
 
 // backupOptions are the flags of snapshots, restores and recovery.
 type backupOptions struct {
@@ -31,6 +34,9 @@ type backupOptions struct {
 	minTokenSet bool
 	// backup is the checked backup file of --restore (read by check).
 	backup []byte
+	// hold is the restore hold of --restore and --recover: how long the
+	// new cluster grants no lock (node.RestoreSeed.Hold).
+	hold time.Duration
 }
 
 func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
@@ -43,6 +49,9 @@ func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
 		"log entries a snapshot leaves in the log, so that a follower lagging by fewer catches up without a snapshot")
 	fs.StringVar(&o.restore, "restore", "", "restore this backup file (raftlock snapshot save) into the new cluster this node bootstraps (needs --min-token and an empty --data-dir)")
 	fs.StringVar(&o.recover, "recover", "", "recover --data-dir after a lost quorum with this peers file ([{\"id\",\"address\",\"non_voter\"}]), then exit (needs --min-token; the node must be stopped)")
+	fs.DurationVar(&o.hold, "restore-hold", DefaultRestoreHold,
+		"with --restore or --recover: grant no lock for this long after the new cluster starts, so that every client of the old cluster "+
+			"has been told or has reached the end of its lease plus lock-delay (0s: none, when the old cluster has served no client for at least that long)")
 	fs.Func("min-token", "with --restore or --recover: every token granted afterwards is above `N` (the highest token any fence or client saw, or a generous bound above it)", func(s string) error {
 		var err error
 		_, err = fmt.Sscan(s, &o.minToken)
@@ -67,6 +76,8 @@ func (o *backupOptions) check(dev bool, dataDir string) error {
 		return err
 	}
 	switch {
+	case o.hold < 0 || o.hold > DefaultRestoreHold:
+		return api.Errorf(api.CodeInvalidArgument, "--restore-hold %v out of range [0s, %v]", o.hold, DefaultRestoreHold)
 	case o.restore == "" && o.recover == "":
 		if o.minTokenSet {
 			return errors.New("--min-token is for --restore and --recover")
@@ -105,19 +116,10 @@ func (o *backupOptions) check(dev bool, dataDir string) error {
 	return nil
 }
 
-// restoreInBackground restores the --restore backup into the new cluster
-// n belongs to, once it has a leader, and logs the outcome.
-func restoreInBackground(ctx context.Context, n *node.Node, o backupOptions, logger hclog.Logger) {
+// seed is the node's Config.Restore: the checked --restore backup, or nil.
+func (o *backupOptions) seed() *node.RestoreSeed {
 	if o.backup == nil {
-		return
+		return nil
 	}
-	go func() {
-		info, err := n.RestoreNewCluster(ctx, o.backup, o.minToken)
-		if err != nil {
-			logger.Error("restore of the backup failed", "file", o.restore, "error", err)
-			return
-		}
-		logger.Info("restored the backup into the new cluster", "file", o.restore, "backup_index", info.BackupIndex,
-			"sessions", info.Sessions, "locks", info.Locks, "floor", info.Floor)
-	}()
+	return &node.RestoreSeed{Backup: o.backup, MinToken: o.minToken, Hold: o.hold}
 }
