@@ -215,6 +215,10 @@ func (n *Node) afterRestore() {
 		delete(n.timers, k)
 		delete(n.timerDue, k)
 	}
+	waiting := make([]waitKey, 0, len(n.waits))
+	for k := range n.waits {
+		waiting = append(waiting, k)
+	}
 	n.mu.Unlock()
 	ttls := make(map[string]time.Duration)
 	for _, s := range n.fsm.Sessions() {
@@ -222,6 +226,34 @@ func (n *Node) afterRestore() {
 	}
 	n.leases.Reset(ttls, n.cfg.FailoverGrace)
 	n.restartLockTimers()
+	// A waiting request whose place the restore did not keep is answered
+	// wait_timeout, so that its client asks again at once (finding its
+	// session gone, or queueing anew) instead of at the end of its slice.
+	for _, k := range waiting {
+		if !n.placeOrGrant(k) {
+			n.notifyWait(k, waitResult{why: fsm.WaitTimedOut})
+		}
+	}
+}
+
+// placeOrGrant reports whether (lock, session, holder) holds or waits for
+// the lock in the local state.
+func (n *Node) placeOrGrant(k waitKey) bool {
+	l, ok := n.fsm.Lock(k.lock)
+	if !ok {
+		return false
+	}
+	for _, h := range l.Holders {
+		if h.Session == k.session && h.Holder == k.holder {
+			return true
+		}
+	}
+	for _, w := range l.Waiters {
+		if w.Session == k.session && w.Holder == k.holder {
+			return true
+		}
+	}
+	return false
 }
 
 // HasState reports whether dataDir holds a node's Raft state (raftlockd

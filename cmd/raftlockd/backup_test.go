@@ -51,12 +51,15 @@ func grant(ctx context.Context, t *testing.T, cl *transport.Client, name, holder
 // with the CLI: a backup is saved (raftlock snapshot save) while holder A
 // has token T1; A releases and B takes the lock with T2 > T1, which a
 // fence sees; the cluster is destroyed; a new three-node cluster starts
-// with raftlockd --restore FILE --min-token T2 on its first node; then the
-// lock is A's again (the backup's), the next grant's token is above T2,
-// and the fence admits the new holder and still refuses B. Restoring the
-// same file into the running new cluster (raftlock snapshot restore)
-// raises tokens again, and a corrupted file is refused with nothing
-// changed.
+// with raftlockd --restore FILE --min-token T2 --restore-hold 3s on its
+// first node; from its very first answer the new cluster serves the
+// restored state (never an empty one: no grant at or below T2, ever),
+// the backup's session is over (no client of the old cluster is vouched
+// for), no lock is granted during the hold (a try is lock_busy, a wait
+// queues), the first grant's token is above T2, and the fence admits the
+// new holder and still refuses B. Restoring the same file into the running
+// new cluster (raftlock snapshot restore) raises tokens again, and a
+// corrupted file is refused with nothing changed.
 func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes")
@@ -97,18 +100,35 @@ func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 		old.Kill(i)
 	}
 
+	const hold = 3 * time.Second
 	fresh := proccluster.StartEach(t, bin, 3, func(i int) []string {
 		if i == 0 {
-			return []string{"--restore", file, "--min-token", fmt.Sprint(gb.Token)}
+			return []string{"--restore", file, "--min-token", fmt.Sprint(gb.Token), "--restore-hold", hold.String()}
 		}
 		return nil
 	})
 	ncl := fresh.Client()
-	awaitHolder(t, ctx, ncl, "the new cluster holds the backup", "backup/marker", ga.Token)
-	if err := ncl.Release(ctx, api.ReleaseRequest{Name: "backup/marker", Session: a.ID, Holder: "a"}); err != nil {
-		t.Fatalf("release by the restored session: %v", err)
+	// From the first answer on: the restored state, in its hold.
+	var sc api.Info
+	proccluster.Eventually(t, time.Minute, "the new cluster opens a session", func() error {
+		var err error
+		sc, err = ncl.OpenSession(ctx, api.OpenRequest{Name: "c", TTL: 10 * time.Second})
+		return err
+	})
+	started := time.Now()
+	if _, err := ncl.Acquire(ctx, api.AcquireRequest{Name: "backup/marker", Session: sc.ID, Holder: "c"}); api.CodeOf(err) != api.CodeLockBusy {
+		t.Fatalf("try during the restore hold: %v, want lock_busy", err)
 	}
-	_, gc := grant(ctx, t, ncl, "backup/marker", "c")
+	if _, err := ncl.KeepAlive(ctx, a.ID); api.CodeOf(err) != api.CodeSessionNotFound {
+		t.Fatalf("keepalive of the backup's session in the new cluster: %v, want session_not_found", err)
+	}
+	gc, err := ncl.Acquire(ctx, api.AcquireRequest{Name: "backup/marker", Session: sc.ID, Holder: "c", Wait: time.Minute})
+	if err != nil {
+		t.Fatalf("wait through the hold: %v", err)
+	}
+	if waited := time.Since(started); waited < hold/2 {
+		t.Fatalf("granted %v into a hold of %v", waited, hold)
+	}
 	if gc.Token <= gb.Token {
 		t.Fatalf("first grant of the new cluster: token %d, not above T2 %d", gc.Token, gb.Token)
 	}
@@ -137,10 +157,7 @@ func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 		t.Fatalf("state after a refused restore: %+v, %v", st, err)
 	}
 	runCLI(t, cli, "--addr", fresh.AddrList(), "snapshot", "restore", file)
-	if err := ncl.Release(ctx, api.ReleaseRequest{Name: "backup/marker", Session: a.ID, Holder: "a"}); err != nil {
-		t.Fatalf("release by the restored session: %v", err)
-	}
-	_, gd := grant(ctx, t, ncl, "backup/marker", "d")
+	_, gd := grant(ctx, t, ncl, "backup/other", "d")
 	if gd.Token <= gc.Token {
 		t.Fatalf("first grant after the second restore: token %d, not above %d", gd.Token, gc.Token)
 	}
@@ -152,8 +169,10 @@ func TestRestoreIntoNewClusterKeepsFencesSafe(t *testing.T) {
 // lower bound for --min-token); raftlockd
 // --recover with a peers file naming the survivor alone rewrites its data
 // dir; started again, it is a working cluster with the last committed
-// state (the lock and its holder), and the next grant's token is above
-// every earlier one and above --min-token.
+// state (the locks' histories) but no session, since the lost nodes may
+// have committed grants its clients believe in (DESIGN.md, "Server actions
+// never outrun the holder"), and no grant before --restore-hold; the next
+// grant's token is above every earlier one and above --min-token.
 func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes")
@@ -199,7 +218,7 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 	}
 	minToken := uint64(gb.Token) + 1000
 	out, err := exec.Command(bin, "--recover", peers, "--data-dir", c.Flag(s, "--data-dir"),
-		"--min-token", fmt.Sprint(minToken)).CombinedOutput()
+		"--min-token", fmt.Sprint(minToken), "--restore-hold", "2s").CombinedOutput()
 	if err != nil {
 		t.Fatalf("raftlockd --recover: %v: %s", err, out)
 	}
@@ -208,17 +227,31 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	awaitHolder(t, ctx, scl, "the survivor serves alone", "recover/kept", ga.Token)
-	if st, err := scl.LockState(ctx, "recover/last"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != gb.Token {
-		t.Fatalf("the last committed grant after recovery: %+v, %v", st, err)
-	}
+	proccluster.Eventually(t, time.Minute, "the survivor serves alone", func() error {
+		st, err := scl.LockState(ctx, "recover/last")
+		if err != nil {
+			return err
+		}
+		if len(st.Holders) != 0 || len(st.Grants) == 0 || st.Grants[len(st.Grants)-1].Token != gb.Token {
+			return fmt.Errorf("recover/last %+v: want no holder, its last grant %d in the history", st, gb.Token)
+		}
+		return nil
+	})
 	if info, err := scl.Cluster(ctx); err != nil || len(info.Members) != 1 || info.Members[0].ID != c.Nodes[s].ID {
 		t.Fatalf("cluster after recovery: %+v, %v; want the peers file's one member", info, err)
 	}
-	if err := scl.Release(ctx, api.ReleaseRequest{Name: "recover/kept", Session: a.ID, Holder: "a"}); err != nil {
-		t.Fatalf("release by a recovered session: %v", err)
+	if _, err := scl.KeepAlive(ctx, a.ID); api.CodeOf(err) != api.CodeSessionNotFound {
+		t.Fatalf("keepalive of a session after recovery: %v, want session_not_found", err)
 	}
-	_, gc := grant(ctx, t, scl, "recover/kept", "c")
+	_ = ga
+	sc, err := scl.OpenSession(ctx, api.OpenRequest{Name: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc, err := scl.Acquire(ctx, api.AcquireRequest{Name: "recover/kept", Session: sc.ID, Holder: "c", Wait: time.Minute})
+	if err != nil {
+		t.Fatalf("acquire through the restore hold: %v", err)
+	}
 	if uint64(gc.Token) <= minToken {
 		t.Fatalf("first grant after recovery: token %d, not above --min-token %d (T2 %d)", gc.Token, minToken, gb.Token)
 	}
@@ -254,7 +287,7 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 	}
 	minToken := uint64(ga.Token) + 1_000_000
 	survivor := c.Flag(s, "--data-dir")
-	if out, err := exec.Command(bin, "--recover", file, "--data-dir", survivor, "--min-token", fmt.Sprint(minToken)).CombinedOutput(); err != nil {
+	if out, err := exec.Command(bin, "--recover", file, "--data-dir", survivor, "--min-token", fmt.Sprint(minToken), "--restore-hold", "0s").CombinedOutput(); err != nil {
 		t.Fatalf("raftlockd --recover: %v: %s", err, out)
 	}
 	for i := range c.Nodes {
@@ -276,8 +309,8 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, err := cl.LockState(ctx, "recover/kept"); err != nil || len(st.Holders) != 1 || st.Holders[0].Token != ga.Token {
-		t.Fatalf("state after recovery: %+v, %v", st, err)
+	if st, err := cl.LockState(ctx, "recover/kept"); err != nil || len(st.Holders) != 0 || len(st.Grants) == 0 || st.Grants[len(st.Grants)-1].Token != ga.Token {
+		t.Fatalf("state after recovery: %+v, %v; want its history, no holder (no session is recovered)", st, err)
 	}
 	c.Kill(l)
 	_, gb := grant(ctx, t, cl, "recover/new", "b")
