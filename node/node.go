@@ -257,7 +257,7 @@ type Node struct {
 	raft *raft.Raft
 	// raftLog is the logger hashicorp/raft writes through (raftlog.go).
 	raftLog *raftLogger
-	fsm  *fsm.FSM
+	fsm     *fsm.FSM
 	// store is raft.db: the stable store (term, vote), and the log store
 	// with LogStoreBoltDB. logs is the log store (logstore.go), raft.db
 	// or wal/ (logPath); walLog is it with LogStoreWAL, else nil.
