@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -172,6 +173,45 @@ func TestExpiryLineNamesTheSessionAndItsLocks(t *testing.T) {
 		`locks=["jobs/a", "jobs/b"]`, "lock_delay_until=" + fmt.Sprint(time.Now().UTC().Year())} {
 		if !strings.Contains(line, want) {
 			t.Errorf("expiry line lacks %s: %s", want, line)
+		}
+	}
+}
+
+// TestRestoreLogsNoError: a restore into a running cluster, taken in by
+// every member, logs no line at ERROR. hashicorp/raft's leader asks for the
+// entries the restore compacted away once or twice before it sends the
+// followers the snapshot ("failed to get log"): expected then, so DEBUG.
+func TestRestoreLogsNoError(t *testing.T) {
+	var logs apitest.LogBuffer
+	c := newTestCluster(t, 3, func(cfg *Config) { slowRaft(cfg); logTo(&logs, hclog.Info)(cfg) }, withHTTP)
+	ctx := ctxT(t)
+	n, _ := c.leader()
+	s := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
+	mustAcquire(t, c, api.AcquireRequest{Name: "before", Session: s.ID, Holder: "h"})
+	var backup bytes.Buffer
+	if _, err := n.Snapshot(ctx, &backup); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		mustAcquire(t, c, api.AcquireRequest{Name: fmt.Sprintf("after/%d", i), Session: s.ID, Holder: "h"})
+	}
+	from := len(logs.Lines())
+	info, err := n.Restore(ctx, backup.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "every member took the restore in", func() error {
+		for i, m := range c.nodes {
+			if got := m.fsm.AppliedIndex(); got < info.Index-1 {
+				return fmt.Errorf("%s applied %d, want %d", c.id(i), got, info.Index-1)
+			}
+		}
+		return nil
+	})
+	awaitLine(t, &logs, from, regexp.MustCompile(`state restored from a backup`), 10*time.Second)
+	for _, l := range logs.Lines()[from:] {
+		if strings.Contains(l, "[ERROR]") {
+			t.Errorf("the restore logged: %s", l)
 		}
 	}
 }
