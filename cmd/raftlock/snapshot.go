@@ -175,8 +175,13 @@ func (c *cli) snapshotRestore(fs *flag.FlagSet) runFunc {
 			if c.json() {
 				return c.printJSON(info)
 			}
-			return c.printf("restored %s: %d sessions, %d locks, taken at index %d; every new token is above %d\n",
-				pos[0], info.Sessions, info.Locks, info.BackupIndex, info.Floor)
+			if err := c.printf("restored %s: %d sessions, %d locks, taken at index %d; every new token is above %d\n",
+				pos[0], info.Sessions, info.Locks, info.BackupIndex, info.Floor); err != nil {
+				return err
+			}
+			return c.printf("reconciled with the running cluster: %d sessions ended (their clients are told at their next request), "+
+				"%d grants taken from live holders (each lock free after its holder's ttl + lock-delay), %d grants of the backup not restored\n",
+				info.SessionsEnded, info.GrantsRevoked, info.GrantsDropped)
 		})
 	}
 }
