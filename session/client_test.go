@@ -490,6 +490,53 @@ func TestSessionNotFoundExpiresAtOnce(t *testing.T) {
 	})
 }
 
+// TestRevokedSessionExpiresAtOnce: a keepalive answered unauthenticated
+// (the token that opened the session was deleted: its sessions ended) or
+// permission_denied is the end of the session, never a passing error: the
+// session expires and every lock is lost at once, not at lease end.
+func TestRevokedSessionExpiresAtOnce(t *testing.T) {
+	for _, code := range []api.Code{api.CodeUnauthenticated, api.CodePermissionDenied} {
+		t.Run(string(code), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRig(t)
+				s := r.open(TTL(30 * time.Second))
+				l, err := s.TryLock(context.Background(), "a")
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.setKA(kaBehavior{err: api.Errorf(code, "token deleted")})
+				r.runTo(s, at(10*time.Second))
+				<-s.Done()
+				if s.State() != Expired || !isClosed(l.Lost()) {
+					t.Fatalf("state %v lost=%v, want expired and lost after one refused keepalive", s.State(), isClosed(l.Lost()))
+				}
+			})
+		})
+	}
+}
+
+// TestAcquireAnsweredSessionNotFoundExpiresTheSession: an acquire that
+// learns the session is gone ends the session at once: its other locks
+// are lost without waiting for the next keepalive.
+func TestAcquireAnsweredSessionNotFoundExpiresTheSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		s := r.open(TTL(30 * time.Second))
+		l, err := s.TryLock(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.fb.Fail("Acquire", api.Errorf(api.CodeSessionNotFound, "session gone"))
+		if _, err := s.TryLock(context.Background(), "b"); !errors.Is(err, api.ErrSessionNotFound) {
+			t.Fatalf("TryLock: %v, want session_not_found", err)
+		}
+		<-s.Done()
+		if s.State() != Expired || !isClosed(l.Lost()) {
+			t.Fatalf("state %v lost=%v, want expired and lost", s.State(), isClosed(l.Lost()))
+		}
+	})
+}
+
 func TestCloseWhileKeepAliveHangs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t)
