@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -233,9 +235,6 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	}
 	cancel()
 	start := monoNow()
-	// A lock held while the backup is taken comes back held by that grant
-	// (or its clean-up may not reach it): it proves less.
-	held := in.track.heldLocks()
 	var info transport.SnapshotInfo
 	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
 		var err error
@@ -245,12 +244,15 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, fmt.Errorf("%w: backup: %v", errSkipped, err)
 	}
 	backedUp := monoNow()
-	for l := range in.track.heldLocks() {
-		held[l] = true
+	// A lock held, waited for or in a lock-delay in the backup comes back
+	// so: its grant after the backup may not go to anyone else at once.
+	busy, err := busyLocks(buf.Bytes())
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: backup: %v", errSkipped, err)
 	}
 	rec := FaultRec{Kind: faultRestore, Target: "cluster", Start: start}
 	sleep(ctx, in.between(restoreRunOnMin, restoreRunOnMax))
-	c, hold, pinned := in.pinHolder(ctx, func(m message) bool { return m.At > backedUp && !held[m.Lock] })
+	c, hold, pinned := in.pinHolder(ctx, func(m message) bool { return m.At > backedUp && !busy[m.Lock] })
 	var newer, lostCh <-chan struct{}
 	if pinned {
 		defer in.cs.procs[c].send(message{T: msgUnpin})
@@ -267,7 +269,7 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	// know that grants may be revoked from here on.
 	in.hist.beginFault(rec)
 	var ri transport.RestoreInfo
-	err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
 		var err error
 		ri, err = cl.Restore(ctx, buf.Bytes(), minToken)
 		return err
@@ -302,6 +304,26 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	rec.Note += ")"
 	rec.End = monoNow()
 	return rec, nil
+}
+
+// busyLocks returns the locks of the run that a backup file holds held,
+// waited for or in a lock-delay, read as a restore reads it.
+func busyLocks(file []byte) (map[string]bool, error) {
+	b, err := backupfile.Parse(file)
+	if err != nil {
+		return nil, err
+	}
+	f := fsm.New(nil)
+	if err := f.Load(b.State); err != nil {
+		return nil, fmt.Errorf("backup state: %w", err)
+	}
+	busy := map[string]bool{}
+	for _, l := range f.Locks(lockPrefix) {
+		if len(l.Holders) > 0 || len(l.Waiters) > 0 || l.Delayed {
+			busy[l.Name] = true
+		}
+	}
+	return busy, nil
 }
 
 // deleteToken deletes the ACL token of a client that holds a lock
@@ -346,7 +368,11 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 // address: the spare joins (--join) and becomes a voter, the rotation
 // waits rotateSettle, then an old member is removed, stopped and wiped
 // (it becomes a spare). The clients were given the members' addresses at
-// their start only: after the first rotation none of them is a member.
+// their start only: after the first rotation none of them is a member
+// (the next one brings those addresses back, as new members). The fault
+// then lasts the clients' TTL + grace + freezeExtraMin..freezeExtraMax
+// more, with no other fault: longer than a client that cannot reach a
+// member keeps its session, which check 4 judges.
 func (in *injector) rotateMembers(ctx context.Context) (FaultRec, error) {
 	if len(in.cl.spares) < len(in.cl.nodes) {
 		return FaultRec{}, fmt.Errorf("%w: %d spares for %d members", errSkipped, len(in.cl.spares), len(in.cl.nodes))
@@ -358,7 +384,7 @@ func (in *injector) rotateMembers(ctx context.Context) (FaultRec, error) {
 	in.rng.Shuffle(len(olds), func(i, j int) { olds[i], olds[j] = olds[j], olds[i] })
 	news := slices.Clone(in.cl.spares[:len(olds)])
 	rec := FaultRec{Kind: faultRotateMembers, Target: ids(olds) + " -> " + ids(news), Start: monoNow(), LeaderLoss: true}
-	done := 0
+	done, changed := 0, false
 	for i, old := range olds {
 		nw := news[i]
 		if err := in.cl.bringIn(ctx, nw); err != nil {
@@ -366,6 +392,7 @@ func (in *injector) rotateMembers(ctx context.Context) (FaultRec, error) {
 			break
 		}
 		in.cl.promote(nw)
+		changed = true
 		if !sleep(ctx, rotateSettle) {
 			rec.Note = "(run ended mid-rotation)"
 			break
@@ -377,10 +404,14 @@ func (in *injector) rotateMembers(ctx context.Context) (FaultRec, error) {
 		in.cl.demote(old)
 		done++
 	}
-	if done == 0 {
+	if !changed {
 		return FaultRec{}, fmt.Errorf("%w: rotation did not start %s", errSkipped, rec.Note)
 	}
-	rec.Note = fmt.Sprintf("(%d of %d replaced) %s", done, len(olds), rec.Note)
+	rec.Note = fmt.Sprintf("(%d of %d replaced in %v) %s", done, len(olds),
+		time.Duration(monoNow()-rec.Start).Round(100*time.Millisecond), rec.Note)
+	if done == len(olds) {
+		sleep(ctx, in.cfg.TTL+in.cfg.Grace+in.between(freezeExtraMin, freezeExtraMax))
+	}
 	rec.End = monoNow()
 	return rec, nil
 }

@@ -105,8 +105,8 @@ var awaitingFix = []string{faultRestore, faultDeleteToken, faultRotateMembers}
 // operatorFaultTime is how much longer TestMixedFaults runs for each
 // operator action it injects (a restore or a token deletion watches the
 // revoked holder for up to ttl + lock-delay + 4 s; a rotation of three
-// members takes some 15-25 s).
-const operatorFaultTime = 25 * time.Second
+// members takes some 7-10 s, and then ttl + grace + 2-4 s).
+const operatorFaultTime = 30 * time.Second
 
 // TestMixedFaults runs a mixed schedule of every fault kind (the
 // membership faults included: leadership transferred, a follower replaced

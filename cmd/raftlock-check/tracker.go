@@ -117,17 +117,6 @@ func (t *tracker) quiet() bool {
 	return true
 }
 
-// heldLocks returns the locks some client holds now.
-func (t *tracker) heldLocks() map[string]bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := map[string]bool{}
-	for _, h := range t.holding {
-		out[h.Lock] = true
-	}
-	return out
-}
-
 // maxToken returns the highest token granted so far.
 func (t *tracker) maxToken() uint64 {
 	t.mu.Lock()
