@@ -52,6 +52,9 @@ const (
 	// quietWait bounds the wait for a quiet moment (no lock held, nobody
 	// waiting) to take the restore's backup in.
 	quietWait = 5 * time.Second
+	// preferFree: how long the restore waits for a holder of a lock the
+	// backup holds free before it takes any holder of a grant made since.
+	preferFree = 3 * time.Second
 	// rotateSettle: after adding a new member, how long the rotation waits
 	// before it removes an old one, so that clients can learn it.
 	rotateSettle = 2 * time.Second
@@ -142,15 +145,18 @@ func (in *injector) giveToken(c int) error {
 }
 
 // pinHolder finds a running client that holds a lock (awaitHolder, with
-// accept deciding which holds qualify) and pins it (msgPin), so that it
-// keeps the grant until its Lost() closes. ok is false if none could be
-// pinned; unpin must be called when ok.
-func (in *injector) pinHolder(ctx context.Context, accept func(message) bool) (c int, hold message, ok bool) {
+// accept deciding which holds qualify, and for the first preferFor also
+// prefer) and pins it (msgPin), so that it keeps the grant until its
+// Lost() closes. ok is false if none could be pinned; unpin must be
+// called when ok.
+func (in *injector) pinHolder(ctx context.Context, accept, prefer func(message) bool, preferFor time.Duration) (c int, hold message, ok bool) {
 	actx, cancel := context.WithTimeout(ctx, holderWait)
 	defer cancel()
+	preferUntil := time.Now().Add(preferFor)
 	for {
+		picky := prefer != nil && time.Now().Before(preferUntil)
 		c, hold, ok = in.track.pickHolder(in.rng, func(i int, h message) bool {
-			return !in.cs.procs[i].isPaused() && (accept == nil || accept(h))
+			return !in.cs.procs[i].isPaused() && (accept == nil || accept(h)) && (!picky || prefer(h))
 		})
 		if ok {
 			break
@@ -220,14 +226,14 @@ func actOutcome(err error) (int64, error) {
 
 // restore takes a backup, preferably at a quiet moment (no lock held,
 // nobody waiting, for up to quietWait), lets the workload run on until a
-// client holds a grant made after it of a lock nobody held when it was
-// taken (pinned, preferably one others wait for), and restores the backup
-// into the running cluster with a min token above every token seen. The
-// restored state has that lock free: the holder must learn that it lost
-// it before anyone else is granted it. (A backup taken while locks are
-// held brings their grants and queues back, though their clients may have
-// let go of them since: they must come free, by the same rule.) Then
-// clients whose token the restore lost get new ones.
+// client holds a grant made after it (pinned, preferably one others wait
+// for, and for up to preferFree of a lock the backup holds free), and
+// restores the backup into the running cluster with a min token above
+// every token seen. The restored state lacks that grant: the holder must
+// learn that it lost it before anyone else is granted the lock. (A backup
+// taken while locks are held brings their grants and queues back, though
+// their clients may have let go of them since: they must come free, by
+// the same rule.) Then clients whose token the restore lost get new ones.
 func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	var buf bytes.Buffer
 	qctx, cancel := context.WithTimeout(ctx, quietWait)
@@ -252,7 +258,8 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	}
 	rec := FaultRec{Kind: faultRestore, Target: "cluster", Start: start}
 	sleep(ctx, in.between(restoreRunOnMin, restoreRunOnMax))
-	c, hold, pinned := in.pinHolder(ctx, func(m message) bool { return m.At > backedUp && !busy[m.Lock] })
+	c, hold, pinned := in.pinHolder(ctx, func(m message) bool { return m.At > backedUp },
+		func(m message) bool { return !busy[m.Lock] }, preferFree)
 	var newer, lostCh <-chan struct{}
 	if pinned {
 		defer in.cs.procs[c].send(message{T: msgUnpin})
@@ -286,9 +293,13 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 		rec.Note = fmt.Sprintf("(backup of index %d, restore of unknown outcome: %v", info.Index, err)
 	}
 	if pinned {
-		rec.Note += "; " + in.watchRevoked(ctx, c, hold, newer, lostCh, rec.ActCall)
+		inBackup := "free"
+		if busy[hold.Lock] {
+			inBackup = "busy"
+		}
+		rec.Note += fmt.Sprintf("; %s, its lock %s in the backup", in.watchRevoked(ctx, c, hold, newer, lostCh, rec.ActCall), inBackup)
 	} else {
-		rec.Note += "; no client held a grant made after the backup of a lock free then"
+		rec.Note += "; no client held a grant made after the backup"
 	}
 	// The restore brought back the backup's tokens: a client whose token
 	// was made after the backup needs a new one.
@@ -335,7 +346,7 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 	if !in.cfg.ACL {
 		return FaultRec{}, fmt.Errorf("%w: ACLs are off", errSkipped)
 	}
-	c, hold, ok := in.pinHolder(ctx, nil)
+	c, hold, ok := in.pinHolder(ctx, nil, nil, 0)
 	if !ok {
 		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
