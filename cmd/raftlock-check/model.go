@@ -38,7 +38,8 @@ import (
 //     brings back) may take it and end at any moment (see ghostSession).
 //     A grant the history shows, made after the restore, is as strict as
 //     ever; and tokens keep rising: a new grant's token is above every
-//     token seen before the restore (the restore's floor).
+//     token seen before the restore (the restore's floor), while a grant
+//     the backup held keeps its own, at or below it (see Floor).
 //
 // Everything else is strict: one holder at a time, a grant only of a free
 // lock, strictly increasing tokens, idempotent grants returning the same
