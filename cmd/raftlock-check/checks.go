@@ -202,15 +202,16 @@ func checkGrantsKept(h History) ([]Violation, int) {
 // the node that stopped answering, instead of moving on, loses it.
 //
 // A session an operator action may have ended (revoked: a restore, its
-// client's token deleted) while it was open is not judged: the action
-// ends it without regard for its lease (and a restore may bring back a
-// session its client was told was gone).
+// client's token deleted) after its last acknowledged keepalive (less a
+// lease, as for a pause) and before it was lost is not judged: the action
+// ends it without regard for its lease. A session that was kept alive
+// after the action is judged from then on.
 func checkSessionsKept(h History) []Violation {
 	var vs []Violation
 	ss := sessionsOf(h)
 	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
-		if revoked(h, f.Client, f.Opened, f.LostAt()) {
+		if revoked(h, f.Client, f.LastAlive()-f.TTL, f.LostAt()) {
 			continue
 		}
 		if v, ok := goneEarly(f); ok {
@@ -253,13 +254,13 @@ func goneEarly(f *sessionFacts) (Violation, bool) {
 
 // keptAlive reports whether the client of session f kept it alive until
 // to: it was neither paused (pause-client) nor cut off from the cluster
-// (partition-client) at any moment from a lease before the session's last
-// acknowledged keepalive to to, no operator action revoked it (revoked)
-// from its open to to, it had not asked to close the session, and its
-// process still ran.
+// (partition-client), nor its session revoked by an operator action
+// (revoked), at any moment from a lease before the session's last
+// acknowledged keepalive to to, it had not asked to close the session, and
+// its process still ran.
 func keptAlive(h History, f *sessionFacts, to int64) bool {
 	from := f.LastAlive() - f.TTL
-	return !clientPaused(h, f.Client, from, to) && !clientCut(h, f.Client, from, to) && !revoked(h, f.Client, f.Opened, to) &&
+	return !clientPaused(h, f.Client, from, to) && !clientCut(h, f.Client, from, to) && !revoked(h, f.Client, from, to) &&
 		f.CloseCall > to && h.exitOf(f.Client) > to
 }
 

@@ -147,6 +147,22 @@ func TestOperatorRevocationsExemptTheLeaseAndGrantChecks(t *testing.T) {
 	}
 }
 
+// TestSessionKeptAliveAfterARestoreIsJudged: a session whose keepalive
+// was acknowledged after the restore survived it, and a loss long after
+// is not the restore's doing.
+func TestSessionKeptAliveAfterARestoreIsJudged(t *testing.T) {
+	h := hist(
+		opOpen(0, sA, 1, 2),
+		opKA(0, sA, 2000, 2010, resOK),
+		// Gone long before the lease of the keepalive sent at 2000 ended.
+		opKA(0, sA, 2500, 2510, resNotFound),
+	)
+	h.Faults = []FaultRec{restoreAt(100, 110)}
+	if vs := checkSessionsKept(h); len(vs) != 1 {
+		t.Errorf("%d violations, want 1: %+v", len(vs), vs)
+	}
+}
+
 // TestLostBeforeRegrantJudgesRevokedGrants: an operator action excuses
 // nothing in the lost-before-regrant check: the holder whose grant a
 // restore or a token deletion took away must still see Lost() close
