@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"maps"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/node/backupfile"
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // restoreAt is a restore fault whose request ran from call to ret.
@@ -214,5 +220,54 @@ func TestNoGhostGrantAllowsWhatARestoreBringsBack(t *testing.T) {
 	h.Faults = []FaultRec{restoreAt(100, 110)}
 	if vs, _ := checkNoGhostGrant(h); len(vs) != 0 {
 		t.Errorf("with a restore in between: %d violations, want none: %+v", len(vs), vs)
+	}
+}
+
+// TestBusyLocksReadsTheBackupAsARestoreDoes: the restore fault aims at a
+// lock the backup holds free; a held lock, a waited-for one and one in a
+// lock-delay are busy, a released one and locks of other prefixes are not
+// counted.
+func TestBusyLocksReadsTheBackupAsARestoreDoes(t *testing.T) {
+	f := fsm.New(nil)
+	idx := uint64(0)
+	apply := func(c fsm.Command) {
+		t.Helper()
+		idx++
+		c.Now = int64(idx) * int64(time.Millisecond)
+		if r := f.ApplyCommand(idx, c); r.Status != fsm.StatusOK && r.Status != fsm.StatusGranted && r.Status != fsm.StatusQueued {
+			t.Fatalf("apply %v: %+v", c.Type, r)
+		}
+	}
+	open := func(id string) {
+		apply(fsm.Command{Type: fsm.CmdOpenSession, OpenSession: &fsm.OpenSession{ID: id, TTL: int64(time.Second), LockDelay: int64(time.Second)}})
+	}
+	acq := func(lock, s, h string, wait bool) {
+		apply(fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{Lock: lock, Session: s, Holder: h, Mode: sequencer.Exclusive, Wait: wait, WaitFor: int64(time.Minute)}})
+	}
+	open("s1")
+	open("s2")
+	open("s3")
+	acq(lockPrefix+"held", "s1", "h1", false)
+	acq(lockPrefix+"queued", "s1", "h2", false)
+	acq(lockPrefix+"queued", "s2", "h3", true)
+	acq(lockPrefix+"released", "s2", "h4", false)
+	apply(fsm.Command{Type: fsm.CmdRelease, Release: &fsm.LockRef{Lock: lockPrefix + "released", Session: "s2", Holder: "h4"}})
+	acq(lockPrefix+"delayed", "s3", "h5", false)
+	apply(fsm.Command{Type: fsm.CmdExpireSession, ExpireSession: &fsm.SessionRef{ID: "s3"}})
+	acq("other/held", "s2", "h6", false)
+	var file bytes.Buffer
+	if _, err := backupfile.Encode(&file, backupfile.Header{Index: idx, Term: 1, Created: time.Now(), Node: "n1"}, f.Dump()); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := busyLocks(file.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{lockPrefix + "held": true, lockPrefix + "queued": true, lockPrefix + "delayed": true}
+	if !maps.Equal(busy, want) {
+		t.Errorf("busy locks %v, want %v", busy, want)
+	}
+	if _, err := busyLocks(file.Bytes()[:file.Len()-1]); err == nil {
+		t.Errorf("a truncated backup was read")
 	}
 }
