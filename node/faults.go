@@ -10,5 +10,6 @@ type Faults struct{}
 // Any reports whether any fault is enabled: never in this build.
 func (Faults) Any() bool { return false }
 
-func (Faults) skipLockDelay() bool { return false }
-func (Faults) localReads() bool    { return false }
+func (Faults) skipLockDelay() bool       { return false }
+func (Faults) localReads() bool          { return false }
+func (Faults) revokeWithoutNotice() bool { return false }

@@ -10,10 +10,16 @@ type Faults struct {
 	// LocalReads answers reads from the local replica without confirming
 	// leadership (stale reads on followers and on deposed leaders).
 	LocalReads bool
+	// RevokeWithoutNotice lets an operator's revocation (a restore into the
+	// running cluster, a token deletion) free the revoked grants at once,
+	// without waiting for their holders to learn of it (issue 26). Until
+	// that protection exists, the build behaves so with or without it.
+	RevokeWithoutNotice bool
 }
 
 // Any reports whether any fault is enabled.
-func (f Faults) Any() bool { return f.SkipLockDelay || f.LocalReads }
+func (f Faults) Any() bool { return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice }
 
-func (f Faults) skipLockDelay() bool { return f.SkipLockDelay }
-func (f Faults) localReads() bool    { return f.LocalReads }
+func (f Faults) skipLockDelay() bool       { return f.SkipLockDelay }
+func (f Faults) localReads() bool          { return f.LocalReads }
+func (f Faults) revokeWithoutNotice() bool { return f.RevokeWithoutNotice }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -17,29 +16,29 @@ const lockPrefix = "check/"
 func (c *cluster) enableACL() { c.args = append(c.args, "--acl") }
 
 // setupACL bootstraps the ACLs of a fresh cluster with ACLs on and
-// creates the clients' token, whose rules allow writes under lockPrefix
-// only: the workload's every call then passes the ACL checks a real
-// deployment's would. It returns that token's secret, and keeps the
-// management token's for the membership faults (c.admin).
-func (c *cluster) setupACL(ctx context.Context) (string, error) {
+// creates a token for each of the clients, whose rules allow writes under
+// lockPrefix only: the workload's every call then passes the ACL checks a
+// real deployment's would, and one client's token can be deleted
+// (delete-token). It returns the tokens, and keeps the management token's
+// secret for the membership faults and the operator actions (c.admin).
+func (c *cluster) setupACL(ctx context.Context, clients int) ([]clientToken, error) {
 	cl, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer cl.CloseIdleConnections()
 	mgmt, err := cl.ACLBootstrap(ctx)
 	if err != nil {
-		return "", fmt.Errorf("acl bootstrap: %w", err)
+		return nil, fmt.Errorf("acl bootstrap: %w", err)
 	}
 	c.admin = mgmt.Secret
-	admin, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS), transport.WithToken(mgmt.Secret))
-	if err != nil {
-		return "", err
+	var toks []clientToken
+	for i := 0; i < clients; i++ {
+		tok, err := c.newClientToken(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		toks = append(toks, tok)
 	}
-	defer admin.CloseIdleConnections()
-	tok, err := admin.CreateToken(ctx, api.TokenRequest{Name: "raftlock-check clients", Rules: []string{"write:" + lockPrefix}})
-	if err != nil {
-		return "", fmt.Errorf("acl: create the clients' token: %w", err)
-	}
-	return tok.Secret, nil
+	return toks, nil
 }

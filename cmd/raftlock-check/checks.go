@@ -92,6 +92,13 @@ func grantsOf(h History) map[string][]grant {
 //     stale holder that wakes up within it out of the next holder's way);
 //   - no write of a holder that provably still held its grant is rejected:
 //     a higher token then existed while that grant was current.
+//
+// An operator action that revoked the writer's grant (revoked: a restore,
+// or its token deleted) between the grant and the write exempts that write
+// from the last two: the holder is told at its next request, and may then
+// already be past its last look at Lost() before a write (the resource's
+// ordering, the first rule, still holds it back); and a revoked grant is
+// not current.
 func checkFence(h History) []Violation {
 	var vs []Violation
 	grants := grantsOf(h)
@@ -113,6 +120,9 @@ func checkFence(h History) []Violation {
 			}
 		}
 		last[w.Lock] = w
+		if revoked(h, w.Client, grantAcked(grants[w.Lock], w), w.At) {
+			continue
+		}
 		for _, g := range grants[w.Lock] {
 			if g.Token > w.Token && g.Acked < w.At {
 				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
@@ -131,7 +141,8 @@ func checkFence(h History) []Violation {
 			continue
 		}
 		for _, g := range grants[w.Lock] {
-			if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token && g.Acked < w.At && g.ReleaseCall > w.At {
+			if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token && g.Acked < w.At && g.ReleaseCall > w.At &&
+				!revoked(h, w.Client, g.Acked, w.At) {
 				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
 					What: fmt.Sprintf("lock %s: client %d's write with token %d was rejected (%s) while its grant was current (session alive, not released): a newer grant coexisted with it",
 						w.Lock, w.Client, w.Token, w.Err)})
@@ -145,7 +156,8 @@ func checkFence(h History) []Violation {
 // checkGrantsKept checks that no acknowledged grant is lost (check 3):
 // every read of a lock at a time when an acknowledged grant was surely
 // current (granted before the read, not released before it ended, its
-// session provably alive after it) must name exactly that grant. It
+// session provably alive after it, not revoked by an operator action in
+// between) must name exactly that grant. It
 // returns the violations and how many reads it could judge.
 func checkGrantsKept(h History) ([]Violation, int) {
 	var vs []Violation
@@ -159,7 +171,7 @@ func checkGrantsKept(h History) ([]Violation, int) {
 		for _, g := range grants[o.Lock] {
 			f := ss[g.Session]
 			if f == nil || g.Acked >= o.Call || g.ReleaseCall <= o.Return || !f.aliveAfter(o.Return) ||
-				f.CloseCall <= o.Return {
+				f.CloseCall <= o.Return || revoked(h, g.Client, g.Acked, o.Return) {
 				continue
 			}
 			judged++
@@ -188,11 +200,20 @@ func checkGrantsKept(h History) ([]Violation, int) {
 // in full), and a frozen node (freeze-node, past ttl + grace) costs a
 // client a bounded delay, never its session: a client that keeps calling
 // the node that stopped answering, instead of moving on, loses it.
+//
+// A session an operator action may have ended (revoked: a restore, its
+// client's token deleted) after its last acknowledged keepalive (less a
+// lease, as for a pause) and before it was lost is not judged: the action
+// ends it without regard for its lease. A session that was kept alive
+// after the action is judged from then on.
 func checkSessionsKept(h History) []Violation {
 	var vs []Violation
 	ss := sessionsOf(h)
 	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]
+		if revoked(h, f.Client, f.LastAlive()-f.TTL, f.LostAt()) {
+			continue
+		}
 		if v, ok := goneEarly(f); ok {
 			vs = append(vs, v)
 			continue
@@ -233,12 +254,13 @@ func goneEarly(f *sessionFacts) (Violation, bool) {
 
 // keptAlive reports whether the client of session f kept it alive until
 // to: it was neither paused (pause-client) nor cut off from the cluster
-// (partition-client) at any moment from a lease before the session's last
+// (partition-client), nor its session revoked by an operator action
+// (revoked), at any moment from a lease before the session's last
 // acknowledged keepalive to to, it had not asked to close the session, and
 // its process still ran.
 func keptAlive(h History, f *sessionFacts, to int64) bool {
 	from := f.LastAlive() - f.TTL
-	return !clientPaused(h, f.Client, from, to) && !clientCut(h, f.Client, from, to) &&
+	return !clientPaused(h, f.Client, from, to) && !clientCut(h, f.Client, from, to) && !revoked(h, f.Client, from, to) &&
 		f.CloseCall > to && h.exitOf(f.Client) > to
 }
 
@@ -348,6 +370,18 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 		}
 	}
 	return vs, judged
+}
+
+// grantAcked returns when the grant that write w was made under was
+// acknowledged (the first grant of gs with w's session, holder and token;
+// w.At if none is).
+func grantAcked(gs []grant, w WriteRec) int64 {
+	for _, g := range gs {
+		if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token {
+			return g.Acked
+		}
+	}
+	return w.At
 }
 
 // quickChecks runs every check but linearizability.

@@ -88,8 +88,9 @@ type clientSet struct {
 }
 
 // startClients starts n client processes against addrs (with TLS, the
-// CA and client certificate of certs; with ACLs, the token's secret).
-func startClients(cfg Config, addrs []string, certs *certFiles, token string, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
+// CA and client certificate of certs; with ACLs, client i with the secret
+// of tokens[i]).
+func startClients(cfg Config, addrs []string, certs *certFiles, tokens []clientToken, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
 	cs := &clientSet{hist: hist, res: res, track: track}
 	command := cfg.ClientCommand
 	if len(command) == 0 {
@@ -102,7 +103,10 @@ func startClients(cfg Config, addrs []string, certs *certFiles, token string, lo
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
 			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
-			Clients: cfg.Clients, Token: token}
+			Clients: cfg.Clients}
+		if i < len(tokens) {
+			cc.Token = tokens[i].secret
+		}
 		if certs != nil {
 			cc.TLSCA, cc.TLSCert, cc.TLSKey = certs.CA, certs.ClientCert, certs.ClientKey
 		}

@@ -113,15 +113,16 @@ func (c *cluster) apiAddrs() []string {
 	return out
 }
 
-// newCluster lays out n nodes under dir, and one spare, each on its own
-// loopback address with ports picked free.
+// newCluster lays out n nodes under dir, and n spares (replace-node uses
+// one, rotate-members all), each on its own loopback address with ports
+// picked free.
 func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cluster dir: %w", err)
 	}
 	c := &cluster{bin: bin, args: extra}
 	var peers []string
-	for i := 0; i <= n; i++ {
+	for i := 0; i < 2*n; i++ {
 		ip := nodeIP(i)
 		rp, err := freePort(ip)
 		if err != nil {
@@ -134,7 +135,7 @@ func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 		id := fmt.Sprintf("n%d", i+1)
 		nd := &nodeProc{id: id, ip: ip, raftPort: rp, httpPort: hp,
 			dataDir: filepath.Join(dir, id), logPath: filepath.Join(dir, id+".log")}
-		if i == n {
+		if i >= n {
 			c.spares = append(c.spares, nd)
 			continue
 		}

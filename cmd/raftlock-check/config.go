@@ -31,12 +31,20 @@ const (
 	// corrupt-follower (corruption.go): a stopped follower's log
 	// damaged; it must refuse to start, and is repaired with --join.
 	faultCorruptFollower = "corrupt-follower"
+	// The operator actions (operator.go), which revoke grants without any
+	// client operation: a backup taken during the run restored into the
+	// running cluster; a holding client's ACL token deleted (it gets a new
+	// one); every member replaced, one by one, by a new node.
+	faultRestore       = "restore"
+	faultDeleteToken   = "delete-token"
+	faultRotateMembers = "rotate-members"
 )
 
 // allFaults lists every fault kind, in the order reports show them.
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
-	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower}
+	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
+	faultRestore, faultDeleteToken, faultRotateMembers}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {
@@ -120,7 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Raftlockd, "raftlockd", "", "raftlockd binary (default: go build it into the run's directory)")
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
-	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads)")
+	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice)")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", "))
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")

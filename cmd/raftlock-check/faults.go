@@ -55,6 +55,8 @@ type injector struct {
 	// freezes counts the freeze-node faults injected: the role of the
 	// next frozen node alternates with it.
 	freezes int
+	// tokens are the clients' ACL tokens now (ACLs on), by client.
+	tokens []clientToken
 }
 
 func (in *injector) between(lo, hi time.Duration) time.Duration {
@@ -69,7 +71,7 @@ func (in *injector) logf(format string, args ...any) {
 func (in *injector) kinds() []string {
 	var out []string
 	for _, k := range in.cfg.Faults {
-		if isPartition(k) && in.fw == nil {
+		if isPartition(k) && in.fw == nil || k == faultDeleteToken && !in.cfg.ACL {
 			continue
 		}
 		out = append(out, k)
@@ -156,6 +158,12 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.removeLeader(ctx)
 	case faultCorruptFollower:
 		return in.corruptFollower(ctx)
+	case faultRestore:
+		return in.restore(ctx)
+	case faultDeleteToken:
+		return in.deleteToken(ctx)
+	case faultRotateMembers:
+		return in.rotateMembers(ctx)
 	}
 	return FaultRec{}, fmt.Errorf("unknown fault %q", kind)
 }
@@ -482,7 +490,7 @@ func (in *injector) awaitHolder(ctx context.Context) (int, message, bool) {
 	ctx, cancel := context.WithTimeout(ctx, holderWait)
 	defer cancel()
 	for {
-		c, hold, ok := in.track.pickHolder(in.rng, func(i int) bool { return !in.cs.procs[i].isPaused() })
+		c, hold, ok := in.track.pickHolder(in.rng, func(i int, _ message) bool { return !in.cs.procs[i].isPaused() })
 		if ok || !sleep(ctx, 100*time.Millisecond) {
 			return c, hold, ok
 		}

@@ -89,6 +89,11 @@ type FaultRec struct {
 	// when it froze (freeze-node); Asked how many clients answered.
 	Clients []int `json:"clients,omitempty"`
 	Asked   int   `json:"asked,omitempty"`
+	// ActCall and ActReturn: an operator action's request (restore,
+	// delete-token), from its call to its answer (pending: outcome
+	// unknown); 0 for the other faults. See revoked.
+	ActCall   int64 `json:"act_call,omitempty"`
+	ActReturn int64 `json:"act_return,omitempty"`
 }
 
 // ExpiryRec is a session its client declared expired (its Expired event):

@@ -59,7 +59,7 @@ func TestTrackerPrefersContendedHolder(t *testing.T) {
 	tr.observe(2, message{T: msgCall, ID: 5, Kind: kindAcquire, Lock: "b", Wait: true}, Op{}, false)
 	rng := rand.New(rand.NewSource(1))
 	for i := 0; i < 10; i++ {
-		if c, hold, ok := tr.pickHolder(rng, func(int) bool { return true }); !ok || c != 1 || hold.Lock != "b" {
+		if c, hold, ok := tr.pickHolder(rng, func(int, message) bool { return true }); !ok || c != 1 || hold.Lock != "b" {
 			t.Fatalf("picked client %d (%+v, %v), want client 1, whose lock client 2 waits for", c, hold, ok)
 		}
 	}
@@ -72,7 +72,7 @@ func TestTrackerPrefersContendedHolder(t *testing.T) {
 	}
 	tr.observe(1, message{T: msgUnhold}, Op{}, false)
 	tr.observe(0, message{T: msgUnhold}, Op{}, false)
-	if _, _, ok := tr.pickHolder(rng, func(int) bool { return true }); ok {
+	if _, _, ok := tr.pickHolder(rng, func(int, message) bool { return true }); ok {
 		t.Error("picked a holder when none holds")
 	}
 }

@@ -13,7 +13,8 @@ import (
 // acquire and release, every read that answered, and per session the
 // synthetic operation that frees its locks (an acknowledged close, or else
 // an expiry from the last moment it was known alive to the first moment it
-// was known gone, or for ever). An acquire or release whose outcome is
+// was known gone, or for ever), and per lock one restore for each restore
+// into the running cluster (see lockState.Wild). An acquire or release whose outcome is
 // unknown may take effect at any moment after its call: it becomes an arm
 // at its call, which lets its pendingEffect happen later. Client operations
 // get lane Client, the synthetic ones lane Clients+Client.
@@ -38,6 +39,19 @@ func modelOps(h History) []porcupine.Operation {
 			if o.Result == resOK && o.Done() {
 				add(o.Client, in, out, o.Call, o.Return, meta)
 			}
+		}
+	}
+	// Every restore, on every lock: lane 2*Clients (restores are made one
+	// at a time).
+	locks := map[string]bool{}
+	for _, o := range h.Ops {
+		if o.Lock != "" {
+			locks[o.Lock] = true
+		}
+	}
+	for _, r := range restoresOf(h) {
+		for _, l := range slices.Sorted(maps.Keys(locks)) {
+			add(2*h.Clients, lockInput{Kind: kindRestore, Lock: l}, lockOutput{Result: resOK}, r.from, r.to, "restore")
 		}
 	}
 	ss := sessionsOf(h)

@@ -30,6 +30,8 @@ type link struct {
 	// where, if set, names the node the client talks to now; the link
 	// answers msgWhere with it.
 	where func() string
+	// token, if set, takes the secret of a msgToken.
+	token func(secret string)
 }
 
 func newLink(w io.Writer) *link {
@@ -87,6 +89,10 @@ func (l *link) readLoop(r io.Reader) error {
 				node = l.where()
 			}
 			l.send(message{T: msgWhereReply, ID: m.ID, Node: node})
+		case msgToken:
+			if l.token != nil {
+				l.token(m.Secret)
+			}
 		case msgStop:
 			return nil
 		}

@@ -27,7 +27,19 @@ import (
 //     any moment after its call, long after its client gave up on it (a
 //     request held up in a frozen forwarder, an entry of a deposed leader
 //     that the next one commits), until its session is gone: see
-//     pendingEffect.
+//     pendingEffect;
+//   - a restore (kindRestore, one operation per lock for each restore the
+//     checker made, from its call to its answer) puts the lock in a state
+//     the history cannot know: the backup's holders and queues come back,
+//     whatever happened since, and every grant made since may be gone. So
+//     from the first restore on the lock is "wild": while no grant the
+//     history shows holds it, a grant nobody in the history asked for
+//     (a restored holder, a restored queue place, a session the backup
+//     brings back) may take it and end at any moment (see ghostSession).
+//     A grant the history shows, made after the restore, is as strict as
+//     ever; and tokens keep rising: a new grant's token is above every
+//     token seen before the restore (the restore's floor), while a grant
+//     the backup held keeps its own, at or below it (see Floor).
 //
 // Everything else is strict: one holder at a time, a grant only of a free
 // lock, strictly increasing tokens, idempotent grants returning the same
@@ -44,9 +56,14 @@ import (
 // (docs/DESIGN.md, "The queue"); only a release, the session's close or
 // its expiry end a grant, and the client records every release it sends.
 const (
-	kindExpire = "expire"
-	kindArm    = "arm"
+	kindExpire  = "expire"
+	kindArm     = "arm"
+	kindRestore = "restore"
 )
+
+// ghostSession is the Session of a lock held, after a restore, by a grant
+// the history did not see made: a read names it, or it ends unseen.
+const ghostSession = "?restored"
 
 // lockInput is an operation on one lock.
 type lockInput struct {
@@ -83,6 +100,24 @@ type lockState struct {
 	// Armed holds the pending effects that may still happen, in the
 	// encoding of encodeEffects.
 	Armed string
+	// Wild: a restore happened; while free, the lock may be taken by a
+	// grant the history did not see made (Ghost), at any moment.
+	Wild bool
+	// Ghost: the holder's grant came back with, or out of, a restore; it
+	// may end at any moment without an operation. Session is
+	// ghostSession until a read names the holder.
+	Ghost bool
+	// Floor is Last when the last restore happened: a grant the backup
+	// held has a token at or below it; any grant made since, one above
+	// every token before the restore.
+	Floor uint64
+}
+
+// restoredToken reports whether token can be that of a grant of s's
+// restored state: one the backup held (at or below Floor), or one made
+// after the restore (above Last).
+func (s lockState) restoredToken(token uint64) bool {
+	return token <= s.Floor || token > s.Last
 }
 
 func (s lockState) free() bool { return s.Session == "" }
@@ -92,7 +127,7 @@ func (s lockState) heldBy(session, holder string) bool {
 }
 
 func (s lockState) freed(delayed bool) lockState {
-	return lockState{Last: s.Last, Delayed: delayed, Armed: s.Armed}
+	return lockState{Last: s.Last, Delayed: delayed, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor}
 }
 
 // granted is s after a grant to (session, holder) with token (0: unknown).
@@ -101,7 +136,37 @@ func (s lockState) granted(session, holder string, token uint64) lockState {
 	if token > last {
 		last = token
 	}
-	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed}
+	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor}
+}
+
+// ghost is s held by a grant of the restored state (ghostSession), which
+// the history did not see made.
+func (s lockState) ghost() lockState {
+	return lockState{Session: ghostSession, Last: s.Last, Armed: s.Armed, Wild: true, Ghost: true, Floor: s.Floor}
+}
+
+// restored is the lock just after a restore: held by the backup's holder
+// or free (its ghost may end at once), wild from then on. The armed
+// effects stay armed (leniently: a request aborted by the restore never
+// takes effect).
+func (s lockState) restored() lockState {
+	s.Floor = s.Last
+	return s.ghost()
+}
+
+// unseen returns the states a wild lock may move to without any
+// operation: a free lock taken by a ghost grant, a ghost grant ended
+// (freed, maybe in a lock-delay). None for a lock that is not wild.
+func (s lockState) unseen() []lockState {
+	switch {
+	case !s.Wild:
+		return nil
+	case s.free():
+		return []lockState{s.ghost()}
+	case s.Ghost:
+		return []lockState{s.freed(true)}
+	}
+	return nil
 }
 
 // pendingEffect is what an acquire or a release whose outcome is unknown
@@ -238,6 +303,12 @@ func settle(ss []lockState) []lockState {
 		add(s)
 	}
 	for i := 0; i < len(all); i++ {
+		if all[i].dead {
+			continue
+		}
+		for _, next := range all[i].s.unseen() {
+			add(next)
+		}
 		if all[i].dead || all[i].s.Armed == "" {
 			continue
 		}
@@ -294,6 +365,8 @@ func stepLock(s lockState, in lockInput, out lockOutput) []lockState {
 		return one(s)
 	case kindArm:
 		return one(s.arm(pendingEffect{Kind: in.Effect, Session: in.Session, Holder: in.Holder}))
+	case kindRestore:
+		return one(s.restored())
 	}
 	return nil
 }
@@ -308,6 +381,10 @@ func stepAcquire(s lockState, in lockInput, out lockOutput) []lockState {
 		case mine && s.Token == 0 && out.Token > s.Last:
 			return []lockState{s.granted(in.Session, in.Holder, out.Token)}
 		case s.free() && out.Token > s.Last:
+			return []lockState{s.granted(in.Session, in.Holder, out.Token)}
+		case s.Session == ghostSession && s.restoredToken(out.Token):
+			// After a restore: the grant of the restored state may be this
+			// holder's (a retry finds it, token and all).
 			return []lockState{s.granted(in.Session, in.Holder, out.Token)}
 		}
 		return nil
@@ -373,6 +450,16 @@ func stepRead(s lockState, out lockOutput) []lockState {
 		}
 	case 1:
 		h := out.Holders[0]
+		if s.Session == ghostSession {
+			if !s.restoredToken(h.Token) {
+				return nil
+			}
+			// The read names the grant the restore brought: any holder,
+			// a token the backup held or a new one.
+			ns := s.granted(h.Session, h.Holder, h.Token)
+			ns.Ghost = true
+			return []lockState{ns}
+		}
 		if !s.heldBy(h.Session, h.Holder) {
 			return nil
 		}
@@ -404,7 +491,7 @@ func lockModel() porcupine.Model {
 		Hash: func(state interface{}) uint64 {
 			h := fnv.New64a()
 			for _, s := range state.(lockStates) {
-				fmt.Fprintf(h, "%s/%s/%d/%d/%t/%s;", s.Session, s.Holder, s.Token, s.Last, s.Delayed, s.Armed)
+				fmt.Fprintf(h, "%s/%s/%d/%d/%t/%s/%t/%t/%d;", s.Session, s.Holder, s.Token, s.Last, s.Delayed, s.Armed, s.Wild, s.Ghost, s.Floor)
 			}
 			return h.Sum64()
 		},
@@ -485,7 +572,8 @@ func (s lockState) subsumes(t lockState) bool {
 // compareLockStates orders lock states (any total order will do).
 func compareLockStates(a, b lockState) int {
 	return cmp.Or(cmp.Compare(a.Session, b.Session), cmp.Compare(a.Holder, b.Holder), cmp.Compare(a.Token, b.Token),
-		cmp.Compare(a.Last, b.Last), compareBool(a.Delayed, b.Delayed), cmp.Compare(a.Armed, b.Armed))
+		cmp.Compare(a.Last, b.Last), compareBool(a.Delayed, b.Delayed), cmp.Compare(a.Armed, b.Armed),
+		compareBool(a.Wild, b.Wild), compareBool(a.Ghost, b.Ghost), cmp.Compare(a.Floor, b.Floor))
 }
 
 func compareBool(a, b bool) int {
@@ -504,12 +592,18 @@ func describeLockState(s lockState) string {
 	if n := len(s.effects()); n > 0 {
 		armed = fmt.Sprintf(", %d unknown outcomes may still take effect", n)
 	}
+	if s.Wild {
+		armed += ", restored: unseen grants may come and go"
+	}
 	if s.free() {
 		d := ""
 		if s.Delayed {
 			d = ", maybe delayed"
 		}
 		return fmt.Sprintf("free (last token %d%s%s)", s.Last, d, armed)
+	}
+	if s.Session == ghostSession {
+		return fmt.Sprintf("held by a grant of the restored state (last %d%s)", s.Last, armed)
 	}
 	tok := "?"
 	if s.Token != 0 {
@@ -562,6 +656,8 @@ func describeLockOp(input, output interface{}) string {
 		return fmt.Sprintf("close(session %s)", short(in.Session, ""))
 	case kindArm:
 		return fmt.Sprintf("%s(%s) -> unknown: may take effect from here on", in.Effect, who)
+	case kindRestore:
+		return "restore (of a backup taken earlier in the run)"
 	}
 	return fmt.Sprintf("%s(%s) -> %s", in.Kind, who, out.Result)
 }

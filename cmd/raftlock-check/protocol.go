@@ -56,6 +56,9 @@ const (
 	// msgWhere (ID) asks a client which node it talks to now: the client
 	// answers msgWhereReply at once.
 	msgWhere = "where"
+	// msgToken (Secret) gives the client a new ACL token: its requests
+	// carry it from then on (delete-token, restore).
+	msgToken = "token"
 )
 
 // Operation kinds.
@@ -129,6 +132,9 @@ type message struct {
 	Index uint64       `json:"index,omitempty"`
 	Seq   string       `json:"seq,omitempty"`
 	OK    bool         `json:"ok,omitempty"`
+	// Secret is msgToken's ACL token secret (checker to client only; never
+	// logged).
+	Secret string `json:"secret,omitempty"`
 }
 
 // queuedInfo is one waiter in the answer of a read: its holder id and

@@ -221,6 +221,11 @@ func firstNotFoundCalls(h History) map[string]int64 {
 // while A still waited ahead of it (or ahead of where B joined the queue),
 // which a FIFO queue forbids: a correct cluster cannot produce it.
 //
+// A restore replaces the queues with the backup's: grants first seen
+// after a restore that began after r was sent are not judged against r.
+// A waiter whose client's token was deleted (its session closed) after r
+// was sent may have lost its place then (see revoked).
+//
 // Left out: holders ahead of A in r's queue (they are granted first, and
 // one whose place ended may come back behind A unseen), and a shared A
 // (it may be granted without being seen and keep its grant while later
@@ -245,6 +250,7 @@ func checkQueueOrder(h History) ([]Violation, int) {
 		}
 		gs := grants[r.Lock]
 		after := gs[sort.Search(len(gs), func(i int) bool { return gs[i].Token > r.Index }):]
+		after = slices.DeleteFunc(slices.Clone(after), func(g grantSeen) bool { return restoredBetween(h, r.Call, g.Seen) })
 		// first[x] is the first token granted to holder x after r.
 		first := map[string]uint64{}
 		for _, g := range after {
@@ -280,6 +286,9 @@ func checkQueueOrder(h History) ([]Violation, int) {
 				}
 				if !haveBound {
 					bound, haveBound = placeEndBound(byHolder[[2]string{r.Lock, a}], ss, nf, r), true
+					if ca, ok := client[a]; ok && revoked(h, ca, r.Call, bound) {
+						bound = r.Call
+					}
 				}
 				if g.Seen >= bound {
 					continue // A's place may have ended first
@@ -366,6 +375,10 @@ type ghostStats struct {
 //     id, with every HTTP request of all of them accounted for: no request
 //     of that holder id can still be on its way to take effect.
 //
+// A restore may bring a place back (the backup's queues and holders):
+// reads that returned after a restore began, of a holder whose place
+// ended before that restore, are not used.
+//
 // Not judged, because the place may legitimately live on: a holder with
 // an acquire answered ok or of unknown outcome (a request that stopped
 // waiting keeps its place; an attempt may be applied late), lock_busy to
@@ -412,7 +425,7 @@ func checkNoGhostGrant(h History) ([]Violation, ghostStats) {
 		}
 		lock, holder := k[0], k[1]
 		for _, r := range reads[lock] {
-			if r.Call <= x.Return {
+			if r.Call <= x.Return || restoredBetween(h, x.Call, r.Return) {
 				continue
 			}
 			seen := ""

@@ -86,10 +86,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	logf("cluster of %d nodes up: %s", cfg.Nodes, strings.Join(cl.apiAddrs(), " "))
 
-	var token string
+	var tokens []clientToken
 	if cfg.ACL {
 		actx, cancel := context.WithTimeout(ctx, time.Minute)
-		token, err = cl.setupACL(actx)
+		tokens, err = cl.setupACL(actx, cfg.Clients)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("cluster with ACLs (logs in %s): %w", dir, err)
@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	for i := 0; i < cfg.Locks; i++ {
 		locks = append(locks, fmt.Sprintf("%slock%d", lockPrefix, i))
 	}
-	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, token, locks, dir, hist, res, track)
+	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, tokens, locks, dir, hist, res, track)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +114,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 
 	in := &injector{cfg: cfg, cl: cl, fw: fw, cs: cs, track: track, hist: hist,
 		rng: rand.New(rand.NewSource(cfg.Seed)), progress: progress, start: start,
-		counts: map[string]int{}, skipped: map[string]int{}}
+		counts: map[string]int{}, skipped: map[string]int{}, tokens: tokens}
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	if cfg.StopOnViolation {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,19 +92,43 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 	}
 }
 
+// awaitingFix are the fault kinds that today's build does not survive:
+// the operator actions of issue 26. A restore into the running cluster
+// and a token deletion free a live holder's locks before its client can
+// know (TestCatchesRevocationWithoutNotice shows it), and the clients do
+// not follow a full membership rotation (they know only the addresses
+// they were started with; the Go client learns the members on the branch
+// "client"). TestMixedFaults leaves them out; remove each kind from here
+// in the commit that makes the build survive it.
+var awaitingFix = []string{faultRestore, faultDeleteToken, faultRotateMembers}
+
+// operatorFaultTime is how much longer TestMixedFaults runs for each
+// operator action it injects (a restore or a token deletion watches the
+// revoked holder for up to ttl + lock-delay + 4 s; a rotation of three
+// members takes some 7-10 s, and then ttl + grace + 2-4 s).
+const operatorFaultTime = 30 * time.Second
+
 // TestMixedFaults runs a mixed schedule of every fault kind (the
 // membership faults included: leadership transferred, a follower replaced
-// by a spare, the leader removed and brought back) against a correct
-// three-node cluster: no check may fail, no session of a client
-// that kept it alive may expire (a node frozen past the clients' ttl +
-// grace included, which must meet clients that talk to it), and queues of
-// two waiters or more must form for the queue-order check to judge.
+// by a spare, the leader removed and brought back; and the operator
+// actions, restore, delete-token and rotate-members, but those of
+// awaitingFix) against a correct three-node cluster: no check may fail,
+// no session of a client that kept it alive may expire (a node frozen
+// past the clients' ttl + grace included, which must meet clients that
+// talk to it), and queues of two waiters or more must form for the
+// queue-order check to judge.
 func TestMixedFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real cluster and client processes for two minutes")
 	}
 	cfg := testConfig(t, "")
+	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
 	cfg.Duration = 120 * time.Second
+	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
+		if slices.Contains(cfg.Faults, k) {
+			cfg.Duration += operatorFaultTime
+		}
+	}
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	dropPartitions(t, &cfg)
@@ -175,6 +200,34 @@ func TestCatchesSkippedLockDelay(t *testing.T) {
 	rep := runLogged(t, cfg)
 	if rep.count(checkFencing) == 0 {
 		t.Errorf("the checker passed a build that skips the lock-delay (%d client pauses)", rep.Faults[faultPauseClient])
+	}
+}
+
+// TestCatchesRevocationWithoutNotice shows that the checker fails a build
+// whose operator actions free a live holder's locks before its client can
+// know (raftlockd --unsafe-fault revoke-without-notice; today's build does
+// so with or without it, issue 26): a restore of a backup taken before the
+// holder's grant, or the deletion of the holder's token, lets a waiting
+// client be granted the lock while the holder's Lost() is still open. The
+// lost-before-regrant check must see it.
+func TestCatchesRevocationWithoutNotice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "revoke-without-notice")
+	// Seed 2 makes the token deletion come first: after a restore, today's
+	// build leaves the locks the backup held stuck with holders nobody
+	// knows of (issue 26, item 4) and waits queued since the backup are
+	// never answered, so the workload may stall.
+	cfg.Faults = []string{faultRestore, faultDeleteToken}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 2
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkLostRegrant) == 0 {
+		t.Errorf("the checker passed a build that revokes grants without notice (%d restores, %d token deletions)",
+			rep.Faults[faultRestore], rep.Faults[faultDeleteToken])
 	}
 }
 

@@ -117,10 +117,14 @@ func TestRunTokenWritesOnlyUnderTheRunsPrefix(t *testing.T) {
 	if err := c.waitSettled(ctx); err != nil {
 		t.Fatal(err)
 	}
-	secret, err := c.setupACL(ctx)
+	toks, err := c.setupACL(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(toks) != 2 || toks[0].secret == toks[1].secret {
+		t.Fatalf("setupACL made %d tokens, want 2 different ones", len(toks))
+	}
+	secret := toks[1].secret
 	anon, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
 	if err != nil {
 		t.Fatal(err)

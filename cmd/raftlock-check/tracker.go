@@ -16,6 +16,8 @@ type tracker struct {
 	waiting  map[int]map[uint64]string // client -> waiting acquire id -> lock
 	subs     []grantSub
 	lostSubs []lostSub
+	// max is the highest token granted so far.
+	max uint64
 }
 
 // lostSub is a wish to hear that client reported the Lost() of its grant
@@ -67,6 +69,7 @@ func (t *tracker) observe(client int, m message, done Op, isRet bool) {
 		if done.Result != resOK {
 			return
 		}
+		t.max = max(t.max, done.Token)
 		kept := t.subs[:0]
 		for _, s := range t.subs {
 			if s.lock == done.Lock && done.Token > s.min {
@@ -99,14 +102,36 @@ func (t *tracker) lostOf(client int, lock string, token uint64) <-chan struct{} 
 	return ch
 }
 
+// quiet reports whether no client holds a lock or waits for one now.
+func (t *tracker) quiet() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.holding) > 0 {
+		return false
+	}
+	for _, ids := range t.waiting {
+		if len(ids) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// maxToken returns the highest token granted so far.
+func (t *tracker) maxToken() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.max
+}
+
 // pickHolder picks a holding client among those eligible, preferring one
 // whose lock another client waits for. ok is false if none holds.
-func (t *tracker) pickHolder(rng *rand.Rand, eligible func(int) bool) (client int, hold message, ok bool) {
+func (t *tracker) pickHolder(rng *rand.Rand, eligible func(client int, hold message) bool) (client int, hold message, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var contended, any []int
 	for c, h := range t.holding {
-		if !eligible(c) {
+		if !eligible(c, h) {
 			continue
 		}
 		any = append(any, c)

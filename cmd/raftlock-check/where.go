@@ -30,3 +30,23 @@ func (t *lastAddr) last() string {
 	}
 	return ""
 }
+
+// bearer is an http.RoundTripper that sends the ACL token it holds now as
+// Authorization: Bearer on every request (none while it holds none): the
+// token of a client process can change during a run (msgToken).
+type bearer struct {
+	inner  http.RoundTripper
+	secret atomic.Pointer[string]
+}
+
+// set makes secret the token of the requests sent from now on.
+func (b *bearer) set(secret string) { b.secret.Store(&secret) }
+
+// RoundTrip implements http.RoundTripper.
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	if s := b.secret.Load(); s != nil && *s != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+*s)
+	}
+	return b.inner.RoundTrip(req)
+}

@@ -137,16 +137,22 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
-	opts := []transport.ClientOption{transport.WithHTTPClient(hc), transport.WithToken(cfg.Token)}
+	// Every request carries the client's ACL token of the moment: the
+	// checker hands it a new one when it deleted the old (msgToken).
+	bt := &bearer{inner: hc.Transport}
+	bt.set(cfg.Token)
+	hc.Transport = bt
+	l.token = bt.set
+	opts := []transport.ClientOption{transport.WithHTTPClient(hc)}
 	// The Go client's requests go through la, which answers msgWhere.
 	la := &lastAddr{inner: hc.Transport}
 	l.where = la.last
-	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}), transport.WithToken(cfg.Token))
+	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
-	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn, token: cfg.Token}, link: l, naive: true}
+	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn}, link: l, naive: true}
 	for _, a := range cfg.Addrs {
 		rc, err := transport.NewClient([]string{a}, append(opts, transport.WithRequestTimeout(readTimeout))...)
 		if err != nil {

@@ -14,15 +14,17 @@ import (
 // addFaultFlags adds --unsafe-fault, which exists only in a build with
 // -tags raftlock_faults (the fault checker's "can it fail" runs).
 func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
-	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads; comma-separated)", func(v string) error {
+	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads, revoke-without-notice; comma-separated)", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			switch strings.TrimSpace(name) {
 			case "skip-lock-delay":
 				f.SkipLockDelay = true
 			case "local-reads":
 				f.LocalReads = true
+			case "revoke-without-notice":
+				f.RevokeWithoutNotice = true
 			default:
-				return fmt.Errorf("unknown fault %q (want skip-lock-delay or local-reads)", name)
+				return fmt.Errorf("unknown fault %q (want skip-lock-delay, local-reads or revoke-without-notice)", name)
 			}
 		}
 		return nil
