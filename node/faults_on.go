@@ -12,8 +12,9 @@ type Faults struct {
 	LocalReads bool
 	// RevokeWithoutNotice lets an operator's revocation (a restore into the
 	// running cluster, a token deletion) free the revoked grants at once,
-	// without waiting for their holders to learn of it (issue 26). Until
-	// that protection exists, the build behaves so with or without it.
+	// without waiting for their holders to learn of it: every lock-delay
+	// running after such an action ends at once (DESIGN.md, "Server
+	// actions never outrun the holder").
 	RevokeWithoutNotice bool
 }
 

@@ -342,6 +342,23 @@ func delaysToRestart(locks []fsm.Lock) []restartedDelay {
 	return out
 }
 
+// endDelaysNow ends every running lock-delay at once: the broken build of
+// the fault switch revoke-without-notice (Faults), which frees the locks an
+// operator's action revoked before their holders can know. Never called
+// otherwise.
+func (n *Node) endDelaysNow() {
+	for _, r := range delaysToRestart(n.fsm.Locks("")) {
+		n.mu.Lock()
+		if t, ok := n.timers[r.key]; ok {
+			t.Stop()
+			delete(n.timers, r.key)
+			delete(n.timerDue, r.key)
+		}
+		n.mu.Unlock()
+		n.scheduleTimer(r.key, 0)
+	}
+}
+
 // armDelay schedules the end of the lock-delay k after d, on this node's
 // monotonic clock. k.until names the delay in the log (EndDelay carries
 // it); it is a wall-clock value stamped by whichever leader started the

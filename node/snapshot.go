@@ -193,6 +193,9 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 		return transport.RestoreInfo{}, fmt.Errorf("restore: %w", mapRaftError(err))
 	}
 	n.afterRestore()
+	if n.cfg.Faults.revokeWithoutNotice() {
+		n.endDelaysNow()
+	}
 	index, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	sum, _ := fsm.Inspect(state)
 	n.log.Warn("state restored from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,

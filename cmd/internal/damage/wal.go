@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/hashicorp/raft"
 )
 
 // raft-wal's segment format, as far as the damage needs it
@@ -70,14 +72,72 @@ func NewestSettledCommandInWAL(path string, n int, rng *rand.Rand) error {
 	if len(starts) < 2 {
 		return fmt.Errorf("damage: %s holds %d append batch(es), not two", path, len(starts))
 	}
-	ats := NewestCommand(data[:starts[len(starts)-1]])
-	if len(ats) == 0 {
+	final := starts[len(starts)-1]
+	var at, end int
+	if ats := NewestCommand(data[:final]); len(ats) > 0 {
+		at, end = ats[len(ats)-1], min(len(data), ats[len(ats)-1]+n)
+	} else if cmds := walCommands(data, final); len(cmds) > 0 {
+		// Binary commands carry no marker to search for: the newest
+		// command entry's data, past its version and type bytes and
+		// short of its CRC-32C (damage anywhere in it fails the CRC).
+		c := cmds[len(cmds)-1]
+		at, end = c.at+2, c.at+min(c.n-4, 2+n)
+	} else {
 		return fmt.Errorf("damage: no command before the final batch of %s", path)
 	}
-	at := ats[len(ats)-1]
-	rng.Read(data[at:min(len(data), at+n)])
+	rng.Read(data[at:end])
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("damage: %w", err)
 	}
 	return nil
+}
+
+// walCommand is where one command's data lies in a raft-wal segment.
+type walCommand struct{ at, n int }
+
+// walCommands lists the commands (raft.LogCommand entries with at least 8
+// bytes of data) of the entry frames that start before end in a raft-wal
+// segment's data, in order. An entry's payload is raft-wal's BinaryCodec:
+// uvarints index, term and type, then the data with its uvarint length.
+func walCommands(data []byte, end int) []walCommand {
+	var out []walCommand
+	for at := walFileHeader; at+walFrameHeader <= end; {
+		typ, l := data[at], int(binary.LittleEndian.Uint32(data[at+4:]))
+		switch typ {
+		case walFrameEntry, walFrameIndex:
+			p := at + walFrameHeader
+			if typ == walFrameEntry && p+l <= len(data) {
+				if off, n, ok := commandData(data[p : p+l]); ok {
+					out = append(out, walCommand{p + off, n})
+				}
+			}
+			at = p + l + (walFrameHeader-l%walFrameHeader)%walFrameHeader
+		case walFrameCommit:
+			at += walFrameHeader
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// commandData finds the data of a raft-wal entry payload p whose log type
+// is a command: its offset in p and its length.
+func commandData(p []byte) (off, n int, ok bool) {
+	var typ uint64
+	for i := range 3 {
+		v, k := binary.Uvarint(p[off:])
+		if k <= 0 {
+			return 0, 0, false
+		}
+		if i == 2 {
+			typ = v
+		}
+		off += k
+	}
+	ln, k := binary.Uvarint(p[off:])
+	if k <= 0 || typ != uint64(raft.LogCommand) || ln < 8 || uint64(len(p)-off-k) < ln {
+		return 0, 0, false
+	}
+	return off + k, int(ln), true
 }

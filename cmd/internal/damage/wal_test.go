@@ -1,0 +1,83 @@
+package damage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// segment builds a raft-wal segment's bytes: the file header, then each
+// batch's entries as entry frames followed by a commit frame.
+func segment(t *testing.T, batches ...[]*raft.Log) []byte {
+	t.Helper()
+	out := make([]byte, walFileHeader)
+	for _, b := range batches {
+		for _, l := range b {
+			var p bytes.Buffer
+			if err := (&wal.BinaryCodec{}).Encode(l, &p); err != nil {
+				t.Fatal(err)
+			}
+			h := make([]byte, walFrameHeader)
+			h[0] = walFrameEntry
+			binary.LittleEndian.PutUint32(h[4:], uint32(p.Len()))
+			out = append(out, h...)
+			out = append(out, p.Bytes()...)
+			out = append(out, make([]byte, (walFrameHeader-p.Len()%walFrameHeader)%walFrameHeader)...)
+		}
+		out = append(out, walFrameCommit, 0, 0, 0, 1, 2, 3, 4)
+	}
+	return out
+}
+
+// TestWALDamageFindsBinaryCommands: with the binary command format there is
+// no JSON envelope to search for; the damage finds the newest command entry
+// before the final batch through raft-wal's codec and damages its data
+// between the version and type bytes and the CRC, so that the command's
+// checksum fails.
+func TestWALDamageFindsBinaryCommands(t *testing.T) {
+	cmd := func(now int64) []byte {
+		c := fsm.Command{Type: fsm.CmdCloseSession, Now: now, CloseSession: &fsm.SessionRef{ID: "0123456789abcdef0123456789abcdef"}}
+		b, err := c.EncodeAs(fsm.VersionBinary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	older, newer, last := cmd(1), cmd(2), cmd(3)
+	data := segment(t,
+		[]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: older}, {Index: 2, Term: 1, Type: raft.LogNoop}},
+		[]*raft.Log{{Index: 3, Term: 1, Type: raft.LogCommand, Data: newer}},
+		[]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: last}})
+	path := filepath.Join(t.TempDir(), "seg.wal")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewestSettledCommandInWAL(path, 32, rand.New(rand.NewSource(1))); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(data, newer)
+	if _, err := fsm.Decode(got[at : at+len(newer)]); err == nil {
+		t.Fatal("the newest settled command still decodes after the damage")
+	}
+	for _, keep := range [][]byte{older, last} {
+		i := bytes.Index(data, keep)
+		if !bytes.Equal(got[i:i+len(keep)], keep) {
+			t.Fatal("the damage reached another command than the newest settled one")
+		}
+	}
+	if !bytes.Equal(got[:at], data[:at]) || !bytes.Equal(got[at+len(newer):], data[at+len(newer):]) {
+		t.Fatal("the damage reached outside the command's data")
+	}
+}
