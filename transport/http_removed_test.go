@@ -96,3 +96,31 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 		t.Fatalf("HTTP %d %s, headers %v", resp.StatusCode, body, resp.Header)
 	}
 }
+
+// A client given only n1 reaches the leader n1 names once it was
+// removed.
+func TestClientFollowsTheLeaderARemovedNodeNames(t *testing.T) {
+	current := newFakeService("n6")
+	cur := newTestServer(t, current)
+	current.setLeader(LeaderInfo{ID: "n6", HTTPAddr: hostOf(cur), Self: true, Term: 7})
+	n1 := newFakeService("n1")
+	svc := &removedService{fakeService: n1, peers: []string{hostOf(cur)}}
+	svc.member.Store(true)
+	old := svc.serve(t)
+	n1.setLeader(LeaderInfo{ID: "n1", HTTPAddr: hostOf(old), Self: true, Term: 5})
+	c, err := NewClient([]string{hostOf(old)}, WithMemberSync(DefaultMemberSync))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LockState(testCtx(t), "x"); err != nil { // n1 leads
+		t.Fatal(err)
+	}
+	svc.member.Store(false)
+	n1.setLeader(LeaderInfo{Term: 5}) // removed: it knows no leader
+	if _, err := c.LockState(testCtx(t), "x"); err != nil {
+		t.Fatalf("lock read through a removed node: %v", err)
+	}
+	if current.Calls("LockState") != 1 {
+		t.Fatalf("the leader served %d reads, want 1", current.Calls("LockState"))
+	}
+}
