@@ -39,12 +39,13 @@ type syncState struct {
 	// running is set while one runs.
 	last    time.Time
 	running bool
+	// due is when the next periodic sync is due (Unix ns; 0 before the
+	// first call), read without mu so that a call pays no lock for it.
+	due atomic.Int64
 	// hints are leader addresses that answers named and the client could
 	// not take (a removed node's hint while the list is full): where the
 	// next sync also asks.
 	hints []string
-	// syncs counts the syncs that changed the address list (tests).
-	syncs int
 	// active is set once the client has seen that the addresses it was
 	// given are the members' own HTTP addresses (see WithMemberSync):
 	// only then does it take addresses from the cluster.
@@ -162,19 +163,26 @@ func (c *Client) maybeSync(urgent bool) {
 	if !c.syncOn() {
 		return
 	}
+	now := time.Now()
+	if due := c.sync.due.Load(); !urgent && due != 0 && now.UnixNano() < due {
+		return
+	}
 	c.sync.mu.Lock()
 	if c.sync.last.IsZero() {
-		c.sync.last = time.Now() // the client's first call
+		// The client's first call: the period starts now.
+		c.sync.last = now
+		c.sync.due.Store(now.Add(c.syncEvery).UnixNano())
 	}
 	gap := c.syncEvery
 	if urgent {
 		gap = minSyncGap
 	}
-	if c.sync.running || time.Since(c.sync.last) < gap {
+	if c.sync.running || now.Sub(c.sync.last) < gap {
 		c.sync.mu.Unlock()
 		return
 	}
-	c.sync.running, c.sync.last = true, time.Now()
+	c.sync.running, c.sync.last = true, now
+	c.sync.due.Store(now.Add(c.syncEvery).UnixNano())
 	c.sync.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -258,7 +266,6 @@ func (c *Client) applyMembers(info ClusterInfo) {
 		}
 		if !slices.Equal(next, cur) {
 			c.addrs.Store(&next)
-			c.sync.syncs++
 		}
 		c.sync.mu.Unlock()
 	}
