@@ -71,12 +71,13 @@ const (
 // Leader tracking: the client learns the leader's HTTP address from every
 // answer (headers X-Raftlock-Leader-Addr and X-Raftlock-Term) and from
 // Cluster, when its term is not older than the one already known; calls
-// then start at the leader instead of going through a follower. An address
-// the client does not know is added to its list (WithMemberSync, on by
-// default; with it off, only the addresses given to NewClient are used),
-// and the list follows the cluster's members (client_sync.go), so that a
-// client keeps working when every member it was given has been replaced. An attempt at the leader
-// that fails over to another node forgets it. An address where an attempt's
+// then start at the leader instead of going through a follower. With the
+// member sync (WithMemberSync: on by default for a client given two
+// addresses or more) an address the client does not know is added to its
+// list, and the list follows the cluster's members (client_sync.go), so
+// that a client keeps working when every member it was given has been
+// replaced; without it, only the addresses given to NewClient are used.
+// An attempt at the leader that fails over to another node forgets it. An address where an attempt's
 // own timeout fired without an answer (a frozen or black-holed node), or
 // whose dial failed, is suspect for a few seconds (5 s) or until it answers
 // again: calls do not start there and retries skip it while another address
@@ -461,7 +462,7 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 				addrs, idx, pos = r, rotated, rotated
 			}
 		} else {
-			pos, viaLeader = c.pick(idx, failed)
+			pos, viaLeader = c.pick(addrs, idx, failed)
 		}
 		if len(addrs) == 0 {
 			last = api.Errorf(api.CodeNoLeader, "no address to reach the cluster at")
@@ -665,13 +666,13 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	return nil, &attemptError{err: api.Errorf(api.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 }
 
-// pick chooses where the next attempt of a call without a resolver goes,
-// c.cur being idx: the known leader, unless it is suspect or an attempt of
+// pick chooses where the next attempt of a call without a resolver goes
+// among addrs (the client's list as the call read it), c.cur being idx:
+// the known leader, unless it is suspect or an attempt of
 // this call at it asked to rotate (in failed); otherwise the first address
 // from idx on that is not suspect, or idx's if all are. It returns the
-// position in c.list() (modulo its length) and whether it is the leader's.
-func (c *Client) pick(idx uint64, failed []string) (pos uint64, viaLeader bool) {
-	addrs := c.list()
+// position in addrs (modulo its length) and whether it is the leader's.
+func (c *Client) pick(addrs []string, idx uint64, failed []string) (pos uint64, viaLeader bool) {
 	n := uint64(len(addrs))
 	now := time.Now()
 	t := &c.track

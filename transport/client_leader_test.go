@@ -409,13 +409,13 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 func TestClientStartsAtTheRotationWhenEveryAddressIsSuspect(t *testing.T) {
 	c, _ := newCountingClient(t, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})
 	c.noAnswer("127.0.0.1:2", true)
-	if pos, viaLeader := c.pick(1, nil); pos%3 != 2 || viaLeader {
+	if pos, viaLeader := c.pick(c.list(), 1, nil); pos%3 != 2 || viaLeader {
 		t.Fatalf("pick from 1 with 2 suspect: %d %v, want 2 (the third address)", pos, viaLeader)
 	}
 	c.noAnswer("127.0.0.1:1", true)
 	c.noAnswer("127.0.0.1:3", true)
 	for idx := range uint64(3) {
-		if pos, viaLeader := c.pick(idx, nil); pos != idx || viaLeader {
+		if pos, viaLeader := c.pick(c.list(), idx, nil); pos != idx || viaLeader {
 			t.Fatalf("pick from %d with all suspect: %d %v, want %d", idx, pos, viaLeader, idx)
 		}
 	}
