@@ -8,16 +8,18 @@ import (
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
 )
 
 // TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL pins the
 // rule that a queue place its waiter gave up on is given back however long
 // the cluster cannot answer (issue 26, item 5): a waiter (ttl 20 s) gives
-// up while two of three nodes (the leader and a follower) are frozen; they thaw 25 s later, longer
-// than one TTL. The holder then unlocks, and the lock must go to the next
-// waiter, not to the abandoned place (held by nobody for as long as its
-// session lives). Every session survives: their grace is longer than the
-// outage.
+// up while both followers of a 3-node cluster are frozen and the leader
+// has stepped down; they thaw 25 s later, longer than one TTL. The holder
+// then unlocks, and the lock must go to the next waiter, not to the
+// abandoned place (held by nobody for as long as its session lives).
+// Every session survives: the new leader restarts their leases, and their
+// client-side grace is longer than the outage.
 func TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes")
@@ -79,12 +81,18 @@ func TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL(t *testing.T) 
 	}()
 	proccluster.Eventually(t, 10*time.Second, "the next waiter to queue", waiters(2))
 
-	// Quorum lost: the leader and a follower freeze. The other follower
-	// answers no_leader, so no release attempt reaches any log (a lone
-	// leader would keep the entry and commit it once its peers are back).
-	frozen := []int{li, (li + 1) % 3}
-	for _, i := range frozen {
-		c.Freeze(i)
+	// Quorum lost: both followers freeze. The leader, alone, steps down
+	// once its lease runs out; only then does the waiter give up, so that
+	// no release attempt reaches any log (a lone leader would keep the
+	// entry and commit it once its peers are back). After the outage a
+	// new election restarts every lease with the failover grace (the
+	// sessions survive an outage longer than their TTL only so).
+	var frozen []int
+	for i := range c.Nodes {
+		if i != li {
+			c.Freeze(i)
+			frozen = append(frozen, i)
+		}
 	}
 	thawed := false
 	thaw := func() {
@@ -96,6 +104,20 @@ func TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL(t *testing.T) 
 		}
 	}
 	defer thaw()
+	alone, err := transport.NewClient([]string{c.Nodes[li].HTTPAddr}, transport.WithRequestTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proccluster.Eventually(t, 10*time.Second, "the lone leader to step down", func() error {
+		h, err := alone.Health(ctx)
+		if err != nil {
+			return err
+		}
+		if h.IsLeader {
+			return fmt.Errorf("%s still leads (term %d)", c.Nodes[li].ID, h.Term)
+		}
+		return nil
+	})
 	bcancel()
 	if err := <-berr; err != context.Canceled {
 		t.Fatalf("the abandoned Lock returned %v, want context.Canceled", err)
@@ -126,8 +148,11 @@ func TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL(t *testing.T) 
 			st.Holders, st.Waiters)
 	}
 	for _, s := range []*session.Session{a, b, next} {
-		if st := s.State(); st != session.Safe {
-			t.Fatalf("session %s is %v after the outage, want safe", s.Name(), st)
-		}
+		proccluster.Eventually(t, 10*time.Second, "session "+s.Name()+" to be safe after the outage", func() error {
+			if st := s.State(); st != session.Safe {
+				return fmt.Errorf("%v", st)
+			}
+			return nil
+		})
 	}
 }
