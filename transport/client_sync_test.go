@@ -180,3 +180,26 @@ func TestClientGivenOneAddressStaysWithIt(t *testing.T) {
 	healthGoesTo(t, two, cnt2, a.addr())
 	healthGoesTo(t, two, cnt2, stranger.addr())
 }
+
+// A learned address takes the scheme of the given ones.
+func TestLearnedAddressesTakeTheGivenScheme(t *testing.T) {
+	for _, tc := range []struct {
+		given []string
+		want  string
+	}{
+		{[]string{"https://127.0.0.1:1", "https://127.0.0.1:2"}, "https://127.0.0.1:3/x"},
+		{[]string{"127.0.0.1:1", "http://127.0.0.1:2"}, "http://127.0.0.1:3/x"},
+	} {
+		c, err := NewClient(tc.given)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.learn("127.0.0.1:1", 1) // a given address leads: the sync may add
+		if !c.addLearned("127.0.0.1:3") {
+			t.Fatalf("%v: the address was not added", tc.given)
+		}
+		if got := c.url("127.0.0.1:3", "/x"); got != tc.want {
+			t.Errorf("%v: learned address URL %q, want %q", tc.given, got, tc.want)
+		}
+	}
+}
