@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -15,6 +16,7 @@ import (
 var (
 	_ transport.MembershipService = (*Node)(nil)
 	_ transport.BootstrapStater   = (*Node)(nil)
+	_ transport.MembershipView    = (*Node)(nil)
 )
 
 // MinVoters is the fewest voters RemoveMember leaves without force: a
@@ -364,4 +366,32 @@ func (n *Node) inConfiguration(id string) bool {
 		}
 	}
 	return false
+}
+
+// Removed reports whether this node was removed from the cluster: its
+// latest Raft configuration has members, and it is not one of them. peers
+// are then the peer ports (Raft addresses) of the members it knows of
+// (that configuration's, then the member table's records), where its HTTP
+// API asks who leads now; none for a node without a peer port. A node
+// that joins and has no configuration yet is not removed.
+func (n *Node) Removed() (removed bool, peers []string) {
+	conf, err := n.configuration()
+	if err != nil || len(conf.Servers) == 0 {
+		return false, nil
+	}
+	for _, s := range conf.Servers {
+		if string(s.ID) == n.cfg.ID {
+			return false, nil
+		}
+		peers = append(peers, string(s.Address))
+	}
+	for _, m := range n.fsm.Members() {
+		if m.ID != n.cfg.ID && m.RaftAddr != "" && !slices.Contains(peers, m.RaftAddr) {
+			peers = append(peers, m.RaftAddr)
+		}
+	}
+	if n.peer == nil {
+		peers = nil
+	}
+	return true, peers
 }

@@ -816,23 +816,64 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 	return l, nil
 }
 
-// releaseAbandoned releases, best effort and in the background, a grant
-// that an abandoned acquire may have obtained.
+// releaseAbandoned releases, in the background, a grant or a queue place
+// that an abandoned acquire may have obtained. It keeps trying until the
+// cluster answers (released, or not_holder: there was nothing to give back)
+// or the session is over (expired or closed: the cluster frees the
+// session's grants and places itself), because a place left behind is
+// granted later and then held by nobody for as long as the session lives.
+// Each attempt is bounded by the session's TTL (the Backend retries
+// transient failures within it); the pause between attempts doubles from
+// retryInterval(ttl) to ttl. An outage longer than one TTL (a quorum loss,
+// a lost-quorum recovery) therefore delays the release, never drops it.
 func (s *Session) releaseAbandoned(name, holder string) {
 	s.mu.Lock()
 	if s.state.over() {
 		s.mu.Unlock()
 		return
 	}
-	ttl := s.ttl
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		ctx, cancel := withTimeout(s.ctx, s.clock, ttl)
-		defer cancel()
-		_ = s.b.Release(ctx, api.ReleaseRequest{Name: name, Session: s.id, Holder: holder})
+		req := api.ReleaseRequest{Name: name, Session: s.id, Holder: holder}
+		var pause time.Duration
+		for {
+			ttl := s.TTL()
+			ctx, cancel := withTimeout(s.ctx, s.clock, ttl)
+			err := s.b.Release(ctx, req)
+			cancel()
+			if s.ctx.Err() != nil || !releaseRetryable(err) {
+				return
+			}
+			if pause == 0 {
+				pause = retryInterval(ttl)
+			} else {
+				pause = min(2*pause, ttl)
+			}
+			if sleep(s.ctx, s.clock, pause) != nil {
+				return
+			}
+		}
 	}()
+}
+
+// releaseRetryable reports whether a background release that failed with
+// err should be tried again: the cluster did not answer (no leader, an
+// unknown outcome, no node reachable, the attempt's deadline, any error
+// that is not the cluster's answer) or answered that it is out of a
+// resource for now. Any other answer is final: released (nil), not_holder
+// (nothing to give back), session_not_found (the session is gone, and its
+// grants with it), or a refusal that a retry would meet again.
+func releaseRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch api.CodeOf(err) {
+	case api.CodeNoLeader, api.CodeUnknownOutcome, api.CodeUnreachable, api.CodeInternal, api.CodeResourceExhausted:
+		return true
+	}
+	return false
 }
 
 // link returns a context done when ctx is done or the session is over.

@@ -1111,3 +1111,118 @@ func TestLostLockStaysLostAndIsReleasedWhenSessionRecovers(t *testing.T) {
 		}
 	})
 }
+
+// abandonRig opens a holder of "a" and a second session (ttl 3 s) whose
+// Lock of "a" is abandoned while the fake's Release calls hang, as they do
+// while the cluster has no quorum: the abandoned place stays queued.
+// outage turns the hang off when set to false.
+func abandonRig(t *testing.T) (r *rig, holder *Lock, waiter *Session, outage *atomic.Bool) {
+	r = newRig(t)
+	outage = new(atomic.Bool)
+	outage.Store(true)
+	r.fb.SetHook(func(ctx context.Context, c apitest.Call) error {
+		if c.Method != "Release" || !outage.Load() {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	s1 := r.open(TTL(60 * time.Second))
+	waiter = r.open(TTL(3 * time.Second))
+	holder, err := s1.Lock(context.Background(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := waiter.Lock(ctx, "a")
+		errc <- err
+	}()
+	eventually(t, "waiter to queue", func() bool { return r.fb.Waiting("Acquire") == 1 })
+	cancel()
+	if err := <-errc; err != context.Canceled {
+		t.Fatalf("Lock after cancel = %v, want context.Canceled", err)
+	}
+	r.settle(waiter)
+	return r, holder, waiter, outage
+}
+
+func TestAbandonedPlaceIsReleasedAfterAnOutageLongerThanTheTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, holder, waiter, outage := abandonRig(t)
+		start := r.fc.Now()
+		// Seven TTLs of outage: each attempt ends at its 3 s bound, and
+		// the pause after it doubles from ttl/10 up to the ttl.
+		r.runTo(waiter, start.Add(21*time.Second))
+		var gaps []time.Duration
+		calls := r.fb.Log("Release")
+		for i := 1; i < len(calls); i++ {
+			gaps = append(gaps, calls[i].At.Sub(calls[i-1].At))
+		}
+		want := []time.Duration{3300 * time.Millisecond, 3600 * time.Millisecond, 4200 * time.Millisecond, 5400 * time.Millisecond}
+		if len(gaps) < len(want) {
+			t.Fatalf("%d release attempts in 21 s of outage (gaps %v), want at least %d", len(calls), gaps, len(want)+1)
+		}
+		for i, w := range want {
+			if gaps[i] != w {
+				t.Fatalf("gaps between release attempts %v, want %v first", gaps, want)
+			}
+		}
+		if st := r.fb.Peek("a"); st.Waiters != 1 {
+			t.Fatalf("%d waiters during the outage, want the abandoned place", st.Waiters)
+		}
+		outage.Store(false) // quorum is back
+		r.runTo(waiter, start.Add(30*time.Second))
+		if st := r.fb.Peek("a"); st.Waiters != 0 {
+			t.Fatalf("%d waiters after the outage: the abandoned place was not released", st.Waiters)
+		}
+		n := r.fb.Calls("Release")
+		if err := holder.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if hs := r.holders("a"); len(hs) != 0 {
+			t.Fatalf("the lock went to %+v after its holder released it, want it free", hs)
+		}
+		// Released: no more attempts.
+		r.runTo(waiter, start.Add(60*time.Second))
+		if got := r.fb.Calls("Release"); got != n+1 {
+			t.Fatalf("%d Release calls after the place was released, want only the holder's Unlock", got-n)
+		}
+	})
+}
+
+func TestAbandonedReleaseStopsWhenTheSessionCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, waiter, _ := abandonRig(t)
+		start := r.fc.Now()
+		r.runTo(waiter, start.Add(10*time.Second))
+		if r.fb.Calls("Release") < 2 {
+			t.Fatalf("%d release attempts in 10 s of outage, want retries", r.fb.Calls("Release"))
+		}
+		if err := waiter.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		// Close waited for the session's goroutines: the retry loop is
+		// gone (the bubble would not end otherwise), and nothing calls.
+		n := r.fb.Calls("Release")
+		r.runTo(waiter, start.Add(60*time.Second))
+		if got := r.fb.Calls("Release"); got != n {
+			t.Fatalf("%d Release calls after Close", got-n)
+		}
+	})
+}
+
+func TestAbandonedReleaseStopsAtTheClustersAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, waiter, outage := abandonRig(t)
+		start := r.fc.Now()
+		r.runTo(waiter, start.Add(3100*time.Millisecond)) // the first attempt was cut at 3 s
+		outage.Store(false)
+		r.fb.Fail("Release", api.Errorf(api.CodeNotHolder, "not the holder"))
+		r.runTo(waiter, start.Add(60*time.Second))
+		if got := r.fb.Calls("Release"); got != 2 {
+			t.Fatalf("%d Release calls, want 2: one cut by the outage, one answered not_holder", got)
+		}
+	})
+}

@@ -83,8 +83,8 @@ func (s *Session) Leader(ctx context.Context, name string) (Leader, error) {
 
 // Observe streams the leaders of the election name, with its timers on the
 // session's Clock; see the package function Observe.
-func (s *Session) Observe(ctx context.Context, name string) (<-chan Leader, error) {
-	return observe(ctx, s.b, s.clock, name)
+func (s *Session) Observe(ctx context.Context, name string, opts ...WatchOption) (<-chan Leader, error) {
+	return observe(ctx, s.b, s.clock, name, opts)
 }
 
 // CurrentLeader returns the current leader of the election name (a
@@ -126,13 +126,14 @@ func CurrentLeader(ctx context.Context, b api.Backend, name string) (Leader, err
 // set. A server from before histories (answers with GrantsSince 0) gets the
 // old behaviour: Observe reports the leader each answer shows, and may skip
 // leaders without setting Gap. The channel is closed when ctx is done.
-func Observe(ctx context.Context, b api.Backend, name string) (<-chan Leader, error) {
-	return observe(ctx, b, RealClock(), name)
+// With OnWatchError the caller learns of every query that failed.
+func Observe(ctx context.Context, b api.Backend, name string, opts ...WatchOption) (<-chan Leader, error) {
+	return observe(ctx, b, RealClock(), name, opts)
 }
 
 // observe is Observe with its timers on clock.
-func observe(ctx context.Context, b api.Backend, clock Clock, name string) (<-chan Leader, error) {
-	states, err := watch(ctx, b, clock, name)
+func observe(ctx context.Context, b api.Backend, clock Clock, name string, opts []WatchOption) (<-chan Leader, error) {
+	states, err := watch(ctx, b, clock, name, opts)
 	if err != nil {
 		return nil, fmt.Errorf("observe %s: %w", name, err)
 	}

@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -19,6 +20,23 @@ const (
 	watchPause = time.Second
 )
 
+// WatchOption configures Watch and Observe.
+type WatchOption func(*watchConfig)
+
+type watchConfig struct {
+	onError func(error)
+}
+
+// OnWatchError makes a watch (or Observe) call f with the error of every
+// query that failed, after the Backend's own retries, before it asks
+// again: a watch whose queries keep failing (no node answers, every node
+// it knows was removed from the cluster, a token deleted) says so instead
+// of staying silent. An error does not end the watch. f is called from
+// the watch's goroutine and must return quickly.
+func OnWatchError(f func(error)) WatchOption {
+	return func(c *watchConfig) { c.onError = f }
+}
+
 // Watch streams the state of the lock name as the leader sees it: first
 // its current state, then each change. It is built on blocking queries
 // (Backend.WatchLock), so a change arrives as soon as the leader applies
@@ -29,13 +47,18 @@ const (
 // a change by at most 15 s (one query's wait and slack) before the watch
 // asks another. The channel is closed when ctx is done. Only the name is
 // checked up front. Its timers run on the real clock; Session.Watch runs
-// them on the session's.
-func Watch(ctx context.Context, b api.Backend, name string) (<-chan api.LockState, error) {
-	return watch(ctx, b, RealClock(), name)
+// them on the session's. The channel carries states only: with
+// OnWatchError the caller also learns of every query that failed.
+func Watch(ctx context.Context, b api.Backend, name string, opts ...WatchOption) (<-chan api.LockState, error) {
+	return watch(ctx, b, RealClock(), name, opts)
 }
 
 // watch is Watch with its timers on clock.
-func watch(ctx context.Context, b api.Backend, clock Clock, name string) (<-chan api.LockState, error) {
+func watch(ctx context.Context, b api.Backend, clock Clock, name string, opts []WatchOption) (<-chan api.LockState, error) {
+	var cfg watchConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if b == nil {
 		return nil, api.Errorf(api.CodeInvalidArgument, "watch: nil backend")
 	}
@@ -64,6 +87,9 @@ func watch(ctx context.Context, b api.Backend, clock Clock, name string) (<-chan
 				return
 			}
 			if err != nil {
+				if cfg.onError != nil {
+					cfg.onError(fmt.Errorf("watch %s: %w", name, err))
+				}
 				// A query cut by its own bound is asked again at once
 				// (elsewhere: the backend skips a node that did not answer).
 				if !sliceEnded && sleep(ctx, clock, watchPause) != nil {
@@ -104,6 +130,6 @@ func SameLockState(a, b api.LockState) bool {
 
 // Watch streams the state of the lock name, with its timers on the
 // session's Clock; see the package function Watch.
-func (s *Session) Watch(ctx context.Context, name string) (<-chan api.LockState, error) {
-	return watch(ctx, s.b, s.clock, name)
+func (s *Session) Watch(ctx context.Context, name string, opts ...WatchOption) (<-chan api.LockState, error) {
+	return watch(ctx, s.b, s.clock, name, opts)
 }

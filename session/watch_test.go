@@ -174,3 +174,54 @@ func TestSessionWatchRunsOnTheSessionClock(t *testing.T) {
 		}
 	})
 }
+
+// A watch whose queries fail reports each error through OnWatchError and
+// goes on: it is never silent about a cluster it cannot reach.
+func TestWatchReportsFailedQueries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := apitest.New()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// A change, so that the fake's index is not 0 (a query from index
+		// 0 answers at once).
+		if _, err := f.OpenSession(ctx, api.OpenRequest{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		f.Fail("WatchLock", api.Errorf(api.CodeNoLeader, "removed node"), api.Errorf(api.CodeUnauthenticated, "token deleted"))
+		errs := make(chan error, 4)
+		ch, err := Watch(ctx, f, "w", OnWatchError(func(err error) { errs <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := recv(t, ch, "state after the errors"); st.Name != "w" {
+			t.Fatalf("state %+v", st)
+		}
+		for _, want := range []api.Code{api.CodeNoLeader, api.CodeUnauthenticated} {
+			select {
+			case err := <-errs:
+				if api.CodeOf(err) != want {
+					t.Fatalf("reported %v, want code %s", err, want)
+				}
+			default:
+				t.Fatalf("no error reported, want code %s", want)
+			}
+		}
+		// Observe takes the option too.
+		f.Fail("WatchLock", api.Errorf(api.CodeNoLeader, "again"))
+		leaders, err := Observe(ctx, f, "e", OnWatchError(func(err error) { errs <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		select {
+		case err := <-errs:
+			if api.CodeOf(err) != api.CodeNoLeader {
+				t.Fatalf("Observe reported %v", err)
+			}
+		case <-leaders:
+			t.Fatal("a leader of a lock nobody holds")
+		default:
+			t.Fatal("Observe reported no error")
+		}
+	})
+}

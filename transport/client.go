@@ -70,10 +70,14 @@ const (
 //
 // Leader tracking: the client learns the leader's HTTP address from every
 // answer (headers X-Raftlock-Leader-Addr and X-Raftlock-Term) and from
-// Cluster, but only when it is one of the addresses given to NewClient and
-// its term is not older than the one already known; calls then start at
-// the leader instead of going through a follower. An attempt at the leader
-// that fails over to another node forgets it. An address where an attempt's
+// Cluster, when its term is not older than the one already known; calls
+// then start at the leader instead of going through a follower. With the
+// member sync (WithMemberSync: on by default for a client given two
+// addresses or more) an address the client does not know is added to its
+// list, and the list follows the cluster's members (client_sync.go), so
+// that a client keeps working when every member it was given has been
+// replaced; without it, only the addresses given to NewClient are used.
+// An attempt at the leader that fails over to another node forgets it. An address where an attempt's
 // own timeout fired without an answer (a frozen or black-holed node), or
 // whose dial failed, is suspect for a few seconds (5 s) or until it answers
 // again: calls do not start there and retries skip it while another address
@@ -81,10 +85,19 @@ const (
 // (e.g. a waiting acquire's poll) makes neither. With WithResolver, the
 // resolver's order alone decides where attempts go.
 type Client struct {
-	// addrs are the nodes' host:port; https holds those given as
-	// https://host:port.
-	addrs      []string
+	// seeds are the addresses given to NewClient (host:port); https holds
+	// those given as https://host:port; learnHTTPS is the scheme of the
+	// addresses the client learns from the cluster (https if any seed was).
+	seeds      []string
 	https      map[string]bool
+	learnHTTPS bool
+	// addrs is the current address list (list): the seeds at first, then
+	// what the client learns from the cluster (client_sync.go).
+	addrs atomic.Pointer[[]string]
+	// syncEvery is the period of the member sync (WithMemberSync; <= 0:
+	// off); sync is its state.
+	syncEvery  time.Duration
+	sync       syncState
 	tls        *tls.Config
 	hc         *http.Client
 	timeout    time.Duration
@@ -110,7 +123,7 @@ type Client struct {
 
 // tracker is a Client's view of the leader and of the addresses that did
 // not answer; it is used only without a resolver, and only for addresses
-// in Client.addrs.
+// in the client's list (Client.list).
 type tracker struct {
 	mu sync.Mutex
 	// leader is the HTTP address of the known leader ("" if none) and
@@ -224,7 +237,7 @@ func WithFailFast(d time.Duration) ClientOption {
 // an answer named it (see Client).
 func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 	c := &Client{timeout: DefaultRequestTimeout, minBackoff: DefaultMinBackoff, maxBackoff: DefaultMaxBackoff,
-		suspectFor: suspectPeriod, https: map[string]bool{}}
+		suspectFor: suspectPeriod, https: map[string]bool{}, syncEvery: syncUnset}
 	for _, a := range addrs {
 		a = strings.TrimSpace(a)
 		if a == "" {
@@ -234,16 +247,27 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		if slices.Contains(c.addrs, hostport) && c.https[hostport] != secure {
+		if slices.Contains(c.seeds, hostport) && c.https[hostport] != secure {
 			return nil, fmt.Errorf("raftlock client: address %s given both with and without https://", hostport)
 		}
-		c.addrs = append(c.addrs, hostport)
+		c.seeds = append(c.seeds, hostport)
 		c.https[hostport] = secure
+		c.learnHTTPS = c.learnHTTPS || secure
 	}
+	seeds := slices.Clone(c.seeds)
+	c.addrs.Store(&seeds)
 	for _, o := range opts {
 		o(c)
 	}
-	if len(c.addrs) == 0 && c.resolve == nil {
+	if c.syncEvery == syncUnset {
+		// A client given one address talks to that node (a probe of one
+		// node, a reader pinned to it); one given the members follows them.
+		c.syncEvery = 0
+		if len(c.seeds) >= 2 {
+			c.syncEvery = DefaultMemberSync
+		}
+	}
+	if len(c.seeds) == 0 && c.resolve == nil {
 		return nil, errors.New("raftlock client: no address")
 	}
 	if c.maxBackoff < c.minBackoff {
@@ -287,7 +311,11 @@ func splitScheme(a string) (hostport string, secure bool, err error) {
 
 // url is the URL of path (escaped) at addr, https if addr was given so.
 func (c *Client) url(addr, path string) string {
-	if c.https[addr] {
+	secure, given := c.https[addr]
+	if !given {
+		secure = c.learnHTTPS
+	}
+	if secure {
 		return "https://" + addr + path
 	}
 	return "http://" + addr + path
@@ -423,8 +451,9 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 	var rotated uint64    // failed attempts of this call that asked to rotate
 	var failed []string   // addresses where this call's attempts asked to rotate
 	for {
+		c.maybeSync(false)
 		idx := c.cur.Load()
-		addrs := c.addrs
+		addrs := c.list()
 		pos, viaLeader := idx, false
 		if c.resolve != nil {
 			if r := c.resolve(); len(r) > 0 {
@@ -433,7 +462,7 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 				addrs, idx, pos = r, rotated, rotated
 			}
 		} else {
-			pos, viaLeader = c.pick(idx, failed)
+			pos, viaLeader = c.pick(addrs, idx, failed)
 		}
 		if len(addrs) == 0 {
 			last = api.Errorf(api.CodeNoLeader, "no address to reach the cluster at")
@@ -470,6 +499,11 @@ func (c *Client) do(ctx context.Context, cl *call) (http.Header, error) {
 		if ae.rotate {
 			rotated++
 			failed = append(failed, addr)
+			if c.resolve == nil && coversAll(failed, addrs) {
+				// Every address this call knows failed: ask the cluster
+				// (and the seeds) where its members are now.
+				c.maybeSync(true)
+			}
 			if viaLeader {
 				// The leader's address is not where c.cur points, unless
 				// it happens to be.
@@ -632,24 +666,25 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	return nil, &attemptError{err: api.Errorf(api.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 }
 
-// pick chooses where the next attempt of a call without a resolver goes,
-// c.cur being idx: the known leader, unless it is suspect or an attempt of
+// pick chooses where the next attempt of a call without a resolver goes
+// among addrs (the client's list as the call read it), c.cur being idx:
+// the known leader, unless it is suspect or an attempt of
 // this call at it asked to rotate (in failed); otherwise the first address
 // from idx on that is not suspect, or idx's if all are. It returns the
-// position in c.addrs (modulo its length) and whether it is the leader's.
-func (c *Client) pick(idx uint64, failed []string) (pos uint64, viaLeader bool) {
-	n := uint64(len(c.addrs))
+// position in addrs (modulo its length) and whether it is the leader's.
+func (c *Client) pick(addrs []string, idx uint64, failed []string) (pos uint64, viaLeader bool) {
+	n := uint64(len(addrs))
 	now := time.Now()
 	t := &c.track
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.leader != "" && !c.suspectLocked(t.leader, now) && !slices.Contains(failed, t.leader) {
-		if i := slices.Index(c.addrs, t.leader); i >= 0 {
+		if i := slices.Index(addrs, t.leader); i >= 0 {
 			return uint64(i), true
 		}
 	}
 	for k := range n {
-		if !c.suspectLocked(c.addrs[(idx+k)%n], now) {
+		if !c.suspectLocked(addrs[(idx+k)%n], now) {
 			return idx + k, false
 		}
 	}
@@ -719,13 +754,24 @@ func (c *Client) learn(leader string, term uint64) {
 	c.learnLocked(leader, term)
 }
 
-// learnLocked takes leader for the leader at term if it is one of the
-// client's addresses (it never sends to an address it was not given) and
-// term is not older than the known leader's. c.track.mu is held.
+// learnLocked takes leader for the leader at term if term is not older
+// than the known leader's and leader is one of the client's addresses;
+// with the member sync on, an address the client does not know yet is
+// added first (addLearned), so that a client follows the cluster through
+// a rotation of its members. c.track.mu is held.
 func (c *Client) learnLocked(leader string, term uint64) {
 	t := &c.track
-	if term < t.term || !slices.Contains(c.addrs, leader) {
+	if slices.Contains(c.seeds, leader) {
+		// The given addresses are the members' own: follow the cluster.
+		c.sync.active.Store(true)
+	}
+	if term < t.term {
 		return
+	}
+	if !slices.Contains(c.list(), leader) {
+		if !c.addLearned(leader) {
+			return
+		}
 	}
 	t.leader, t.term = leader, term
 }
@@ -737,7 +783,7 @@ func (c *Client) moveOn(addr string) {
 		return // the resolver decides where calls start
 	}
 	idx := c.cur.Load()
-	if len(c.addrs) > 0 && c.addrs[idx%uint64(len(c.addrs))] == addr {
+	if addrs := c.list(); len(addrs) > 0 && addrs[idx%uint64(len(addrs))] == addr {
 		c.cur.CompareAndSwap(idx, idx+1)
 	}
 }
@@ -970,6 +1016,11 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 	var out ClusterInfo
 	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/cluster", out: &out, idempotent: true}); err != nil {
 		return ClusterInfo{}, err
+	}
+	if c.syncOn() {
+		// The members' addresses become the client's (WithMemberSync).
+		c.applyMembers(out)
+		return out, nil
 	}
 	for _, m := range out.Members {
 		if m.ID == out.Leader && m.HTTPAddr != "" {

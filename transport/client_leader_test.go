@@ -180,15 +180,16 @@ func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
 	}
 }
 
-// A leader address that is not one of the client's addresses, even one
-// spelled differently from a configured one, is never used.
-func TestClientIgnoresALeaderAddressItWasNotGiven(t *testing.T) {
+// With the member sync off, a leader address that is not one of the
+// client's addresses, even one spelled differently from a configured one,
+// is never used.
+func TestClientWithoutMemberSyncIgnoresALeaderAddressItWasNotGiven(t *testing.T) {
 	a, b, stranger := newScriptedNode(t), newScriptedNode(t), newScriptedNode(t)
 	_, port, err := net.SplitHostPort(b.addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, cnt := newCountingClient(t, []string{a.addr(), b.addr()})
+	c, cnt := newCountingClient(t, []string{a.addr(), b.addr()}, WithMemberSync(-1))
 	for _, la := range []string{stranger.addr(), net.JoinHostPort("localhost", port)} {
 		a.names(la, 5)
 		for range 3 {
@@ -307,7 +308,7 @@ func skipsSuspect(t *testing.T, bad string) {
 	if _, err := c.KeepAlive(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.addrs[c.cur.Load()%2]; got != bad {
+	if got := c.list()[c.cur.Load()%2]; got != bad {
 		t.Fatalf("the rotation points at %s, want the suspect %s", got, bad)
 	}
 	for range 4 {
@@ -408,13 +409,13 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 func TestClientStartsAtTheRotationWhenEveryAddressIsSuspect(t *testing.T) {
 	c, _ := newCountingClient(t, []string{"127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"})
 	c.noAnswer("127.0.0.1:2", true)
-	if pos, viaLeader := c.pick(1, nil); pos%3 != 2 || viaLeader {
+	if pos, viaLeader := c.pick(c.list(), 1, nil); pos%3 != 2 || viaLeader {
 		t.Fatalf("pick from 1 with 2 suspect: %d %v, want 2 (the third address)", pos, viaLeader)
 	}
 	c.noAnswer("127.0.0.1:1", true)
 	c.noAnswer("127.0.0.1:3", true)
 	for idx := range uint64(3) {
-		if pos, viaLeader := c.pick(idx, nil); pos != idx || viaLeader {
+		if pos, viaLeader := c.pick(c.list(), idx, nil); pos != idx || viaLeader {
 			t.Fatalf("pick from %d with all suspect: %d %v, want %d", idx, pos, viaLeader, idx)
 		}
 	}

@@ -65,15 +65,16 @@ func (c *Client) Restore(ctx context.Context, data []byte, minToken uint64) (Res
 // a failure after a request with a body was sent (unknown_outcome).
 func (c *Client) raw(ctx context.Context, method, path string, q url.Values, body []byte, ok func(*http.Response) error) error {
 	what := method + " " + path
-	if len(c.addrs) == 0 {
+	addrs := c.list()
+	if len(addrs) == 0 {
 		return fmt.Errorf("raftlock %s: %w", what, api.Errorf(api.CodeInvalidArgument, "the client has no fixed address to send it to (WithResolver only)"))
 	}
 	backoff := c.minBackoff
 	var last error
 	for round := 0; ; round++ {
 		start := c.cur.Load()
-		for i := range c.addrs {
-			addr := c.addrs[(start+uint64(i))%uint64(len(c.addrs))]
+		for i := range addrs {
+			addr := addrs[(start+uint64(i))%uint64(len(addrs))]
 			u := c.url(addr, path)
 			if len(q) > 0 {
 				u += "?" + q.Encode()

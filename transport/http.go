@@ -45,6 +45,9 @@ type Server struct {
 	// fault, set only in a build with -tags raftlock_faults
 	// (WithUnsafeLocalReads).
 	localReads bool
+	// removed is what a node removed from the cluster last learned from
+	// its peers about the leader (http_removed.go).
+	removed removedHint
 }
 
 // ServerOption configures a Server.

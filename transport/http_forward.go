@@ -20,6 +20,9 @@ import (
 func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
 	addr := li.ForwardAddr()
 	if addr == "" {
+		if s.answerRemoved(w, r) {
+			return
+		}
 		s.writeError(w, r, api.Errorf(api.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
 		return
 	}

@@ -239,7 +239,7 @@ func TestClientAddressSchemes(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"http://127.0.0.1:1/x", "http://127.0.0.1:2/x", "https://127.0.0.1:3/x"}
-	for i, a := range c.addrs {
+	for i, a := range c.list() {
 		if got := c.url(a, "/x"); got != want[i] {
 			t.Errorf("url(%q) = %q, want %q", a, got, want[i])
 		}
