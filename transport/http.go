@@ -157,6 +157,16 @@ func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.
 				li = s.svc.Leader()
 			}
 			if !li.Self {
+				// A header-only check before forwarding: with ACLs on, a
+				// request without a well-formed token is refused here, so
+				// that its body (a restore's up to 1 GiB) never travels.
+				if !open {
+					if err := s.checkBearer(r); err != nil {
+						w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+						s.writeError(w, r, err)
+						return
+					}
+				}
 				s.forward(w, r, li)
 				return
 			}
@@ -194,6 +204,18 @@ func (s *Server) authenticate(r *http.Request) (context.Context, error) {
 		return nil, err
 	}
 	return api.WithPrincipal(r.Context(), p), nil
+}
+
+// checkBearer refuses (unauthenticated), with ACLs on, a request whose
+// Authorization header is not a bearer token: what the leader would
+// answer, decided from the header alone.
+func (s *Server) checkBearer(r *http.Request) error {
+	as, ok := s.svc.(ACLService)
+	if !ok || !as.ACLEnabled() {
+		return nil
+	}
+	_, err := api.ParseBearer(r.Header.Get("Authorization"))
+	return err
 }
 
 // ServeHTTP implements http.Handler.

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/cmd/internal/proccluster"
+	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// aclCluster starts a three-node --acl cluster of raftlockd processes,
+// bootstraps its ACLs and returns it with the management token's secret.
+func aclCluster(ctx context.Context, t *testing.T, extra ...string) (*proccluster.Cluster, string) {
+	t.Helper()
+	c := proccluster.Start(t, proccluster.BuildDaemon(t), 3, append([]string{"--acl"}, extra...)...)
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	boot, err := c.Client().ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatalf("acl bootstrap: %v", err)
+	}
+	return c, boot.Secret
+}
+
+// procKB reads a field of /proc/PID/status in kB (VmRSS, VmHWM).
+func procKB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			if err != nil {
+				t.Fatalf("%s: %q: %v", field, line, err)
+			}
+			return kb
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// rawUpload posts size bytes of zeros to path at addr over a raw TCP
+// connection, writing the body while it reads the answer: it returns the
+// answer and how many body bytes the kernel took before the server closed
+// the connection (or the whole size).
+func rawUpload(ctx context.Context, t *testing.T, addr, path, secret string, size int64) (*http.Response, []byte, int64) {
+	t.Helper()
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n",
+		path, addr, secret, size)
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatal(err)
+	}
+	var written atomic.Int64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		chunk := make([]byte, 64<<10)
+		for written.Load() < size {
+			n := min(int64(len(chunk)), size-written.Load())
+			m, err := conn.Write(chunk[:n])
+			written.Add(int64(m))
+			if err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("read the answer (after %d body bytes): %v", written.Load(), err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	// The server closes the connection after its answer (it does not read
+	// the rest of a large body); the writer then fails and stops.
+	_ = conn.(*net.TCPConn).CloseRead()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatalf("the upload neither finished nor was cut off (%d bytes written)", written.Load())
+	}
+	return resp, body, written.Load()
+}
+
+// TestRestoreRefusesNonAdminBeforeReadingTheBody pins issue 27 item 6: a
+// read-only token's 300 MB restore upload is refused permission_denied on
+// the leader and through a follower, and the server took no more than a
+// few MiB of it (socket buffers), where it used to read and buffer it all.
+func TestRestoreRefusesNonAdminBeforeReadingTheBody(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, admin := aclCluster(ctx, t)
+	tok, err := c.Client(transport.WithToken(admin)).CreateToken(ctx, api.TokenRequest{Name: "reader", Rules: []string{"read:"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follower := (leader + 1) % len(c.Nodes)
+	const size = 300 << 20
+	// The bound: loopback socket buffers (a few MiB each way) and what
+	// net/http discards of an unread body (256 KiB), far below the upload.
+	const bound = 32 << 20
+	for _, target := range []struct {
+		name string
+		i    int
+	}{{"leader", leader}, {"follower", follower}} {
+		pid := c.PID(target.i)
+		before := procKB(t, pid, "VmRSS")
+		resp, body, written := rawUpload(ctx, t, c.Nodes[target.i].HTTPAddr, "/v1/snapshot/restore", tok.Secret, size)
+		after, hwm := procKB(t, pid, "VmRSS"), procKB(t, pid, "VmHWM")
+		t.Logf("via the %s: HTTP %d after %d of %d body bytes; its RSS %d -> %d kB (peak %d kB)",
+			target.name, resp.StatusCode, written, size, before, after, hwm)
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"permission_denied"`) {
+			t.Fatalf("via the %s: HTTP %d %s, want 403 permission_denied", target.name, resp.StatusCode, body)
+		}
+		if written > bound {
+			t.Fatalf("via the %s: the server took %d bytes of a refused upload; want at most %d", target.name, written, bound)
+		}
+	}
+	// An admin's upload is taken in, but spooled to the data dir and
+	// checked there: 200 MB that are not a backup are refused without
+	// costing their size in memory, and the spool file is gone.
+	pid := c.PID(leader)
+	before := procKB(t, pid, "VmRSS")
+	resp, body, _ := rawUpload(ctx, t, c.Nodes[leader].HTTPAddr, "/v1/snapshot/restore", admin, 200<<20)
+	after, hwm := procKB(t, pid, "VmRSS"), procKB(t, pid, "VmHWM")
+	t.Logf("admin, 200 MB of zeros: HTTP %d; leader RSS %d -> %d kB (peak %d kB)", resp.StatusCode, before, after, hwm)
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "not a valid raftlock backup") {
+		t.Fatalf("admin, 200 MB of zeros: HTTP %d %s, want 400 invalid_argument", resp.StatusCode, body)
+	}
+	if hwm > 150<<10 {
+		t.Errorf("the leader's peak RSS is %d kB after a 200 MB upload: it was buffered, not spooled", hwm)
+	}
+	left, err := filepath.Glob(filepath.Join(c.Flag(leader, "--data-dir"), "restore-upload-*"))
+	if err != nil || len(left) > 0 {
+		t.Errorf("spool files left behind: %v %v", left, err)
+	}
+}
