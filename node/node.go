@@ -167,6 +167,18 @@ type Config struct {
 	// bootstrapping one (raftlockd --join); ignored on a node whose
 	// configuration includes it.
 	Join *JoinConfig
+	// MaxConnsPerIP caps the connections one source IP holds open on the
+	// peer port (zero: transport.DefaultMaxConnsPerIP; else in
+	// [transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP]); the IPs
+	// of the cluster's members (its Raft configuration and Peers) are
+	// exempt, so that clients cannot starve the peers (connlimit.go).
+	// raftlockd --max-conns-per-ip sets it and the client port's cap.
+	MaxConnsPerIP int
+	// IdleTimeout closes the peer port's API connections idle that long
+	// (zero: transport.DefaultIdleTimeout; else in
+	// [transport.MinIdleTimeout, transport.MaxIdleTimeout]); raftlockd
+	// --http-idle-timeout sets it and the client port's.
+	IdleTimeout time.Duration
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
@@ -215,6 +227,9 @@ func (c *Config) fill() error {
 		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
 	}
 	if err := c.Limits.Resolve(); err != nil {
+		return fmt.Errorf("node: config: %w", err)
+	}
+	if err := c.checkConnLimits(); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.MaxExpiriesPerTick < 0 {
@@ -320,6 +335,9 @@ type Node struct {
 	// peerLn, if set, is the listener of the peer API (after the bootstrap
 	// probe had the port).
 	peerLn net.Listener
+	// memberIPs are the members' IPs, exempt from the peer port's
+	// per-IP connection cap (connlimit.go).
+	memberIPs memberIPs
 }
 
 // New is Start without a deadline.
@@ -386,6 +404,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = rn.Transport
 	}
 	n.trans = trans
+	if n.peer != nil {
+		n.memberIPs.n = n
+		n.peer.LimitConnsPerIP(cfg.MaxConnsPerIP, n.memberIPs.contains)
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -416,12 +438,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	n.memberIPs.raft.Store(r)
 	if n.peer != nil {
 		ln := n.peerLn
 		if ln == nil {
 			ln = n.peer.Peers
 		}
-		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"))
+		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
 	}
 	if n.peer != nil {
 		n.peer.OnInboundLost(n.onInboundLost)

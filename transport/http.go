@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"path"
@@ -220,6 +221,7 @@ func (s *Server) checkBearer(r *http.Request) error {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	watchBody(w, r)
 	rw := &responseWriter{ResponseWriter: w}
 	start, route := time.Now(), ""
 	defer func() { s.observeRequest(rw, route, start) }()
@@ -257,6 +259,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	route = pattern
 	s.serveRoute(rw, r, h, pattern)
+}
+
+// watchBody pushes a restore upload's read deadline (ReadTimeout, set by
+// ConfigureServer when the request's first byte came) ReadTimeout further
+// after each piece that arrives, so that a large backup may take as long
+// as it keeps arriving; any other request must arrive whole within
+// ReadTimeout. (net/http lifts the deadline itself once a body has been
+// read, so a waiting acquire or a blocking query, which waits after
+// reading, is never cut by it.)
+func watchBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || !isSnapshotUpload(r) {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: http.NewResponseController(w)}
+}
+
+// deadlineBody is a restore upload's body: each piece read pushes the
+// connection's read deadline (watchBody).
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && err == nil {
+		_ = b.rc.SetReadDeadline(time.Now().Add(ReadTimeout))
+	}
+	return n, err
 }
 
 // recoverPanic turns a handler panic into a 500 internal answer.

@@ -31,19 +31,21 @@ type PeerServer struct {
 	done chan struct{}
 }
 
-// ServePeers serves svc's API on ln (RaftNet.Peers) until Close.
-func ServePeers(ln net.Listener, svc Service, log hclog.Logger) *PeerServer {
+// ServePeers serves svc's API on ln (RaftNet.Peers) until Close, with the
+// timeouts of ConfigureServer: idle connections are closed after idle
+// (zero: DefaultIdleTimeout).
+func ServePeers(ln net.Listener, svc Service, log hclog.Logger, idle time.Duration) *PeerServer {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
 	p := &PeerServer{
 		srv: &http.Server{
-			Handler:           NewServer(svc, WithLogger(log), peerRoutes),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			Handler:  NewServer(svc, WithLogger(log), peerRoutes),
+			ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		},
 		done: make(chan struct{}),
 	}
+	ConfigureServer(p.srv, idle)
 	go func() {
 		defer close(p.done)
 		if err := p.srv.Serve(ln); err != nil && err != http.ErrServerClosed {

@@ -164,3 +164,121 @@ func TestRestoreRefusesNonAdminBeforeReadingTheBody(t *testing.T) {
 		t.Errorf("spool files left behind: %v %v", left, err)
 	}
 }
+
+// limitedDaemon writes a script that runs bin with at most nofile open
+// files (soft and hard), as a node under a service manager's limit runs.
+func limitedDaemon(t *testing.T, bin string, nofile int) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "raftlockd-limited")
+	body := fmt.Sprintf("#!/bin/sh\nulimit -n %d || exit 97\nexec %q \"$@\"\n", nofile, bin)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
+}
+
+// flood opens n connections from the local address from to addr, each of
+// which sends one request (GET /v1/health) and then idles; it returns the
+// connections that were answered (the others were refused or closed).
+func flood(ctx context.Context, t *testing.T, from, addr string, n int) []net.Conn {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	var open []net.Conn
+	for range n {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			continue
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			c.Close()
+			continue
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		_ = c.SetDeadline(time.Time{})
+		open = append(open, c)
+	}
+	t.Cleanup(func() {
+		for _, c := range open {
+			c.Close()
+		}
+	})
+	return open
+}
+
+// TestIdleConnectionsAreCappedPerSourceAndClosed pins issue 27 item 7 on
+// nodes limited to 1024 open files: 1,500 connections to each of the
+// leader's ports from one foreign source (127.0.0.2), each idle after one
+// request, are capped per source (--max-conns-per-ip), so the leader
+// still serves a new client and its peers still replicate over new
+// connections (a restarted follower is needed for the quorum); and idle
+// connections are closed after --http-idle-timeout.
+func TestIdleConnectionsAreCappedPerSourceAndClosed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const capPerIP = 200
+	bin := limitedDaemon(t, proccluster.BuildDaemon(t), 1024)
+	c := proccluster.Start(t, bin, 3, "--max-conns-per-ip", strconv.Itoa(capPerIP), "--http-idle-timeout", "3s")
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := c.Nodes[leader]
+	var held []net.Conn
+	for _, port := range []struct{ name, addr string }{{"http", l.HTTPAddr}, {"peer", c.Flag(leader, "--raft-addr")}} {
+		open := flood(ctx, t, "127.0.0.2", port.addr, 1500)
+		t.Logf("%s port: %d of 1500 connections from 127.0.0.2 answered and held", port.name, len(open))
+		if len(open) > capPerIP {
+			t.Errorf("%s port: %d connections from one source held open; the cap is %d", port.name, len(open), capPerIP)
+		}
+		held = append(held, open...)
+	}
+	// A new client is served.
+	only := func(i int) *transport.Client {
+		cl, err := transport.NewClient([]string{c.Nodes[i].HTTPAddr}, transport.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	if _, err := only(leader).Health(ctx); err != nil {
+		t.Fatalf("the flooded leader does not serve a new client: %v", err)
+	}
+	// Peers replicate over new connections: restart one follower, then
+	// stop the other, so that every write needs the restarted one.
+	f1, f2 := (leader+1)%3, (leader+2)%3
+	c.Kill(f1)
+	c.Restart(f1)
+	c.Kill(f2)
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	if _, err := only(leader).OpenSession(wctx, api.OpenRequest{TTL: time.Minute, Name: "after-flood"}); err != nil {
+		t.Fatalf("no write commits with the restarted follower while the leader is flooded: %v", err)
+	}
+	c.Restart(f2)
+	// Every idle connection is closed by the node.
+	proccluster.Eventually(t, 30*time.Second, "idle connections closed", func() error {
+		for i, conn := range held {
+			if conn == nil {
+				continue
+			}
+			_ = conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+			var b [1]byte
+			if _, err := conn.Read(b[:]); err == io.EOF || (err != nil && !os.IsTimeout(err)) {
+				held[i] = nil
+				continue
+			}
+			return fmt.Errorf("connection %d (%s) still open", i, conn.RemoteAddr())
+		}
+		return nil
+	})
+}

@@ -67,6 +67,10 @@ type options struct {
 	metricsOpen bool
 	// logStore: --log-store and --migrate-log-store (migrate.go).
 	logStore logStoreOptions
+	// maxConnsPerIP and idleTimeout: --max-conns-per-ip and
+	// --http-idle-timeout, on both ports.
+	maxConnsPerIP int
+	idleTimeout   time.Duration
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -104,6 +108,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", transport.DefaultMaxConnsPerIP,
+		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP))
+	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", transport.DefaultIdleTimeout,
+		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", transport.MinIdleTimeout, transport.MaxIdleTimeout))
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -121,6 +129,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if err := o.limits.Check(); err != nil {
+		return o, err
+	}
+	if o.maxConnsPerIP < transport.MinMaxConnsPerIP || o.maxConnsPerIP > transport.MaxMaxConnsPerIP {
+		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP)
+	}
+	if err := node.CheckIdleTimeout("--http-idle-timeout", o.idleTimeout); err != nil {
 		return o, err
 	}
 	if err := o.backup.check(o.dev, o.dataDir); err != nil {
@@ -405,10 +419,11 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}
 	s.http = &http.Server{
-		Handler:           transport.NewServer(n, sopts...),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		Handler:  transport.NewServer(n, sopts...),
+		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	transport.ConfigureServer(s.http, o.idleTimeout)
+	ln = transport.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
 		s.http.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)
@@ -446,6 +461,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
+		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,
