@@ -122,7 +122,7 @@ type SessionRecord struct {
 	Locks map[string]struct{} `json:"-"`
 	// Holds counts its holds and waits (one per lock and holder id): what
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
-	// Restore.
+	// Restore; it changes only through FSM.count.
 	Holds int `json:"-"`
 }
 
@@ -322,6 +322,10 @@ type FSM struct {
 	owned   map[string]int
 	now     int64
 	applied uint64
+	// tokenLocks and tokenWaits count the holds and waits, and the waits
+	// alone, of each ACL token's sessions, for api.Limits.LocksPerToken
+	// and WaitersPerToken; changed only through count, rebuilt on Load.
+	tokenLocks, tokenWaits map[string]int
 	// free holds the histories of free locks (*Lock values with no
 	// holders, waiters or delay), least recently freed first; freeAt
 	// finds them by name and freeGrants counts their grants.
@@ -362,6 +366,7 @@ func (f *FSM) reset() {
 	f.members = make(map[string]Member)
 	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
 	f.owned = make(map[string]int)
+	f.tokenLocks, f.tokenWaits = make(map[string]int), make(map[string]int)
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
@@ -521,6 +526,26 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 	return StatusOK, ""
 }
 
+// count adds holds to session s's holds and waits (Holds), and both holds
+// and waits (its waits alone) to its token's sums (tokenLocks, tokenWaits).
+func (f *FSM) count(s *SessionRecord, holds, waits int) {
+	s.Holds += holds
+	if s.Owner == "" {
+		return
+	}
+	for _, c := range [...]struct {
+		m map[string]int
+		d int
+	}{{f.tokenLocks, holds}, {f.tokenWaits, waits}} {
+		if c.d == 0 {
+			continue
+		}
+		if c.m[s.Owner] += c.d; c.m[s.Owner] <= 0 {
+			delete(c.m, s.Owner)
+		}
+	}
+}
+
 // disown counts a session of token owner (empty: none) closed.
 func (f *FSM) disown(owner string) {
 	if owner == "" {
@@ -540,6 +565,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 	}
 	delete(f.sessions, id)
 	f.disown(s.Owner)
+	f.count(s, -s.Holds, 0) // its waits are counted off below, as dropped
 	for _, name := range sortedKeys(s.Locks) {
 		l := f.locks[name]
 		if l == nil {
@@ -558,6 +584,7 @@ func (f *FSM) removeSession(index uint64, id string, expire bool) Status {
 		keptW := l.Waiters[:0]
 		for _, w := range l.Waiters {
 			if w.Session == id {
+				f.count(s, 0, -1)
 				f.emit(Event{Kind: EventWaitEnded, Lock: name, Session: id, Holder: w.Holder, Reason: WaitSessionGone})
 				continue
 			}
@@ -711,8 +738,14 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		u.Locks = len(f.locks) + 1
 	}
 	u.SessionLocks = s.Holds + 1
+	if s.Owner != "" {
+		u.TokenLocks = f.tokenLocks[s.Owner] + 1
+	}
 	if !grantable {
 		u.Waiters = len(l.Waiters) + 1
+		if s.Owner != "" {
+			u.TokenWaiters = f.tokenWaits[s.Owner] + 1
+		}
 	}
 	if err := c.Limits.Exceeded(u); err != nil {
 		r.Status, r.Refusal = StatusResourceExhausted, err.Message
@@ -728,13 +761,14 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	}
 	f.locks[c.Lock] = l
 	s.addLock(c.Lock)
-	s.Holds++
 	if grantable {
+		f.count(s, 1, 0)
 		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
 		f.changed(index, l)
 		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
 		return r
 	}
+	f.count(s, 1, 1)
 	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value,
 		WaitFor: c.WaitFor, WaitSet: index})
 	f.emit(Event{Kind: EventWaitSet, Lock: c.Lock, Session: c.Session, Holder: c.Holder, WaitFor: c.WaitFor, Index: index})
@@ -836,7 +870,8 @@ func (f *FSM) dropFree(e *list.Element) {
 func (f *FSM) grantWaiters(index uint64, l *Lock) {
 	for len(l.Waiters) > 0 && !l.Delayed {
 		w := l.Waiters[0]
-		if _, ok := f.sessions[w.Session]; !ok {
+		ws, ok := f.sessions[w.Session]
+		if !ok {
 			l.Waiters = l.Waiters[1:]
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder, Reason: WaitSessionGone})
 			continue
@@ -845,6 +880,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 			return
 		}
 		l.Waiters = l.Waiters[1:]
+		f.count(ws, 0, -1)
 		f.grant(index, l, Holder{Session: w.Session, Holder: w.Holder, Value: w.Value}, w.Mode)
 	}
 }
@@ -898,7 +934,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
-			f.sessions[c.Session].Holds--
+			f.count(f.sessions[c.Session], -1, 0)
 			f.forget(l, c.Session)
 			f.changed(index, l)
 			return StatusOK
@@ -925,7 +961,7 @@ func (f *FSM) dequeue(l *Lock, c *LockRef, why WaitEnd) bool {
 			}
 			l.Waiters = append(l.Waiters[:i:i], l.Waiters[i+1:]...)
 			if s := f.sessions[c.Session]; s != nil {
-				s.Holds--
+				f.count(s, -1, -1)
 			}
 			f.forget(l, c.Session)
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder, Reason: why})
@@ -1259,13 +1295,13 @@ func (f *FSM) Load(data []byte) error {
 		for _, h := range l.Holders {
 			if s := f.sessions[h.Session]; s != nil {
 				s.addLock(l.Name)
-				s.Holds++
+				f.count(s, 1, 0)
 			}
 		}
 		for _, w := range l.Waiters {
 			if s := f.sessions[w.Session]; s != nil {
 				s.addLock(l.Name)
-				s.Holds++
+				f.count(s, 1, 1)
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -281,4 +282,87 @@ func TestIdleConnectionsAreCappedPerSourceAndClosed(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestOneTokenCannotTakeEveryLockSlot pins issue 27 item 8 end to end: with
+// --max-locks-per-token 5 and --max-waiters-per-token 2, a write token's
+// sixth lock over two sessions, and its third wait, are refused
+// resource_exhausted (429), while another token still takes locks.
+func TestOneTokenCannotTakeEveryLockSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, admin := aclCluster(ctx, t, "--max-locks-per-token", "5", "--max-waiters-per-token", "2")
+	ac := c.Client(transport.WithToken(admin))
+	// The leader writes the caps once every member has recorded that its
+	// build reads the command format that carries them.
+	proccluster.Eventually(t, time.Minute, "every member reads the per-token caps", func() error {
+		info, err := ac.Cluster(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range info.Members {
+			if m.Commands != fsm.Version {
+				return fmt.Errorf("member %s reads command version %d", m.ID, m.Commands)
+			}
+		}
+		if len(info.Members) != 3 {
+			return fmt.Errorf("%d members", len(info.Members))
+		}
+		return nil
+	})
+	clientOf := func(name string) *transport.Client {
+		tok, err := ac.CreateToken(ctx, api.TokenRequest{Name: name, Rules: []string{"write:"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Client(transport.WithToken(tok.Secret))
+	}
+	greedy, other := clientOf("greedy"), clientOf("other")
+	open := func(cl *transport.Client) string {
+		info, err := cl.OpenSession(ctx, api.OpenRequest{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.ID
+	}
+	s1, s2, o := open(greedy), open(greedy), open(other)
+	for i := range 5 {
+		s := []string{s1, s2}[i%2]
+		if _, err := greedy.Acquire(ctx, api.AcquireRequest{Name: fmt.Sprintf("slot/%d", i), Session: s, Holder: "h"}); err != nil {
+			t.Fatalf("lock %d of 5: %v", i, err)
+		}
+	}
+	_, err := greedy.Acquire(ctx, api.AcquireRequest{Name: "slot/5", Session: s2, Holder: "h"})
+	if api.CodeOf(err) != api.CodeResourceExhausted || !strings.Contains(err.Error(), "locks this token's sessions hold or wait for") {
+		t.Fatalf("the token's sixth lock: %v, want resource_exhausted", err)
+	}
+	if _, err := other.Acquire(ctx, api.AcquireRequest{Name: "slot/5", Session: o, Holder: "h"}); err != nil {
+		t.Fatalf("another token's lock: %v", err)
+	}
+	// Waits: free three slots, wait twice on other's locks, the third
+	// wait is refused (2 holds and 3 waits would pass the waiters' cap
+	// before the locks' cap).
+	for i := range 3 {
+		if err := greedy.Release(ctx, api.ReleaseRequest{Name: fmt.Sprintf("slot/%d", i), Session: []string{s1, s2}[i%2], Holder: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("other/%d", i)
+		if _, err := other.Acquire(ctx, api.AcquireRequest{Name: name, Session: o, Holder: "h"}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err := greedy.Acquire(wctx, api.AcquireRequest{Name: name, Session: s1, Holder: "h", Wait: time.Minute})
+		wcancel()
+		if i < 2 && api.CodeOf(err) == api.CodeResourceExhausted {
+			t.Fatalf("wait %d of 2 refused: %v", i+1, err)
+		}
+		if i == 2 && (api.CodeOf(err) != api.CodeResourceExhausted || !strings.Contains(err.Error(), "waits of this token's sessions")) {
+			t.Fatalf("the token's third wait: %v, want resource_exhausted", err)
+		}
+	}
 }

@@ -101,6 +101,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.limits.WaitersPerLock, "max-waiters-per-lock", api.DefaultMaxWaitersPerLock, "most waiters in one lock's queue (every node the same)")
 	fs.IntVar(&o.limits.LocksPerSession, "max-locks-per-session", api.DefaultMaxLocksPerSession, "most holds and waits of one session, one per lock and holder id (every node the same)")
 	fs.IntVar(&o.limits.SessionsPerToken, "max-sessions-per-token", api.DefaultMaxSessionsPerToken, "most open sessions of one ACL token, with --acl (every node the same)")
+	fs.IntVar(&o.limits.LocksPerToken, "max-locks-per-token", api.DefaultMaxLocksPerToken, "most holds and waits of one ACL token's sessions together, with --acl (every node the same)")
+	fs.IntVar(&o.limits.WaitersPerToken, "max-waiters-per-token", api.DefaultMaxWaitersPerToken, "most waits of one ACL token's sessions together, with --acl (every node the same)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "this node's certificate (PEM): HTTPS on --http-addr, mutual TLS on --raft-addr (with --tls-key, --tls-ca)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "the cluster's CA certificate (PEM): peers (and, with --client-cert-auth, clients) must present a certificate it signed")
