@@ -71,6 +71,8 @@ type options struct {
 	// --http-idle-timeout, on both ports.
 	maxConnsPerIP int
 	idleTimeout   time.Duration
+	// debugRemote allows a non-loopback --debug-addr.
+	debugRemote bool
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -82,7 +84,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on (default: off)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on, plaintext and without a token (default: off; a loopback address unless --debug-allow-remote)")
+	fs.BoolVar(&o.debugRemote, "debug-allow-remote", false, "allow a --debug-addr that is not a loopback address: anyone who reaches it can profile the node")
 	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir, once every peer answered that it is new too)")
 	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -123,6 +126,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.debugAddr != "" && !o.debugRemote && !transport.IsLoopback(o.debugAddr) {
+		return o, fmt.Errorf("--debug-addr %s is not a loopback address: its profiling endpoints are plaintext and need no token; "+
+			"serve them on 127.0.0.1, or pass --debug-allow-remote", o.debugAddr)
 	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
