@@ -364,3 +364,13 @@ func TestTokenCapsTravelOnlyInTheirFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestLoggedBidiNamesStillApply: lock names with bidirectional control
+// characters are refused at the request (api.ValidateLockName), never in
+// Apply, so entries a log holds from before that rule still apply alike.
+func TestLoggedBidiNamesStillApply(t *testing.T) {
+	h := newHarness(t)
+	h.open("s", 0)
+	h.must(StatusGranted, acqCmd("xss/\u202egnp.exe", "s", "h", Exclusive, false))
+	h.must(StatusOK, relCmd("xss/\u202egnp.exe", "s", "h"))
+}
