@@ -371,22 +371,26 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
 }
 
-// logPath is a request's path as log lines show it: a session's routes
-// name the session by its handle, never by its id (a secret capability).
+// logPath is a request's path as log lines and error answers show it: a
+// session is named by its handle, never by its id (a secret capability),
+// whatever the path around it: the segment after any "sessions" segment
+// (so "//v1/sessions/ID" and "/v1//sessions/ID" too), and any segment with
+// a run of 16 hex digits (an id or a token secret in a wrong place), show
+// as handle:H.
 func logPath(p string) string {
-	rest, ok := strings.CutPrefix(p, "/v1/sessions/")
-	if !ok {
+	if !strings.Contains(p, "sessions/") && !hasHexRun(p) {
 		return p
 	}
-	id, tail, slash := strings.Cut(rest, "/")
-	if id == "" {
-		return p
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		if seg == "" {
+			continue
+		}
+		if (i > 0 && segs[i-1] == "sessions") || hasHexRun(seg) {
+			segs[i] = "handle:" + api.SessionHandle(seg)
+		}
 	}
-	out := "/v1/sessions/handle:" + api.SessionHandle(id)
-	if slash {
-		out += "/" + tail
-	}
-	return out
+	return strings.Join(segs, "/")
 }
 
 // expectedCode reports whether code is an answer of the contract rather

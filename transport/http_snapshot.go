@@ -126,7 +126,7 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, peer bool) erro
 	var minToken uint64
 	if v := q.Get("min_token"); v != "" {
 		if minToken, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return invalidf("min_token: %q is not a token (a non-negative integer)", v)
+			return invalidf("min_token: %s is not a token (a non-negative integer)", shown(v))
 		}
 	}
 	ss, err := s.snapshotService()
