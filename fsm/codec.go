@@ -121,6 +121,9 @@ func (c *Command) encodeBinary(version byte) []byte {
 		e.token(c.CreateToken)
 	case CmdDeleteToken:
 		e.str(c.DeleteToken.ID)
+	case CmdACLBootstrapReset:
+		e.uint(c.ACLBootstrapReset.ResetIndex)
+		e.token(&c.ACLBootstrapReset.Token)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
@@ -313,6 +316,10 @@ func decodeBinary(data []byte, version byte) (Command, error) {
 		c.CreateToken = d.token()
 	case CmdDeleteToken:
 		c.DeleteToken = &TokenRef{ID: d.str("id")}
+	case CmdACLBootstrapReset:
+		r := &ACLBootstrapReset{ResetIndex: d.uint("reset_index")}
+		r.Token = *d.token()
+		c.ACLBootstrapReset = r
 	default:
 		return Command{}, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}

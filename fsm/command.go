@@ -76,6 +76,10 @@ const (
 	CmdACLBootstrap CommandType = 9
 	CmdCreateToken  CommandType = 10
 	CmdDeleteToken  CommandType = 11
+	// CmdACLBootstrapReset bootstraps ACLs once more, with the reset
+	// index an operator wrote into the leader's data dir
+	// (ACLBootstrapReset); version 4 (VersionTokenLimits) only.
+	CmdACLBootstrapReset CommandType = 12
 )
 
 // String names the command type.
@@ -103,6 +107,8 @@ func (t CommandType) String() string {
 		return "create_token"
 	case CmdDeleteToken:
 		return "delete_token"
+	case CmdACLBootstrapReset:
+		return "acl_bootstrap_reset"
 	default:
 		return fmt.Sprintf("command(%d)", uint8(t))
 	}
@@ -128,6 +134,8 @@ type Command struct {
 	ACLBootstrap *Token
 	CreateToken  *Token
 	DeleteToken  *TokenRef
+	// ACLBootstrapReset bootstraps ACLs again (a lost bootstrap answer).
+	ACLBootstrapReset *ACLBootstrapReset
 }
 
 // OpenSession creates a session with a leader-generated random id.
@@ -154,6 +162,16 @@ type Token struct {
 	// Created is the clock of the entry that created the token (set by
 	// Apply; zero in the command).
 	Created int64 `json:"created,omitempty"`
+}
+
+// ACLBootstrapReset is an ACL bootstrap after the first: it applies only
+// if ResetIndex is the state's reset index (the log index of the last
+// bootstrap), which an operator read from the refused bootstrap's answer
+// and wrote into the leader's data dir (node: acl-bootstrap-reset). Token
+// is the new management token; the earlier tokens stay.
+type ACLBootstrapReset struct {
+	ResetIndex uint64 `json:"reset_index"`
+	Token      Token  `json:"token"`
 }
 
 // TokenRef names a token to delete.
@@ -286,6 +304,11 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 			c.DeleteToken = new(TokenRef)
 		}
 		return c.DeleteToken, c.DeleteToken != nil, nil
+	case CmdACLBootstrapReset:
+		if alloc {
+			c.ACLBootstrapReset = new(ACLBootstrapReset)
+		}
+		return c.ACLBootstrapReset, c.ACLBootstrapReset != nil, nil
 	default:
 		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}
@@ -304,6 +327,9 @@ func (c *Command) EncodeAs(version byte) ([]byte, error) {
 	}
 	if !set {
 		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
+	}
+	if c.Type == CmdACLBootstrapReset && version < VersionTokenLimits {
+		return nil, fmt.Errorf("encode %s: version %d does not carry it (a replica that reads no more would halt on it)", c.Type, version)
 	}
 	switch version {
 	case VersionTokenLimits:

@@ -265,7 +265,7 @@ func TestDecodeErrors(t *testing.T) {
 		"checksum cut":        valid[:len(valid)-1],
 		"version 255":         append([]byte{255, byte(CmdAcquire)}, body...),
 		"type 0":              checksummed(append([]byte{VersionJSON, 0}, body...)),
-		"type 12":             checksummed(append([]byte{VersionJSON, 12}, body...)),
+		"type 13":             checksummed(append([]byte{VersionJSON, 13}, body...)),
 		"type 255":            checksummed(append([]byte{VersionJSON, 255}, body...)),
 		"bad json":            hdr(VersionJSON, CmdAcquire, `{"now":1,"arg":{`),
 		"not json":            hdr(VersionJSON, CmdAcquire, `hello`),

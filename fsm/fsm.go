@@ -313,10 +313,15 @@ type FSM struct {
 	locks    map[string]*Lock
 	members  map[string]Member
 	// tokens are the ACL tokens by id, byHash the same by secret hash;
-	// bootstrapped: the management token was created (once per cluster).
+	// bootstrapped: the management token was created (once per cluster,
+	// or once more per reset: bootstrapIndex is the log index of the last,
+	// the reset index).
 	tokens       map[string]*Token
 	byHash       map[string]*Token
 	bootstrapped bool
+	// bootstrapIndex: see bootstrapped (0 in a state restored from a
+	// snapshot written before it was kept).
+	bootstrapIndex uint64
 	// owned counts the open sessions of each ACL token (by token id), for
 	// api.Limits.SessionsPerToken; rebuilt on Load.
 	owned   map[string]int
@@ -365,6 +370,7 @@ func (f *FSM) reset() {
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
 	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
+	f.bootstrapIndex = 0
 	f.owned = make(map[string]int)
 	f.tokenLocks, f.tokenWaits = make(map[string]int), make(map[string]int)
 	f.now, f.applied = 0, 0
@@ -491,7 +497,17 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 			break
 		}
 		if r.Status = f.createToken(cmd.ACLBootstrap); r.Status == StatusOK {
-			f.bootstrapped = true
+			f.bootstrapped, f.bootstrapIndex = true, index
+		}
+	case CmdACLBootstrapReset:
+		// Once more, only with the current reset index: a reset file
+		// left behind never allows a second one.
+		if f.bootstrapped && cmd.ACLBootstrapReset.ResetIndex != f.bootstrapIndex {
+			r.Status = StatusAlreadyBootstrapped
+			break
+		}
+		if r.Status = f.createToken(&cmd.ACLBootstrapReset.Token); r.Status == StatusOK {
+			f.bootstrapped, f.bootstrapIndex = true, index
 		}
 	case CmdCreateToken:
 		r.Status = f.createToken(cmd.CreateToken)
@@ -670,6 +686,15 @@ func (f *FSM) Tokens() []Token {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// ACLBootstrapResetIndex is the reset index of the ACL bootstrap: the log
+// index of the last bootstrap (0 if none, or if the state comes from a
+// snapshot written before it was kept).
+func (f *FSM) ACLBootstrapResetIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.bootstrapIndex
 }
 
 // ACLBootstrapped reports whether the management token was created.
@@ -1191,6 +1216,9 @@ type state struct {
 	// snapshot written before ACLs: none, not bootstrapped.
 	Tokens       []Token `json:"tokens,omitempty"`
 	Bootstrapped bool    `json:"acl_bootstrapped,omitempty"`
+	// BootstrapIndex is FSM.bootstrapIndex, the ACL bootstrap's reset
+	// index (absent: 0, from a snapshot written before it was kept).
+	BootstrapIndex uint64 `json:"acl_bootstrap_index,omitempty"`
 	// Digest (hex) is FSM.Digest at Applied, chained since DigestOrigin;
 	// absent from a snapshot written before digests: the chain then
 	// starts again at Applied.
@@ -1229,7 +1257,7 @@ func (f *FSM) dumpLocked() []byte {
 		st.Tokens = append(st.Tokens, *t)
 	}
 	sort.Slice(st.Tokens, func(i, j int) bool { return st.Tokens[i].ID < st.Tokens[j].ID })
-	st.Bootstrapped = f.bootstrapped
+	st.Bootstrapped, st.BootstrapIndex = f.bootstrapped, f.bootstrapIndex
 	if f.digest != ([32]byte{}) {
 		// Zero: nothing chained since the origin, which Load takes as
 		// the applied index (so a snapshot of a state that applied
@@ -1323,7 +1351,7 @@ func (f *FSM) Load(data []byte) error {
 		t := st.Tokens[i]
 		f.tokens[t.ID], f.byHash[t.Hash] = &t, &t
 	}
-	f.bootstrapped = st.Bootstrapped
+	f.bootstrapped, f.bootstrapIndex = st.Bootstrapped, st.BootstrapIndex
 	f.digestOrigin = st.Applied
 	if d, err := hex.DecodeString(st.Digest); err == nil && len(d) == len(f.digest) {
 		copy(f.digest[:], d)

@@ -298,21 +298,7 @@ func TestOneTokenCannotTakeEveryLockSlot(t *testing.T) {
 	ac := c.Client(transport.WithToken(admin))
 	// The leader writes the caps once every member has recorded that its
 	// build reads the command format that carries them.
-	proccluster.Eventually(t, time.Minute, "every member reads the per-token caps", func() error {
-		info, err := ac.Cluster(ctx)
-		if err != nil {
-			return err
-		}
-		for _, m := range info.Members {
-			if m.Commands != fsm.Version {
-				return fmt.Errorf("member %s reads command version %d", m.ID, m.Commands)
-			}
-		}
-		if len(info.Members) != 3 {
-			return fmt.Errorf("%d members", len(info.Members))
-		}
-		return nil
-	})
+	awaitCommandVersion(ctx, t, ac)
 	clientOf := func(name string) *transport.Client {
 		tok, err := ac.CreateToken(ctx, api.TokenRequest{Name: name, Rules: []string{"write:"}})
 		if err != nil {
@@ -364,5 +350,81 @@ func TestOneTokenCannotTakeEveryLockSlot(t *testing.T) {
 		if i == 2 && (api.CodeOf(err) != api.CodeResourceExhausted || !strings.Contains(err.Error(), "waits of this token's sessions")) {
 			t.Fatalf("the token's third wait: %v, want resource_exhausted", err)
 		}
+	}
+}
+
+// awaitCommandVersion waits until every member of c records that its
+// build reads this build's command version.
+func awaitCommandVersion(ctx context.Context, t *testing.T, cl *transport.Client) {
+	t.Helper()
+	proccluster.Eventually(t, time.Minute, "every member reads this build's commands", func() error {
+		info, err := cl.Cluster(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range info.Members {
+			if m.Commands != fsm.Version {
+				return fmt.Errorf("member %s reads command version %d", m.ID, m.Commands)
+			}
+		}
+		if len(info.Members) != 3 {
+			return fmt.Errorf("%d members", len(info.Members))
+		}
+		return nil
+	})
+}
+
+// TestLostBootstrapAnswerHasAWayBackThroughTheDataDir pins issue 27 item
+// 5: once the management token's answer is lost, a bootstrap is refused
+// naming the reset index; with that index in acl-bootstrap-reset in the
+// leader's data dir (and only then) one more bootstrap answers a new
+// management token, the file is removed, and neither the file nor the
+// request allows another.
+func TestLostBootstrapAnswerHasAWayBackThroughTheDataDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, lost := aclCluster(ctx, t)
+	awaitCommandVersion(ctx, t, c.Client(transport.WithToken(lost)))
+	cl := c.Client()
+	_, err := cl.ACLBootstrap(ctx)
+	var idx uint64
+	if api.CodeOf(err) != api.CodePermissionDenied {
+		t.Fatalf("a second bootstrap: %v, want permission_denied", err)
+	}
+	if _, err := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "reset index: "):], "reset index: %d", &idx); err != nil || idx == 0 {
+		t.Fatalf("the refusal names no reset index: %v (%v)", err, idx)
+	}
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(c.Flag(leader, "--data-dir"), "acl-bootstrap-reset")
+	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx+1, 10)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.ACLBootstrap(ctx); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Fatalf("a bootstrap with a wrong reset index: %v, want permission_denied", err)
+	}
+	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx, 10)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boot, err := cl.ACLBootstrap(ctx)
+	if err != nil {
+		t.Fatalf("the bootstrap with the reset index: %v", err)
+	}
+	if _, err := c.Client(transport.WithToken(boot.Secret)).CreateToken(ctx, api.TokenRequest{Name: "x", Rules: []string{"read:"}}); err != nil {
+		t.Fatalf("the new management token is not admin: %v", err)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the reset file is still there: %v", err)
+	}
+	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx, 10)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.ACLBootstrap(ctx); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Fatalf("a replayed reset: %v, want permission_denied", err)
 	}
 }
