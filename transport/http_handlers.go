@@ -381,6 +381,12 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := m.ValidateRecord(); err != nil {
 		return err
 	}
+	// On a TLS peer port a node records itself only: the certificate of
+	// the peer that sent the record must name the record's id.
+	if c := peerCertFrom(r.Context()); c != nil && !CertNames(c, m.ID) {
+		return api.Errorf(api.CodePermissionDenied, "member record of %q refused: the peer's certificate names %q, not that node",
+			m.ID, c.Subject.CommonName)
+	}
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {
 		return err
 	}

@@ -2,10 +2,12 @@ package transport
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -50,5 +52,34 @@ func TestNoSessionIDInLogsOrEchoedErrors(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), id) {
 		t.Fatalf("a log line names the session id:\n%s", logs.String())
+	}
+}
+
+// TestTLSPeerRecordsOnlyItself pins issue 27 item 9: on a TLS peer port a
+// member record is taken only from the node whose certificate names its
+// id; n2's certificate cannot rewrite n3's record (n1's rewrote n2's).
+func TestTLSPeerRecordsOnlyItself(t *testing.T) {
+	pki := newTestPKI(t)
+	f := newFakeService("n1")
+	leader := newTLSPeerPort(t, f, pki.identity(t, "n1", true))
+	n2 := newTLSPeerPort(t, newFakeService("n2"), pki.identity(t, "n2", true))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	to := string(leader.Transport.LocalAddr())
+	forged := Member{ID: "n3", RaftAddr: "127.0.0.1:9", HTTPAddr: "127.0.0.1:10"}
+	if err := PostMember(ctx, n2.DialContext, to, forged); err == nil || !strings.Contains(err.Error(), "permission_denied") {
+		t.Fatalf("n2 recording n3: %v, want permission_denied", err)
+	}
+	own := Member{ID: "n2", RaftAddr: string(n2.Transport.LocalAddr()), HTTPAddr: "127.0.0.1:10"}
+	if err := PostMember(ctx, n2.DialContext, to, own); err != nil {
+		t.Fatalf("n2 recording itself: %v", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.members["n3"]; ok {
+		t.Fatal("the forged record was stored")
+	}
+	if _, ok := f.members["n2"]; !ok {
+		t.Fatal("n2's own record was not stored")
 	}
 }
