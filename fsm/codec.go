@@ -11,15 +11,16 @@ import (
 	"github.com/raftlock/raftlock/session/api"
 )
 
-// The binary command format (VersionBinary):
+// The binary command format (VersionBinary, VersionTokenLimits):
 //
-//	[3][Type][Now: varint][payload][CRC-32C of all before it, 4 bytes big-endian]
+//	[3 or 4][Type][Now: varint][payload][CRC-32C of all before it, 4 bytes big-endian]
 //
 // The payload is the variant's fields in declaration order: a string is a
 // uvarint length and its UTF-8 bytes, an int64 a varint (zig-zag), a
 // uint64 a uvarint, a bool one byte (0 or 1), a sequencer.Mode one byte, a
 // []string a uvarint count and its strings, and *api.Limits a presence byte
-// (0: nil, 1: the five limits as varints, in api.Limits' field order).
+// (0: nil, 1: the limits as varints, in api.Limits' field order: the first
+// five in version 3, all seven in version 4).
 // Nothing may follow the payload but the checksum.
 //
 // It carries exactly what the JSON format of versions 1 and 2 carries;
@@ -27,8 +28,12 @@ import (
 // allocations of decoding its JSON (BenchmarkDecode), and every replica
 // decodes every entry.
 
-// binaryEncoder appends a command's fields to a buffer.
-type binaryEncoder struct{ b []byte }
+// binaryEncoder appends a command's fields to a buffer; tokenLimits: the
+// limits block has the per-token caps (VersionTokenLimits).
+type binaryEncoder struct {
+	b           []byte
+	tokenLimits bool
+}
 
 func (e *binaryEncoder) str(s string) {
 	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
@@ -62,12 +67,17 @@ func (e *binaryEncoder) limits(l *api.Limits) {
 	for _, v := range [...]int{l.Sessions, l.Locks, l.WaitersPerLock, l.LocksPerSession, l.SessionsPerToken} {
 		e.int(int64(v))
 	}
+	if e.tokenLimits {
+		e.int(int64(l.LocksPerToken))
+		e.int(int64(l.WaitersPerToken))
+	}
 }
 
-// encodeBinary serialises c in the binary format; c's payload is set.
-func (c *Command) encodeBinary() []byte {
-	e := binaryEncoder{b: make([]byte, 0, 96)}
-	e.b = append(e.b, VersionBinary, byte(c.Type))
+// encodeBinary serialises c in the binary format version
+// (VersionBinary or VersionTokenLimits); c's payload is set.
+func (c *Command) encodeBinary(version byte) []byte {
+	e := binaryEncoder{b: make([]byte, 0, 96), tokenLimits: version >= VersionTokenLimits}
+	e.b = append(e.b, version, byte(c.Type))
 	e.int(c.Now)
 	switch c.Type {
 	case CmdOpenSession:
@@ -113,6 +123,9 @@ func (c *Command) encodeBinary() []byte {
 		e.str(c.DeleteToken.ID)
 	case CmdEndHold:
 		e.int(c.EndHold.Until)
+	case CmdACLBootstrapReset:
+		e.uint(c.ACLBootstrapReset.ResetIndex)
+		e.token(&c.ACLBootstrapReset.Token)
 	}
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
@@ -136,9 +149,11 @@ func (e *binaryEncoder) token(p *Token) {
 var errTruncated = errors.New("truncated")
 
 // binaryDecoder reads a command's fields; the first error sticks.
+// tokenLimits: the limits block has the per-token caps.
 type binaryDecoder struct {
-	b   []byte
-	err error
+	b           []byte
+	err         error
+	tokenLimits bool
 }
 
 func (d *binaryDecoder) fail(field string, err error) {
@@ -247,7 +262,13 @@ func (d *binaryDecoder) limits(field string) *api.Limits {
 		return nil
 	}
 	var l api.Limits
-	for _, v := range [...]*int{&l.Sessions, &l.Locks, &l.WaitersPerLock, &l.LocksPerSession, &l.SessionsPerToken} {
+	fields := [...]*int{&l.Sessions, &l.Locks, &l.WaitersPerLock, &l.LocksPerSession, &l.SessionsPerToken,
+		&l.LocksPerToken, &l.WaitersPerToken}
+	n := 5
+	if d.tokenLimits {
+		n = len(fields)
+	}
+	for _, v := range fields[:n] {
 		x := d.int(field)
 		if int64(int(x)) != x {
 			d.fail(field, fmt.Errorf("limit %d out of range", x))
@@ -265,11 +286,11 @@ func (d *binaryDecoder) token() *Token {
 	return &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
 }
 
-// decodeBinary parses a binary command's body: data without its version
-// byte and checksum, starting at the type byte.
-func decodeBinary(data []byte) (Command, error) {
+// decodeBinary parses a binary command's body of format version: data
+// without its version byte and checksum, starting at the type byte.
+func decodeBinary(data []byte, version byte) (Command, error) {
 	c := Command{Type: CommandType(data[0])}
-	d := binaryDecoder{b: data[1:]}
+	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
 	c.Now = d.int("now")
 	switch c.Type {
 	case CmdOpenSession:
@@ -299,6 +320,10 @@ func decodeBinary(data []byte) (Command, error) {
 		c.DeleteToken = &TokenRef{ID: d.str("id")}
 	case CmdEndHold:
 		c.EndHold = &EndHold{Until: d.int("until")}
+	case CmdACLBootstrapReset:
+		r := &ACLBootstrapReset{ResetIndex: d.uint("reset_index")}
+		r.Token = *d.token()
+		c.ACLBootstrapReset = r
 	default:
 		return Command{}, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}

@@ -22,10 +22,19 @@ import (
 // Version is the encoding version of commands this build writes when every
 // replica reads it (Node picks per entry: EncodeAs), and the highest it
 // reads: the binary format (codec.go).
-const Version = VersionBinary
+const Version = VersionTokenLimits
+
+// VersionTokenLimits is the binary format whose limits carry the per-token
+// lock and waiter caps too (api.Limits.LocksPerToken, WaitersPerToken):
+// [4][Type][fields][CRC-32C], the limits block holding seven values
+// (codec.go). A leader writes it once every member reads it; before, it
+// writes VersionBinary (or VersionJSON) without those two caps, so that
+// every replica decides an entry alike.
+const VersionTokenLimits byte = 4
 
 // VersionBinary is the binary command format, with a CRC-32C of the whole
-// entry at its end ([3][Type][fields][CRC-32C]; codec.go).
+// entry at its end ([3][Type][fields][CRC-32C]; codec.go); its limits
+// block holds five values.
 const VersionBinary byte = 3
 
 // VersionJSON is version 1 with a CRC-32C of the whole entry at its end
@@ -71,6 +80,10 @@ const (
 	// backup (FSM.Hold): written by this build only into a cluster that
 	// restored with it.
 	CmdEndHold CommandType = 12
+	// CmdACLBootstrapReset bootstraps ACLs once more, with the reset
+	// index an operator wrote into the leader's data dir
+	// (ACLBootstrapReset); version 4 (VersionTokenLimits) only.
+	CmdACLBootstrapReset CommandType = 13
 )
 
 // String names the command type.
@@ -100,6 +113,8 @@ func (t CommandType) String() string {
 		return "delete_token"
 	case CmdEndHold:
 		return "end_hold"
+	case CmdACLBootstrapReset:
+		return "acl_bootstrap_reset"
 	default:
 		return fmt.Sprintf("command(%d)", uint8(t))
 	}
@@ -126,6 +141,8 @@ type Command struct {
 	CreateToken  *Token
 	DeleteToken  *TokenRef
 	EndHold      *EndHold
+	// ACLBootstrapReset bootstraps ACLs again (a lost bootstrap answer).
+	ACLBootstrapReset *ACLBootstrapReset
 }
 
 // OpenSession creates a session with a leader-generated random id.
@@ -152,6 +169,16 @@ type Token struct {
 	// Created is the clock of the entry that created the token (set by
 	// Apply; zero in the command).
 	Created int64 `json:"created,omitempty"`
+}
+
+// ACLBootstrapReset is an ACL bootstrap after the first: it applies only
+// if ResetIndex is the state's reset index (the log index of the last
+// bootstrap), which an operator read from the refused bootstrap's answer
+// and wrote into the leader's data dir (node: acl-bootstrap-reset). Token
+// is the new management token; the earlier tokens stay.
+type ACLBootstrapReset struct {
+	ResetIndex uint64 `json:"reset_index"`
+	Token      Token  `json:"token"`
 }
 
 // TokenRef names a token to delete.
@@ -295,6 +322,11 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 			c.EndHold = new(EndHold)
 		}
 		return c.EndHold, c.EndHold != nil, nil
+	case CmdACLBootstrapReset:
+		if alloc {
+			c.ACLBootstrapReset = new(ACLBootstrapReset)
+		}
+		return c.ACLBootstrapReset, c.ACLBootstrapReset != nil, nil
 	default:
 		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
 	}
@@ -314,14 +346,48 @@ func (c *Command) EncodeAs(version byte) ([]byte, error) {
 	if !set {
 		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
 	}
-	switch version {
-	case VersionBinary:
-		return c.encodeBinary(), nil
-	case VersionJSON:
-		return c.encodeJSON()
-	default:
-		return nil, fmt.Errorf("encode %s: version %d, this build writes %d and %d", c.Type, version, VersionJSON, VersionBinary)
+	if c.Type == CmdACLBootstrapReset && version < VersionTokenLimits {
+		return nil, fmt.Errorf("encode %s: version %d does not carry it (a replica that reads no more would halt on it)", c.Type, version)
 	}
+	switch version {
+	case VersionTokenLimits:
+		return c.encodeBinary(VersionTokenLimits), nil
+	case VersionBinary:
+		o := c.withoutTokenLimits()
+		return o.encodeBinary(VersionBinary), nil
+	case VersionJSON:
+		o := c.withoutTokenLimits()
+		return o.encodeJSON()
+	default:
+		return nil, fmt.Errorf("encode %s: version %d, this build writes %d to %d", c.Type, version, VersionJSON, VersionTokenLimits)
+	}
+}
+
+// withoutTokenLimits is c with its limits' per-token lock and waiter caps
+// zeroed (no limit): what a format before VersionTokenLimits carries, for
+// replicas that would not know them.
+func (c *Command) withoutTokenLimits() *Command {
+	strip := func(l *api.Limits) *api.Limits {
+		if l == nil || (l.LocksPerToken == 0 && l.WaitersPerToken == 0) {
+			return l
+		}
+		o := *l
+		o.LocksPerToken, o.WaitersPerToken = 0, 0
+		return &o
+	}
+	switch {
+	case c.OpenSession != nil && c.OpenSession.Limits != nil:
+		o, p := *c, *c.OpenSession
+		p.Limits = strip(p.Limits)
+		o.OpenSession = &p
+		return &o
+	case c.Acquire != nil && c.Acquire.Limits != nil:
+		o, p := *c, *c.Acquire
+		p.Limits = strip(p.Limits)
+		o.Acquire = &p
+		return &o
+	}
+	return c
 }
 
 // encodeJSON serialises c as [VersionJSON][Type][JSON envelope][CRC-32C].
@@ -346,7 +412,7 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %d bytes, want at least 2", ErrDecode, len(data))
 	}
 	switch data[0] {
-	case VersionBinary, VersionJSON:
+	case VersionTokenLimits, VersionBinary, VersionJSON:
 		if len(data) < 2+checksumLen {
 			return Command{}, fmt.Errorf("%w: %d bytes, too short for a checksum", ErrDecode, len(data))
 		}
@@ -354,8 +420,8 @@ func Decode(data []byte) (Command, error) {
 		if want, got := binary.BigEndian.Uint32(data[end:]), crc32.Checksum(data[:end], castagnoli); want != got {
 			return Command{}, fmt.Errorf("%w: %w: CRC-32C %08x of %d bytes, the entry says %08x", ErrDecode, ErrChecksum, got, end, want)
 		}
-		if data[0] == VersionBinary {
-			c, err := decodeBinary(data[1:end])
+		if data[0] != VersionJSON {
+			c, err := decodeBinary(data[1:end], data[0])
 			if err != nil {
 				return Command{}, fmt.Errorf("%w: %v", ErrDecode, err)
 			}

@@ -117,7 +117,7 @@ func TestCommandTypeValues(t *testing.T) {
 	if CommandType(0).String() != "command(0)" || CommandType(200).String() != "command(200)" {
 		t.Error("unknown types must print their number")
 	}
-	if Version != 3 || VersionBinary != 3 || VersionJSON != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
+	if Version != 4 || VersionTokenLimits != 4 || VersionBinary != 3 || VersionJSON != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
 		t.Error("Version or Mode values changed: they are part of the log format")
 	}
 }
@@ -128,11 +128,13 @@ func TestCommandTypeValues(t *testing.T) {
 // here, and checks that the entries of every version still decode to the
 // same commands: commands-v1.golden (JSON before checksums),
 // commands-v2.golden (checksummed JSON, still written during a rolling
-// upgrade) and commands-v3.golden (binary; regenerate with -update only
-// for a deliberate format change, with a Version bump).
+// upgrade), commands-v3.golden (binary, five limits, still written while
+// a member reads no more) and commands-v4.golden (binary with the
+// per-token caps; regenerate with -update only for a deliberate format
+// change, with a Version bump).
 func TestGoldenEncodings(t *testing.T) {
 	samples := sampleCommands()
-	for _, v := range []byte{VersionJSON, VersionBinary} {
+	for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits} {
 		var buf bytes.Buffer
 		for _, c := range samples {
 			data, err := c.EncodeAs(v)
@@ -155,7 +157,7 @@ func TestGoldenEncodings(t *testing.T) {
 			t.Fatalf("version %d encodings changed:\n got %s\nwant %s", v, buf.Bytes(), want)
 		}
 	}
-	for _, name := range []string{"commands-v1.golden", "commands-v2.golden", "commands-v3.golden"} {
+	for _, name := range []string{"commands-v1.golden", "commands-v2.golden", "commands-v3.golden", "commands-v4.golden"} {
 		old, err := os.ReadFile(filepath.Join(goldenDir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -186,7 +188,7 @@ func hexLine(data []byte) string {
 	}
 	end := len(data) - checksumLen
 	body := string(data[2:end])
-	if data[0] == VersionBinary {
+	if data[0] == VersionBinary || data[0] == VersionTokenLimits {
 		body = hexBytes(data[2:end])
 	}
 	return head + hexBytes(data[end:]) + " " + body + "\n"
@@ -215,7 +217,7 @@ func parseHexLine(t *testing.T, line string) []byte {
 	if !ok {
 		t.Fatalf("bad golden line %q", line)
 	}
-	if out[0] == VersionBinary {
+	if out[0] == VersionBinary || out[0] == VersionTokenLimits {
 		return append(append(out, fromHex(body)...), fromHex(crc)...)
 	}
 	return append(append(out, body...), fromHex(crc)...)
@@ -469,7 +471,7 @@ func binaryFields(t *testing.T, c Command) []byte {
 // A leader writes only the versions it knows.
 func TestEncodeAsRefusesUnknownVersions(t *testing.T) {
 	c := sampleCommands()[3]
-	for _, v := range []byte{0, VersionUnchecked, 4, 255} {
+	for _, v := range []byte{0, VersionUnchecked, 5, 255} {
 		if data, err := c.EncodeAs(v); err == nil {
 			t.Errorf("EncodeAs(%d) = % x, want an error", v, data)
 		}

@@ -127,7 +127,7 @@ type SessionRecord struct {
 	Locks map[string]struct{} `json:"-"`
 	// Holds counts its holds and waits (one per lock and holder id): what
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
-	// Restore.
+	// Restore; it changes only through FSM.count.
 	Holds int `json:"-"`
 }
 
@@ -373,15 +373,24 @@ type FSM struct {
 	locks    map[string]*Lock
 	members  map[string]Member
 	// tokens are the ACL tokens by id, byHash the same by secret hash;
-	// bootstrapped: the management token was created (once per cluster).
+	// bootstrapped: the management token was created (once per cluster,
+	// or once more per reset: bootstrapIndex is the log index of the last,
+	// the reset index).
 	tokens       map[string]*Token
 	byHash       map[string]*Token
 	bootstrapped bool
+	// bootstrapIndex: see bootstrapped (0 in a state restored from a
+	// snapshot written before it was kept).
+	bootstrapIndex uint64
 	// owned counts the open sessions of each ACL token (by token id), for
 	// api.Limits.SessionsPerToken; rebuilt on Load.
 	owned   map[string]int
 	now     int64
 	applied uint64
+	// tokenLocks and tokenWaits count the holds and waits, and the waits
+	// alone, of each ACL token's sessions, for api.Limits.LocksPerToken
+	// and WaitersPerToken; changed only through count, rebuilt on Load.
+	tokenLocks, tokenWaits map[string]int
 	// free holds the histories of free locks (*Lock values with no
 	// holders, waiters or delay), least recently freed first; freeAt
 	// finds them by name and freeGrants counts their grants.
@@ -424,7 +433,9 @@ func (f *FSM) reset() {
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
 	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
+	f.bootstrapIndex = 0
 	f.owned = make(map[string]int)
+	f.tokenLocks, f.tokenWaits = make(map[string]int), make(map[string]int)
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
@@ -550,7 +561,17 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 			break
 		}
 		if r.Status = f.createToken(cmd.ACLBootstrap); r.Status == StatusOK {
-			f.bootstrapped = true
+			f.bootstrapped, f.bootstrapIndex = true, index
+		}
+	case CmdACLBootstrapReset:
+		// Once more, only with the current reset index: a reset file
+		// left behind never allows a second one.
+		if f.bootstrapped && cmd.ACLBootstrapReset.ResetIndex != f.bootstrapIndex {
+			r.Status = StatusAlreadyBootstrapped
+			break
+		}
+		if r.Status = f.createToken(&cmd.ACLBootstrapReset.Token); r.Status == StatusOK {
+			f.bootstrapped, f.bootstrapIndex = true, index
 		}
 	case CmdCreateToken:
 		r.Status = f.createToken(cmd.CreateToken)
@@ -585,6 +606,26 @@ func (f *FSM) openSession(c *OpenSession) (Status, string) {
 		Created: f.now, Owner: c.Owner}
 	f.emit(Event{Kind: EventSessionOpened, Session: c.ID, TTL: c.TTL, Name: c.Name})
 	return StatusOK, ""
+}
+
+// count adds holds to session s's holds and waits (Holds), and both holds
+// and waits (its waits alone) to its token's sums (tokenLocks, tokenWaits).
+func (f *FSM) count(s *SessionRecord, holds, waits int) {
+	s.Holds += holds
+	if s.Owner == "" {
+		return
+	}
+	for _, c := range [...]struct {
+		m map[string]int
+		d int
+	}{{f.tokenLocks, holds}, {f.tokenWaits, waits}} {
+		if c.d == 0 {
+			continue
+		}
+		if c.m[s.Owner] += c.d; c.m[s.Owner] <= 0 {
+			delete(c.m, s.Owner)
+		}
+	}
 }
 
 // disown counts a session of token owner (empty: none) closed.
@@ -636,6 +677,7 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 	delete(f.sessions, id)
 	f.disown(s.Owner)
 	delay := end.heldFor(s)
+	f.count(s, -s.Holds, 0) // its waits are counted off below, as dropped
 	for _, name := range sortedKeys(s.Locks) {
 		l := f.locks[name]
 		if l == nil {
@@ -654,6 +696,7 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 		keptW := l.Waiters[:0]
 		for _, w := range l.Waiters {
 			if w.Session == id {
+				f.count(s, 0, -1)
 				f.emit(Event{Kind: EventWaitEnded, Lock: name, Session: id, Holder: w.Holder, Reason: WaitSessionGone})
 				continue
 			}
@@ -748,6 +791,15 @@ func (f *FSM) Tokens() []Token {
 	return out
 }
 
+// ACLBootstrapResetIndex is the reset index of the ACL bootstrap: the log
+// index of the last bootstrap (0 if none, or if the state comes from a
+// snapshot written before it was kept).
+func (f *FSM) ACLBootstrapResetIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.bootstrapIndex
+}
+
 // ACLBootstrapped reports whether the management token was created.
 func (f *FSM) ACLBootstrapped() bool {
 	f.mu.RLock()
@@ -814,10 +866,16 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		u.Locks = len(f.locks) + 1
 	}
 	u.SessionLocks = s.Holds + 1
+	if s.Owner != "" {
+		u.TokenLocks = f.tokenLocks[s.Owner] + 1
+	}
 	if !grantable {
 		u.Waiters = 1 // a free lock, but the restore hold runs
 		if l != nil {
 			u.Waiters = len(l.Waiters) + 1
+		}
+		if s.Owner != "" {
+			u.TokenWaiters = f.tokenWaits[s.Owner] + 1
 		}
 	}
 	if err := c.Limits.Exceeded(u); err != nil {
@@ -834,13 +892,14 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	}
 	f.locks[c.Lock] = l
 	s.addLock(c.Lock)
-	s.Holds++
 	if grantable {
+		f.count(s, 1, 0)
 		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
 		f.changed(index, l)
 		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
 		return r
 	}
+	f.count(s, 1, 1)
 	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value,
 		WaitFor: c.WaitFor, WaitSet: index})
 	f.emit(Event{Kind: EventWaitSet, Lock: c.Lock, Session: c.Session, Holder: c.Holder, WaitFor: c.WaitFor, Index: index})
@@ -949,7 +1008,8 @@ func (f *FSM) dropFree(e *list.Element) {
 func (f *FSM) grantWaiters(index uint64, l *Lock) {
 	for len(l.Waiters) > 0 && !l.Delayed && f.hold == nil {
 		w := l.Waiters[0]
-		if _, ok := f.sessions[w.Session]; !ok {
+		ws, ok := f.sessions[w.Session]
+		if !ok {
 			l.Waiters = l.Waiters[1:]
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder, Reason: WaitSessionGone})
 			continue
@@ -958,6 +1018,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 			return
 		}
 		l.Waiters = l.Waiters[1:]
+		f.count(ws, 0, -1)
 		f.grant(index, l, Holder{Session: w.Session, Holder: w.Holder, Value: w.Value}, w.Mode)
 	}
 }
@@ -1012,7 +1073,7 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
-			s.Holds--
+			f.count(s, -1, 0)
 			s.remember(c.Lock, c.Holder)
 			f.forget(l, c.Session)
 			f.changed(index, l)
@@ -1041,7 +1102,7 @@ func (f *FSM) dequeue(l *Lock, c *LockRef, why WaitEnd) bool {
 			}
 			l.Waiters = append(l.Waiters[:i:i], l.Waiters[i+1:]...)
 			if s := f.sessions[c.Session]; s != nil {
-				s.Holds--
+				f.count(s, -1, -1)
 			}
 			f.forget(l, c.Session)
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: c.Session, Holder: c.Holder, Reason: why})
@@ -1307,6 +1368,9 @@ type state struct {
 	// snapshot written before ACLs: none, not bootstrapped.
 	Tokens       []Token `json:"tokens,omitempty"`
 	Bootstrapped bool    `json:"acl_bootstrapped,omitempty"`
+	// BootstrapIndex is FSM.bootstrapIndex, the ACL bootstrap's reset
+	// index (absent: 0, from a snapshot written before it was kept).
+	BootstrapIndex uint64 `json:"acl_bootstrap_index,omitempty"`
 	// Digest (hex) is FSM.Digest at Applied, chained since DigestOrigin;
 	// absent from a snapshot written before digests: the chain then
 	// starts again at Applied.
@@ -1348,7 +1412,7 @@ func (f *FSM) dumpLocked() []byte {
 		st.Tokens = append(st.Tokens, *t)
 	}
 	sort.Slice(st.Tokens, func(i, j int) bool { return st.Tokens[i].ID < st.Tokens[j].ID })
-	st.Bootstrapped = f.bootstrapped
+	st.Bootstrapped, st.BootstrapIndex = f.bootstrapped, f.bootstrapIndex
 	if f.digest != ([32]byte{}) {
 		// Zero: nothing chained since the origin, which Load takes as
 		// the applied index (so a snapshot of a state that applied
@@ -1421,13 +1485,13 @@ func (f *FSM) Load(data []byte) error {
 		for _, h := range l.Holders {
 			if s := f.sessions[h.Session]; s != nil {
 				s.addLock(l.Name)
-				s.Holds++
+				f.count(s, 1, 0)
 			}
 		}
 		for _, w := range l.Waiters {
 			if s := f.sessions[w.Session]; s != nil {
 				s.addLock(l.Name)
-				s.Holds++
+				f.count(s, 1, 1)
 			}
 		}
 	}
@@ -1454,6 +1518,7 @@ func (f *FSM) Load(data []byte) error {
 		h := *st.Hold
 		f.hold = &h
 	}
+	f.bootstrapped, f.bootstrapIndex = st.Bootstrapped, st.BootstrapIndex
 	f.digestOrigin = st.Applied
 	if d, err := hex.DecodeString(st.Digest); err == nil && len(d) == len(f.digest) {
 		copy(f.digest[:], d)

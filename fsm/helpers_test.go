@@ -246,6 +246,26 @@ func checkSessionIndex(t testing.TB, f *FSM) {
 	if !reflect.DeepEqual(owned, f.owned) {
 		t.Fatalf("sessions per token %v, but the sessions are owned %v", f.owned, owned)
 	}
+	// The per-token sums: holds and waits, and waits alone, of each
+	// token's sessions.
+	tokenLocks, tokenWaits := map[string]int{}, map[string]int{}
+	for _, l := range f.locks {
+		for _, h := range l.Holders {
+			if s := f.sessions[h.Session]; s != nil && s.Owner != "" {
+				tokenLocks[s.Owner]++
+			}
+		}
+		for _, w := range l.Waiters {
+			if s := f.sessions[w.Session]; s != nil && s.Owner != "" {
+				tokenLocks[s.Owner]++
+				tokenWaits[s.Owner]++
+			}
+		}
+	}
+	if !reflect.DeepEqual(tokenLocks, f.tokenLocks) || !reflect.DeepEqual(tokenWaits, f.tokenWaits) {
+		t.Fatalf("per-token locks %v and waits %v, but the token's sessions hold or wait %v and wait %v",
+			f.tokenLocks, f.tokenWaits, tokenLocks, tokenWaits)
+	}
 }
 
 // The two modes, short for the tests.

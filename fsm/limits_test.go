@@ -252,3 +252,125 @@ func TestLocksPagesListEveryLockOnceInOrderUnderChanges(t *testing.T) {
 		t.Fatalf("page after the last lock: %d locks, next %q", len(ls), next)
 	}
 }
+
+// TestAcquirePastLocksPerTokenIsRefusedAndChangesNothing pins issue 27
+// item 8: the holds and waits of all of one token's sessions together are
+// bounded (LocksPerToken), so a token cannot take every lock slot with
+// many sessions; other tokens and sessions without a token are not
+// counted against it; a release, a closed session and a restore count
+// alike.
+func TestAcquirePastLocksPerTokenIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{LocksPerToken: 3}
+	for _, id := range []string{"a1", "a2"} {
+		h.must(StatusOK, ownedOpen(id, "alice"))
+	}
+	h.must(StatusOK, ownedOpen("b1", "bob"))
+	h.open("anon", 0)
+	h.must(StatusGranted, limited(acqCmd("x", "a1", "h", Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("y", "a1", "h", Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("z", "a2", "h", Exclusive, false), lim))
+	h.refused(limited(acqCmd("w", "a2", "h", Exclusive, false), lim), "3 locks this token's sessions hold or wait for")
+	// A wait counts too.
+	h.must(StatusGranted, limited(acqCmd("b", "b1", "h", Exclusive, false), lim))
+	h.refused(limited(acqCmd("b", "a2", "h", Exclusive, true), lim), "3 locks this token's sessions hold or wait for")
+	// A retry of a hold is not a new one.
+	h.must(StatusGranted, limited(acqCmd("x", "a1", "h", Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("w", "b1", "h", Exclusive, false), lim))
+	h.must(StatusGranted, limited(acqCmd("v", "anon", "h", Exclusive, false), lim))
+	h.must(StatusOK, relCmd("x", "a1", "h"))
+	h.must(StatusQueued, limited(acqCmd("b", "a2", "h", Exclusive, true), lim))
+	h.refused(limited(acqCmd("x", "a2", "h", Exclusive, false), lim), "3 locks this token's sessions hold or wait for")
+	checkSessionIndex(t, h.f)
+	g := newHarness(t)
+	restoreInto(t, g.f, snapshotBytes(t, h.f))
+	checkSessionIndex(t, g.f)
+	g.refused(limited(acqCmd("x", "a1", "h", Exclusive, false), lim), "3 locks this token's sessions hold or wait for")
+	h.must(StatusOK, closeCmd("a1"))
+	checkSessionIndex(t, h.f)
+	h.must(StatusGranted, limited(acqCmd("x", "a2", "h", Exclusive, false), lim))
+	checkSessionIndex(t, h.f)
+}
+
+// TestWaitPastWaitersPerTokenIsRefusedAndChangesNothing pins the other
+// cap of issue 27 item 8: the waits of one token's sessions together are
+// bounded (WaitersPerToken); a grant from the queue, a cancelled wait and
+// an expired session give their place back, and a queued holder's retry
+// is never refused.
+func TestWaitPastWaitersPerTokenIsRefusedAndChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	lim := api.Limits{WaitersPerToken: 2}
+	for _, id := range []string{"a1", "a2"} {
+		h.must(StatusOK, ownedOpen(id, "alice"))
+	}
+	h.must(StatusOK, ownedOpen("b1", "bob"))
+	for _, l := range []string{"p", "q", "r"} {
+		h.must(StatusGranted, limited(acqCmd(l, "b1", "h", Exclusive, false), lim))
+	}
+	h.must(StatusQueued, limited(acqCmd("p", "a1", "h", Exclusive, true), lim))
+	h.must(StatusQueued, limited(acqCmd("q", "a2", "h", Exclusive, true), lim))
+	h.refused(limited(acqCmd("r", "a1", "h", Exclusive, true), lim), "2 waits of this token's sessions")
+	h.must(StatusQueued, limited(acqCmd("p", "a1", "h", Exclusive, true), lim)) // a retry keeps its place
+	// Holding is not waiting: a free lock is still granted.
+	h.must(StatusGranted, limited(acqCmd("s", "a1", "h", Exclusive, false), lim))
+	// Bob's own waits are his.
+	h.must(StatusQueued, limited(acqCmd("s", "b1", "h", Exclusive, true), lim))
+	// A grant from the queue frees a place.
+	h.must(StatusOK, relCmd("p", "b1", "h"))
+	h.must(StatusQueued, limited(acqCmd("r", "a1", "h", Exclusive, true), lim))
+	h.refused(limited(acqCmd("r", "a2", "h", Exclusive, true), lim), "2 waits of this token's sessions")
+	// A cancelled wait and an expired session too.
+	h.must(StatusOK, cancelCmd("q", "a2", "h"))
+	h.must(StatusQueued, limited(acqCmd("r", "a2", "h", Exclusive, true), lim))
+	checkSessionIndex(t, h.f)
+	h.must(StatusOK, expireCmd("a1"))
+	checkSessionIndex(t, h.f)
+	h.must(StatusQueued, limited(acqCmd("q", "a2", "h", Exclusive, true), lim))
+	checkSessionIndex(t, h.f)
+}
+
+// TestTokenCapsTravelOnlyInTheirFormat pins the command format of the
+// per-token caps: version 4 carries them; an entry written as version 3
+// or as JSON (for a replica that does not read version 4) carries the
+// other limits only, so every replica decides it alike, without them.
+func TestTokenCapsTravelOnlyInTheirFormat(t *testing.T) {
+	lim := api.Limits{Sessions: 1, Locks: 2, WaitersPerLock: 3, LocksPerSession: 4, SessionsPerToken: 5, LocksPerToken: 6, WaitersPerToken: 7}
+	old := lim
+	old.LocksPerToken, old.WaitersPerToken = 0, 0
+	for _, c := range []Command{limited(acqCmd("x", "s", "h", Exclusive, true), lim), limited(openCmd("s", 0), lim)} {
+		for v, want := range map[byte]api.Limits{VersionTokenLimits: lim, VersionBinary: old, VersionJSON: old} {
+			data, err := c.EncodeAs(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(data)
+			if err != nil {
+				t.Fatalf("version %d: %v", v, err)
+			}
+			gl := got.Acquire
+			var l *api.Limits
+			if gl != nil {
+				l = gl.Limits
+			} else {
+				l = got.OpenSession.Limits
+			}
+			if l == nil || *l != want {
+				t.Errorf("%s as version %d carries %+v, want %+v", c.Type, v, l, want)
+			}
+		}
+		// Encoding for an older replica leaves the command as it was.
+		if c.Acquire != nil && *c.Acquire.Limits != lim || c.OpenSession != nil && *c.OpenSession.Limits != lim {
+			t.Errorf("EncodeAs changed the command's own limits")
+		}
+	}
+}
+
+// TestLoggedBidiNamesStillApply: lock names with bidirectional control
+// characters are refused at the request (api.ValidateLockName), never in
+// Apply, so entries a log holds from before that rule still apply alike.
+func TestLoggedBidiNamesStillApply(t *testing.T) {
+	h := newHarness(t)
+	h.open("s", 0)
+	h.must(StatusGranted, acqCmd("xss/\u202egnp.exe", "s", "h", Exclusive, false))
+	h.must(StatusOK, relCmd("xss/\u202egnp.exe", "s", "h"))
+}

@@ -119,7 +119,7 @@ func (n *Node) ACLBootstrap(ctx context.Context) (api.TokenSecret, error) {
 		return api.TokenSecret{}, err
 	}
 	if n.fsm.ACLBootstrapped() {
-		return api.TokenSecret{}, errBootstrapped
+		return n.bootstrapAgain(ctx)
 	}
 	t, secret, err := newToken("management", []string{"admin"})
 	if err != nil {
@@ -130,15 +130,13 @@ func (n *Node) ACLBootstrap(ctx context.Context) (api.TokenSecret, error) {
 		return api.TokenSecret{}, err
 	}
 	if res.Status == fsm.StatusAlreadyBootstrapped {
-		return api.TokenSecret{}, errBootstrapped
+		return api.TokenSecret{}, n.errBootstrapped()
 	}
 	if err := mapStatus(res, "acl bootstrap"); err != nil {
 		return api.TokenSecret{}, err
 	}
 	return api.TokenSecret{ID: t.ID, Secret: secret}, nil
 }
-
-var errBootstrapped = api.Errorf(api.CodePermissionDenied, "ACLs were already bootstrapped on this cluster")
 
 // CreateToken creates a token (admin) and answers its secret, once.
 func (n *Node) CreateToken(ctx context.Context, req api.TokenRequest) (api.TokenSecret, error) {

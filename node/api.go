@@ -372,12 +372,12 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 		n.mu.Unlock()
 		st := n.lockState(name)
 		if index == 0 || st.Index > index {
-			return st, n.verifyRead(ctx)
+			return n.answerWatch(ctx, st)
 		}
 		select {
 		case <-changed:
 		case <-timer.C:
-			return st, n.verifyRead(ctx)
+			return n.answerWatch(ctx, st)
 		case <-lost:
 			return api.LockState{}, n.noLeader()
 		case <-n.stop:
@@ -386,6 +386,16 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 			return api.LockState{}, ctx.Err()
 		}
 	}
+}
+
+// answerWatch answers a watch with st, read after its wait: once the
+// caller's token is known to still exist (reauthorize) and leadership is
+// confirmed.
+func (n *Node) answerWatch(ctx context.Context, st api.LockState) (api.LockState, error) {
+	if err := n.reauthorize(ctx); err != nil {
+		return api.LockState{}, err
+	}
+	return st, n.verifyRead(ctx)
 }
 
 // Locks lists the locks (held, waited for or delayed) whose names start

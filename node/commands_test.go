@@ -89,8 +89,8 @@ func TestBinaryCommandsOnlyOnceEveryMemberReadsThem(t *testing.T) {
 	c.start(2)
 	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
 	idx, ld = c.grantIndex(t, "after")
-	if v := entryVersion(t, ld, idx); v != fsm.VersionBinary {
-		t.Fatalf("with every member upgraded, the grant's entry is version %d, want %d (binary)", v, fsm.VersionBinary)
+	if v := entryVersion(t, ld, idx); v != fsm.Version {
+		t.Fatalf("with every member upgraded, the grant's entry is version %d, want %d (binary, this build's)", v, fsm.Version)
 	}
 	// Every replica applied both formats to the same state.
 	eventually(t, 20*time.Second, "replicas agree", func() error {
@@ -118,7 +118,7 @@ func TestMembersAddKeepsTheRecordedCommandVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
-	if v := ld.commandVersion(); v != fsm.VersionBinary {
+	if v := ld.commandVersion(); v != fsm.Version {
 		t.Fatalf("command version after members add: %d", v)
 	}
 }

@@ -171,6 +171,18 @@ type Config struct {
 	// new cluster bootstrapped from Peers start from a backup (raftlockd
 	// --restore): see RestoreSeed.
 	Restore *RestoreSeed
+	// MaxConnsPerIP caps the connections one source IP holds open on the
+	// peer port (zero: transport.DefaultMaxConnsPerIP; else in
+	// [transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP]); the IPs
+	// of the cluster's members (its Raft configuration and Peers) are
+	// exempt, so that clients cannot starve the peers (connlimit.go).
+	// raftlockd --max-conns-per-ip sets it and the client port's cap.
+	MaxConnsPerIP int
+	// IdleTimeout closes the peer port's API connections idle that long
+	// (zero: transport.DefaultIdleTimeout; else in
+	// [transport.MinIdleTimeout, transport.MaxIdleTimeout]); raftlockd
+	// --http-idle-timeout sets it and the client port's.
+	IdleTimeout time.Duration
 	// Faults deliberately break guarantees, so that the fault checker can
 	// show it catches a broken build. The default build has none (an
 	// empty struct); build with -tags raftlock_faults to get them.
@@ -219,6 +231,9 @@ func (c *Config) fill() error {
 		c.MaxExpiriesPerTick = DefaultMaxExpiriesPerTick
 	}
 	if err := c.Limits.Resolve(); err != nil {
+		return fmt.Errorf("node: config: %w", err)
+	}
+	if err := c.checkConnLimits(); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
 	if c.MaxExpiriesPerTick < 0 {
@@ -326,6 +341,9 @@ type Node struct {
 	// peerLn, if set, is the listener of the peer API (after the bootstrap
 	// probe had the port).
 	peerLn net.Listener
+	// memberIPs are the members' IPs, exempt from the peer port's
+	// per-IP connection cap (connlimit.go).
+	memberIPs memberIPs
 }
 
 // New is Start without a deadline.
@@ -392,6 +410,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = rn.Transport
 	}
 	n.trans = trans
+	if n.peer != nil {
+		n.memberIPs.n = n
+		n.peer.LimitConnsPerIP(cfg.MaxConnsPerIP, n.memberIPs.contains)
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -423,12 +445,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: start raft: %w", err)
 	}
 	n.raft = r
+	n.memberIPs.raft.Store(r)
 	if n.peer != nil {
 		ln := n.peerLn
 		if ln == nil {
 			ln = n.peer.Peers
 		}
-		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"))
+		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
 	}
 	if n.peer != nil {
 		n.peer.OnInboundLost(n.onInboundLost)

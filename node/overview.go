@@ -80,6 +80,9 @@ func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (
 		break
 	}
 	ov := n.overview(ctx, admin)
+	if err := n.reauthorize(ctx); err != nil {
+		return transport.Overview{}, err
+	}
 	return ov, n.verifyRead(ctx)
 }
 

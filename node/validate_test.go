@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/sequencer"
@@ -22,6 +23,9 @@ func TestBadInputIsRefusedAndStateUnchanged(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 3*time.Second, 3*time.Second, 2*time.Second
 	})
+	// Every member's record first: one arriving while the cases run
+	// would change the state they must leave alone.
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
 	n, _ := c.leader()
 	ctx := ctxT(t)
 	s, err := n.OpenSession(ctx, api.OpenRequest{TTL: 30 * time.Second})

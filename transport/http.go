@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"path"
@@ -160,6 +161,16 @@ func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.
 				li = s.svc.Leader()
 			}
 			if !li.Self {
+				// A header-only check before forwarding: with ACLs on, a
+				// request without a well-formed token is refused here, so
+				// that its body (a restore's up to 1 GiB) never travels.
+				if !open {
+					if err := s.checkBearer(r); err != nil {
+						w.Header().Set("WWW-Authenticate", `Bearer realm="raftlock"`)
+						s.writeError(w, r, err)
+						return
+					}
+				}
 				s.forward(w, r, li)
 				return
 			}
@@ -199,8 +210,21 @@ func (s *Server) authenticate(r *http.Request) (context.Context, error) {
 	return api.WithPrincipal(r.Context(), p), nil
 }
 
+// checkBearer refuses (unauthenticated), with ACLs on, a request whose
+// Authorization header is not a bearer token: what the leader would
+// answer, decided from the header alone.
+func (s *Server) checkBearer(r *http.Request) error {
+	as, ok := s.svc.(ACLService)
+	if !ok || !as.ACLEnabled() {
+		return nil
+	}
+	_, err := api.ParseBearer(r.Header.Get("Authorization"))
+	return err
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	watchBody(w, r)
 	rw := &responseWriter{ResponseWriter: w}
 	start, route := time.Now(), ""
 	defer func() { s.observeRequest(rw, route, start) }()
@@ -238,6 +262,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	route = pattern
 	s.serveRoute(rw, r, h, pattern)
+}
+
+// watchBody pushes a restore upload's read deadline (ReadTimeout, set by
+// ConfigureServer when the request's first byte came) ReadTimeout further
+// after each piece that arrives, so that a large backup may take as long
+// as it keeps arriving; any other request must arrive whole within
+// ReadTimeout. (net/http lifts the deadline itself once a body has been
+// read, so a waiting acquire or a blocking query, which waits after
+// reading, is never cut by it.)
+func watchBody(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || !isSnapshotUpload(r) {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, rc: http.NewResponseController(w)}
+}
+
+// deadlineBody is a restore upload's body: each piece read pushes the
+// connection's read deadline (watchBody).
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 && err == nil {
+		_ = b.rc.SetReadDeadline(time.Now().Add(ReadTimeout))
+	}
+	return n, err
 }
 
 // recoverPanic turns a handler panic into a 500 internal answer.
@@ -321,22 +374,26 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
 }
 
-// logPath is a request's path as log lines show it: a session's routes
-// name the session by its handle, never by its id (a secret capability).
+// logPath is a request's path as log lines and error answers show it: a
+// session is named by its handle, never by its id (a secret capability),
+// whatever the path around it: the segment after any "sessions" segment
+// (so "//v1/sessions/ID" and "/v1//sessions/ID" too), and any segment with
+// a run of 16 hex digits (an id or a token secret in a wrong place), show
+// as handle:H.
 func logPath(p string) string {
-	rest, ok := strings.CutPrefix(p, "/v1/sessions/")
-	if !ok {
+	if !strings.Contains(p, "sessions/") && !hasHexRun(p) {
 		return p
 	}
-	id, tail, slash := strings.Cut(rest, "/")
-	if id == "" {
-		return p
+	segs := strings.Split(p, "/")
+	for i, seg := range segs {
+		if seg == "" {
+			continue
+		}
+		if (i > 0 && segs[i-1] == "sessions") || hasHexRun(seg) {
+			segs[i] = "handle:" + api.SessionHandle(seg)
+		}
 	}
-	out := "/v1/sessions/handle:" + api.SessionHandle(id)
-	if slash {
-		out += "/" + tail
-	}
-	return out
+	return strings.Join(segs, "/")
 }
 
 // expectedCode reports whether code is an answer of the contract rather

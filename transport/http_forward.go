@@ -120,6 +120,12 @@ var leaderHeaders = []string{HeaderLeader, HeaderLeaderAddr, HeaderTerm}
 // (retry); a write that may have reached the leader is unknown_outcome
 // (retry the same idempotent request).
 func proxyError(r *http.Request, li LeaderInfo, err error) error {
+	// A *url.Error quotes the request's URL, which may name a session id
+	// (a secret): keep what went wrong, not where.
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	if notSent || r.Method == http.MethodGet || r.Method == http.MethodHead {

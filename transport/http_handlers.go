@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -55,7 +56,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
-		return invalidf("malformed JSON body: %v", err)
+		return invalidf("malformed JSON body: %s", shownError(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalidf("malformed JSON body: trailing data after the object")
@@ -101,6 +102,44 @@ func unicodeEscape(data []byte, i int) (rune, bool) {
 	return rune(v), err == nil
 }
 
+// shown is an input value as an error answer (and its DEBUG log line) may
+// echo it: quoted when it is short and holds no run of 16 hex digits, else
+// only its length. A field in the wrong place (a session id given as a
+// ttl, an index or a parameter name) must not be echoed: a session id is a
+// secret capability, and so is a token's secret.
+func shown(v string) string {
+	if len(v) <= 24 && !hasHexRun(v) {
+		return strconv.Quote(v)
+	}
+	return fmt.Sprintf("a value of %d bytes (not shown: it may be a secret)", len(v))
+}
+
+// shownError is err's text for an answer, unless it quotes a run of 16 hex
+// digits (an input echoed by encoding/json, e.g. an unknown field's name).
+func shownError(err error) string {
+	if msg := err.Error(); !hasHexRun(msg) {
+		return msg
+	}
+	return "its error quotes the input, not shown: it may hold a secret"
+}
+
+// hasHexRun reports whether s holds 16 hex digits in a row (a session id
+// holds 32, a token secret 64).
+func hasHexRun(s string) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F') {
+			if run++; run >= 16 {
+				return true
+			}
+			continue
+		}
+		run = 0
+	}
+	return false
+}
+
 // query parses the query string strictly: only the allowed keys, each at
 // most once.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
@@ -114,10 +153,10 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 			ok = ok || k == a
 		}
 		if !ok {
-			return nil, invalidf("unknown query parameter %q", k)
+			return nil, invalidf("unknown query parameter %s", shown(k))
 		}
 		if len(vs) > 1 {
-			return nil, invalidf("query parameter %q given %d times", k, len(vs))
+			return nil, invalidf("query parameter %s given %d times", shown(k), len(vs))
 		}
 	}
 	return q, nil
@@ -133,7 +172,7 @@ func parseDuration(field, s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, invalidf("%s: %q is not a duration like \"15s\"", field, s)
+		return 0, invalidf("%s: %s is not a duration like \"15s\"", field, shown(s))
 	}
 	return d, nil
 }
@@ -143,7 +182,7 @@ func parseDuration(field, s string) (time.Duration, error) {
 func blockingQuery(q url.Values) (index uint64, wait time.Duration, err error) {
 	if v := q.Get("index"); v != "" {
 		if index, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return 0, 0, invalidf("index: %q is not a non-negative integer", v)
+			return 0, 0, invalidf("index: %s is not a non-negative integer", shown(v))
 		}
 	}
 	wait, err = parseDuration("wait", q.Get("wait"))
@@ -287,7 +326,7 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 	lq := api.LocksQuery{Prefix: q.Get("prefix"), After: q.Get("after")}
 	if v := q.Get("limit"); v != "" {
 		if lq.Limit, err = strconv.Atoi(v); err != nil || lq.Limit <= 0 {
-			return invalidf("limit %q out of range [1, %d]", v, api.MaxLocksPage)
+			return invalidf("limit %s out of range [1, %d]", shown(v), api.MaxLocksPage)
 		}
 	}
 	var page api.LocksPage
@@ -341,6 +380,12 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err := m.ValidateRecord(); err != nil {
 		return err
+	}
+	// On a TLS peer port a node records itself only: the certificate of
+	// the peer that sent the record must name the record's id.
+	if c := peerCertFrom(r.Context()); c != nil && !CertNames(c, m.ID) {
+		return api.Errorf(api.CodePermissionDenied, "member record of %q refused: the peer's certificate names %q, not that node",
+			m.ID, c.Subject.CommonName)
 	}
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {
 		return err

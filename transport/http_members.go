@@ -141,7 +141,7 @@ func (s *Server) handleRemoveMember(w http.ResponseWriter, r *http.Request) erro
 	force := false
 	if v := q.Get("force"); v != "" {
 		if force, err = strconv.ParseBool(v); err != nil {
-			return invalidf("force=%q: want true or false", v)
+			return invalidf("force=%s: want true or false", shown(v))
 		}
 	}
 	if err := decodeBody(w, r, &struct{}{}); err != nil {

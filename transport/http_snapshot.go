@@ -3,6 +3,7 @@ package transport
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 
+	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/session/api"
 )
 
@@ -132,20 +136,26 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, peer bool) erro
 	var minToken uint64
 	if v := q.Get("min_token"); v != "" {
 		if minToken, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return invalidf("min_token: %q is not a token (a non-negative integer)", v)
+			return invalidf("min_token: %s is not a token (a non-negative integer)", shown(v))
 		}
 	}
 	ss, err := s.snapshotService()
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxSnapshotBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return api.Errorf(api.CodeTooLarge, "backup is larger than %d bytes", MaxSnapshotBytes)
+	// Authorise from the request's token alone, before a byte of the
+	// body is read: a refused caller costs a header, never the upload.
+	if ra, ok := ss.(RestoreAuthorizer); ok && !peer {
+		if err := ra.AuthorizeRestore(r.Context()); err != nil {
+			return err
 		}
-		return invalidf("reading the backup: %v", err)
+	}
+	if r.ContentLength > MaxSnapshotBytes {
+		return api.Errorf(api.CodeTooLarge, "backup is %d bytes; the limit is %d", r.ContentLength, MaxSnapshotBytes)
+	}
+	data, err := spoolBackup(w, r, spoolDir(ss))
+	if err != nil {
+		return err
 	}
 	var info RestoreInfo
 	if peer {
@@ -157,6 +167,108 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, peer bool) erro
 		return err
 	}
 	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+// RestoreAuthorizer is implemented by a SnapshotService that decides from
+// the request's context alone (its token) whether the caller may restore:
+// the Server asks before it reads a byte of the backup file, so that a
+// caller without the right never makes a node take in a large body.
+// Restore still authorises on its own.
+type RestoreAuthorizer interface {
+	AuthorizeRestore(ctx context.Context) error
+}
+
+// Spooler is implemented by a SnapshotService with a directory on its
+// own disk for uploaded backup files (node.Node: its data dir); without
+// it they go to os.TempDir().
+type Spooler interface {
+	SpoolDir() string
+}
+
+// SpoolPattern names the temporary file an upload is written to while it
+// arrives (os.CreateTemp's pattern); it is removed when the request ends.
+const SpoolPattern = "restore-upload-*.tmp"
+
+func spoolDir(ss SnapshotService) string {
+	if sp, ok := ss.(Spooler); ok && sp.SpoolDir() != "" {
+		return sp.SpoolDir()
+	}
+	return os.TempDir()
+}
+
+// spoolBackup streams r's body (at most MaxSnapshotBytes) to a temporary
+// file in dir, checks there, reading it in pieces, that it is whole (its
+// magic and its SHA-256 trailer), and only then reads it into memory: a
+// large upload that is cut short, corrupted or not a backup at all never
+// costs its size in memory. The file is removed before it returns.
+func spoolBackup(w http.ResponseWriter, r *http.Request, dir string) ([]byte, error) {
+	f, err := os.CreateTemp(dir, SpoolPattern)
+	if err != nil {
+		return nil, api.Errorf(api.CodeInternal, "spool the backup: %v", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	fw := &spoolWriter{f: f}
+	size, err := io.Copy(fw, http.MaxBytesReader(w, r.Body, MaxSnapshotBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, api.Errorf(api.CodeTooLarge, "backup is larger than %d bytes", MaxSnapshotBytes)
+		case fw.err != nil:
+			return nil, api.Errorf(api.CodeInternal, "spool the backup: %v", fw.err)
+		}
+		return nil, invalidf("reading the backup: %v", err)
+	}
+	if err := checkSpooled(f, size); err != nil {
+		return nil, err
+	}
+	data := make([]byte, size)
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return nil, api.Errorf(api.CodeInternal, "read the spooled backup: %v", err)
+	}
+	return data, nil
+}
+
+// spoolWriter writes to the spool file and keeps its error, to tell a
+// failing disk (internal) from a failing upload (invalid_argument).
+type spoolWriter struct {
+	f   *os.File
+	err error
+}
+
+func (w *spoolWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil {
+		w.err = err
+	}
+	return n, err
+}
+
+// checkSpooled checks a spooled file of size bytes the way
+// backupfile.Parse starts: the magic, then the SHA-256 of everything but
+// its last 32 bytes against them, read in pieces.
+func checkSpooled(f *os.File, size int64) error {
+	const trailer = sha256.Size
+	magic := make([]byte, len(backupfile.Magic))
+	if _, err := f.ReadAt(magic, 0); err != nil || string(magic) != backupfile.Magic {
+		return invalidf("restore: %v: it does not start with %q (a foreign file?)", backupfile.ErrInvalid, strings.TrimSpace(backupfile.Magic))
+	}
+	if size < int64(len(backupfile.Magic))+4+trailer {
+		return invalidf("restore: %v: truncated: %d bytes", backupfile.ErrInvalid, size)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, size-trailer)); err != nil {
+		return api.Errorf(api.CodeInternal, "read the spooled backup: %v", err)
+	}
+	sum := make([]byte, trailer)
+	if _, err := f.ReadAt(sum, size-trailer); err != nil {
+		return api.Errorf(api.CodeInternal, "read the spooled backup: %v", err)
+	}
+	if !bytes.Equal(h.Sum(nil), sum) {
+		return invalidf("restore: %v: checksum mismatch: the file is truncated or corrupted", backupfile.ErrInvalid)
+	}
 	return nil
 }
 

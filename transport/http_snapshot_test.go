@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/session/api"
 )
 
@@ -44,7 +45,13 @@ func (f *snapshotFake) PeerRestore(ctx context.Context, data []byte, minToken ui
 // service without backups answers not_found; the peer-only route is not
 // served on the client port.
 func TestSnapshotRoutesCarryTheFileAndItsFloor(t *testing.T) {
-	f := &snapshotFake{fakeService: newFakeService("n1"), backup: bytes.Repeat([]byte("b"), 100<<10)}
+	// A file whole in form (magic, checksum): the server checks that much
+	// of an upload before it hands it over.
+	var file bytes.Buffer
+	if _, err := backupfile.Encode(&file, backupfile.Header{}, bytes.Repeat([]byte("b"), 100<<10)); err != nil {
+		t.Fatal(err)
+	}
+	f := &snapshotFake{fakeService: newFakeService("n1"), backup: file.Bytes()}
 	ts := httptest.NewServer(NewServer(f))
 	defer ts.Close()
 	cl, err := NewClient([]string{ts.Listener.Addr().String()}, WithRetryBackoff(time.Millisecond, time.Millisecond))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,22 @@ type RaftNet struct {
 
 	dialer *peerDialer
 	stream *tcpStream
+	mux    *portMux
+}
+
+// LimitConnsPerIP caps the connections one source IP holds open on the
+// port at perIP (<= 0: DefaultMaxConnsPerIP), counted from accept, before
+// the TLS handshake and the sorting: past the cap a connection is closed
+// at once. Connections from an IP for which member reports true (the
+// cluster's members) are never refused, so that clients that flood the
+// port cannot starve the peers' Raft and forwarding. Set it once, before
+// the port carries traffic; until then the port has no cap.
+func (rn *RaftNet) LimitConnsPerIP(perIP int, member func(netip.Addr) bool) {
+	lim := newIPLimiter(perIP, rn.mux.log)
+	if member != nil {
+		lim.exempt.Store(&member)
+	}
+	rn.mux.limit.Store(lim)
 }
 
 // OnInboundLost sets f to be called whenever a Raft connection a peer
@@ -148,6 +165,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		Peers:  mux.api,
 		dialer: dialer,
 		stream: stream,
+		mux:    mux,
 	}, nil
 }
 
@@ -210,6 +228,8 @@ type portMux struct {
 	raft, api *chanListener
 	done      chan struct{}
 	once      sync.Once
+	// limit caps connections per source IP (nil: none).
+	limit atomic.Pointer[ipLimiter]
 }
 
 func newPortMux(ln net.Listener, tlsConf *tls.Config, log hclog.Logger) *portMux {
@@ -237,6 +257,11 @@ func (m *portMux) run() {
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
+		}
+		if lim := m.limit.Load(); lim != nil {
+			if c = lim.admit(c); c == nil {
+				continue
+			}
 		}
 		go m.sort(c)
 	}

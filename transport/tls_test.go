@@ -66,7 +66,7 @@ func newTLSPeerPort(t *testing.T, svc Service, id *TLS) *RaftNet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ps := ServePeers(rn.Peers, svc, nil)
+	ps := ServePeers(rn.Peers, svc, nil, 0)
 	t.Cleanup(func() {
 		ps.Close()
 		rn.Transport.Close()

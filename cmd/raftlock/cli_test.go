@@ -420,7 +420,9 @@ func TestExecErrors(t *testing.T) {
 }
 
 // A session closed under exec (not expired) is reported as closed; exec
-// stops CMD and exits 124. elect, likewise, exits 1 with lock_lost.
+// stops CMD and exits 124. elect, likewise, exits 1 with lock_lost. Both
+// name the session by its handle, never its id (issue 27 item 9: stderr
+// goes to logs).
 func TestSessionClosedUnderExecAndElect(t *testing.T) {
 	f, rl := fakeCluster(t)
 	sidFile := filepath.Join(t.TempDir(), "sid")
@@ -443,7 +445,7 @@ func TestSessionClosedUnderExecAndElect(t *testing.T) {
 		t.Fatal("session close failed")
 	}
 	code := r.wait(t, "exec whose session was closed")
-	want := "raftlock: lock_lost: lock jobs/x is lost: session " + sid + " closed (the cluster reported it gone while its lease still ran); stopping sh (SIGTERM, SIGKILL after 100ms)\n"
+	want := "raftlock: lock_lost: lock jobs/x is lost: session handle:" + api.SessionHandle(sid) + " closed (the cluster reported it gone while its lease still ran); stopping sh (SIGTERM, SIGKILL after 100ms)\n"
 	if code != exitLockLost || errOut.String() != want {
 		t.Errorf("exec whose session was closed: exit %d, %q; want %d, %q", code, errOut.String(), exitLockLost, want)
 	}
@@ -470,7 +472,7 @@ func TestSessionClosedUnderExecAndElect(t *testing.T) {
 		t.Fatal("session close failed")
 	}
 	code = r.wait(t, "elect whose session was closed")
-	want = "raftlock: lock_lost: leadership of e/x lost: session " + esid + " closed (the cluster reported it gone while its lease still ran)\n"
+	want = "raftlock: lock_lost: leadership of e/x lost: session handle:" + api.SessionHandle(esid) + " closed (the cluster reported it gone while its lease still ran)\n"
 	if code != exitError || !strings.HasSuffix(eerr.String(), want) {
 		t.Errorf("elect whose session was closed: exit %d, %q; want 1, ...%q", code, eerr.String(), want)
 	}

@@ -398,7 +398,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		case <-stopAt:
 			stopAt, stopTimer = nil, nil
 			stop(func() string {
-				return fmt.Sprintf("session %s: no keepalive acknowledged, and the lock is lost in %v", s.ID(), stopLead(o.killGrace))
+				return fmt.Sprintf("session %s: no keepalive acknowledged, and the lock is lost in %v", sessionRef(s), stopLead(o.killGrace))
 			})
 		case <-killTimer:
 			killTimer = nil
@@ -426,6 +426,10 @@ func startError(name string, err error) error {
 		err: fmt.Errorf("exec: %s: cannot be run: %w", name, err)}}
 }
 
+// sessionRef names s in a message: by its handle, never its id (a secret
+// capability, and stderr goes to logs).
+func sessionRef(s *session.Session) string { return "handle:" + s.Handle() }
+
 // lossReason says why the locks of s were lost, once they were: the
 // session is in jeopardy (no keepalive acknowledged since its lease ended),
 // closed, or expired. An expired session's final event (final, or else
@@ -434,7 +438,7 @@ func startError(name string, err error) error {
 // it, less 1% for clock drift) was closed by someone, not expired, since
 // the cluster expires a session only once its lease has run out.
 func lossReason(s *session.Session, final *session.Event, events <-chan session.Event) string {
-	id := s.ID()
+	id := sessionRef(s)
 	switch s.State() {
 	case session.Jeopardy:
 		return fmt.Sprintf("session %s: no keepalive acknowledged since its lease ended", id)

@@ -67,6 +67,12 @@ type options struct {
 	metricsOpen bool
 	// logStore: --log-store and --migrate-log-store (migrate.go).
 	logStore logStoreOptions
+	// maxConnsPerIP and idleTimeout: --max-conns-per-ip and
+	// --http-idle-timeout, on both ports.
+	maxConnsPerIP int
+	idleTimeout   time.Duration
+	// debugRemote allows a non-loopback --debug-addr.
+	debugRemote bool
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -78,7 +84,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
-	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on (default: off)")
+	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on, plaintext and without a token (default: off; a loopback address unless --debug-allow-remote)")
+	fs.BoolVar(&o.debugRemote, "debug-allow-remote", false, "allow a --debug-addr that is not a loopback address: anyone who reaches it can profile the node")
 	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir, once every peer answered that it is new too)")
 	fs.BoolVar(&o.dev, "dev", false, "run a local 3-node cluster in this process (HTTP 127.0.0.1:7001-7003, Raft 127.0.0.1:7101-7103)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "trace, debug, info, warn or error")
@@ -97,6 +104,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.limits.WaitersPerLock, "max-waiters-per-lock", api.DefaultMaxWaitersPerLock, "most waiters in one lock's queue (every node the same)")
 	fs.IntVar(&o.limits.LocksPerSession, "max-locks-per-session", api.DefaultMaxLocksPerSession, "most holds and waits of one session, one per lock and holder id (every node the same)")
 	fs.IntVar(&o.limits.SessionsPerToken, "max-sessions-per-token", api.DefaultMaxSessionsPerToken, "most open sessions of one ACL token, with --acl (every node the same)")
+	fs.IntVar(&o.limits.LocksPerToken, "max-locks-per-token", api.DefaultMaxLocksPerToken, "most holds and waits of one ACL token's sessions together, with --acl (every node the same)")
+	fs.IntVar(&o.limits.WaitersPerToken, "max-waiters-per-token", api.DefaultMaxWaitersPerToken, "most waits of one ACL token's sessions together, with --acl (every node the same)")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "this node's certificate (PEM): HTTPS on --http-addr, mutual TLS on --raft-addr (with --tls-key, --tls-ca)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the key of --tls-cert (PEM)")
 	fs.StringVar(&o.tlsCA, "tls-ca", "", "the cluster's CA certificate (PEM): peers (and, with --client-cert-auth, clients) must present a certificate it signed")
@@ -104,6 +113,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", transport.DefaultMaxConnsPerIP,
+		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP))
+	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", transport.DefaultIdleTimeout,
+		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", transport.MinIdleTimeout, transport.MaxIdleTimeout))
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -114,6 +127,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if o.debugAddr != "" && !o.debugRemote && !transport.IsLoopback(o.debugAddr) {
+		return o, fmt.Errorf("--debug-addr %s is not a loopback address: its profiling endpoints are plaintext and need no token; "+
+			"serve them on 127.0.0.1, or pass --debug-allow-remote", o.debugAddr)
+	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
 	}
@@ -121,6 +138,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, err
 	}
 	if err := o.limits.Check(); err != nil {
+		return o, err
+	}
+	if o.maxConnsPerIP < transport.MinMaxConnsPerIP || o.maxConnsPerIP > transport.MaxMaxConnsPerIP {
+		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP)
+	}
+	if err := node.CheckIdleTimeout("--http-idle-timeout", o.idleTimeout); err != nil {
 		return o, err
 	}
 	if err := o.backup.check(o.dev, o.dataDir); err != nil {
@@ -404,10 +427,11 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}
 	s.http = &http.Server{
-		Handler:           transport.NewServer(n, sopts...),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		Handler:  transport.NewServer(n, sopts...),
+		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	transport.ConfigureServer(s.http, o.idleTimeout)
+	ln = transport.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
 		s.http.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)
@@ -445,6 +469,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
+		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -16,6 +16,14 @@ const (
 	// open (ACLs on): a tenth of the cluster's, so that one leaked or
 	// looping client cannot take every session from the others.
 	DefaultMaxSessionsPerToken = 10_000
+	// DefaultMaxLocksPerToken bounds the holds and waits of one ACL
+	// token's sessions together: a tenth of the cluster's locks, so that
+	// one token (100 sessions of 1,000 locks) cannot take every lock slot.
+	DefaultMaxLocksPerToken = 10_000
+	// DefaultMaxWaitersPerToken bounds the waits of one ACL token's
+	// sessions: a tenth of one lock's queue, so that one token cannot fill
+	// a queue ahead of everyone else.
+	DefaultMaxWaitersPerToken = 1_000
 )
 
 // Limits bound what the replicated state may hold. The leader stamps its
@@ -36,13 +44,21 @@ type Limits struct {
 	// SessionsPerToken bounds the open sessions of one ACL token (with
 	// ACLs off sessions have no token and only Sessions applies).
 	SessionsPerToken int `json:"sessions_per_token,omitempty"`
+	// LocksPerToken bounds the holds and waits of one ACL token's sessions
+	// together (one per lock and holder id, as LocksPerSession counts), and
+	// WaitersPerToken their waits alone. Carried only by the command
+	// format that knows them (fsm.VersionTokenLimits): an entry written
+	// for an older replica has none.
+	LocksPerToken   int `json:"locks_per_token,omitempty"`
+	WaitersPerToken int `json:"waiters_per_token,omitempty"`
 }
 
 // DefaultLimits returns the default limits.
 func DefaultLimits() Limits {
 	return Limits{Sessions: DefaultMaxSessions, Locks: DefaultMaxLocks,
 		WaitersPerLock: DefaultMaxWaitersPerLock, LocksPerSession: DefaultMaxLocksPerSession,
-		SessionsPerToken: DefaultMaxSessionsPerToken}
+		SessionsPerToken: DefaultMaxSessionsPerToken, LocksPerToken: DefaultMaxLocksPerToken,
+		WaitersPerToken: DefaultMaxWaitersPerToken}
 }
 
 // fields names each limit by its raftlockd flag, with a pointer to it.
@@ -55,7 +71,8 @@ func (l *Limits) fields() []struct {
 		v    *int
 	}{{"--max-sessions", &l.Sessions}, {"--max-locks", &l.Locks},
 		{"--max-waiters-per-lock", &l.WaitersPerLock}, {"--max-locks-per-session", &l.LocksPerSession},
-		{"--max-sessions-per-token", &l.SessionsPerToken}}
+		{"--max-sessions-per-token", &l.SessionsPerToken}, {"--max-locks-per-token", &l.LocksPerToken},
+		{"--max-waiters-per-token", &l.WaitersPerToken}}
 }
 
 // Resolve replaces every zero limit by its default, then checks them
@@ -94,6 +111,10 @@ type Usage struct {
 	// TokenSessions is the number of open sessions of the ACL token that
 	// opens one.
 	TokenSessions int
+	// TokenLocks and TokenWaiters are the holds and waits, and the waits
+	// alone, of the sessions of the ACL token whose session acquires.
+	TokenLocks   int
+	TokenWaiters int
 }
 
 // Exceeded is the one limit rule: it returns the resource_exhausted error
@@ -108,7 +129,9 @@ func (l *Limits) Exceeded(u Usage) *Error {
 		what      string
 	}{{u.Sessions, l.Sessions, "open sessions"}, {u.Locks, l.Locks, "locks held, waited for or delayed"},
 		{u.Waiters, l.WaitersPerLock, "waiters on this lock"}, {u.SessionLocks, l.LocksPerSession, "locks this session holds or waits for"},
-		{u.TokenSessions, l.SessionsPerToken, "open sessions of this token"}} {
+		{u.TokenSessions, l.SessionsPerToken, "open sessions of this token"},
+		{u.TokenLocks, l.LocksPerToken, "locks this token's sessions hold or wait for"},
+		{u.TokenWaiters, l.WaitersPerToken, "waits of this token's sessions"}} {
 		if c.max > 0 && c.have > c.max {
 			return &Error{Code: CodeResourceExhausted, Message: fmt.Sprintf("the cluster's limit of %d %s is reached", c.max, c.what)}
 		}

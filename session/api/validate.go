@@ -26,9 +26,28 @@ func CheckText(what, s string, min, max int) error {
 }
 
 // ValidateLockName checks a lock name (sequencer.CheckName): path-like
-// UTF-8, 1 to sequencer.MaxNameBytes bytes, no control characters.
+// UTF-8, 1 to sequencer.MaxNameBytes bytes, no control characters, and no
+// bidirectional embedding, override or isolate character (U+202A to
+// U+202E, U+2066 to U+2069), which make a name display as another
+// ("xss/\u202egnp.exe" shows as "xss/exe.png"). It checks requests: the
+// state machine applies what its log holds, names from before this rule
+// included.
 func ValidateLockName(name string) error {
-	return CheckText("lock name", name, 1, sequencer.MaxNameBytes)
+	if err := CheckText("lock name", name, 1, sequencer.MaxNameBytes); err != nil {
+		return err
+	}
+	for i, r := range name {
+		if isBidiControl(r) {
+			return Errorf(CodeInvalidArgument, "lock name contains bidirectional control character %U at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+// isBidiControl reports whether r is a bidirectional embedding, override
+// or isolate character (U+202A-U+202E, U+2066-U+2069).
+func isBidiControl(r rune) bool {
+	return (r >= 0x202A && r <= 0x202E) || (r >= 0x2066 && r <= 0x2069)
 }
 
 // CheckPrefix checks a lock-name prefix (of a listing): like a lock name,

@@ -161,3 +161,24 @@ func TestTextMustBeValidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// TestLockNamesRefuseBidiControls pins issue 27 item 9: a lock name with a
+// bidirectional embedding, override or isolate character (which makes
+// "xss/\u202egnp.exe" display as "xss/exe.png") is invalid_argument, in
+// an acquire and a release as in a read; other non-ASCII names pass.
+func TestLockNamesRefuseBidiControls(t *testing.T) {
+	for _, r := range []rune{0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069} {
+		name := "xss/" + string(r) + "gnp.exe"
+		if err := ValidateLockName(name); CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "bidirectional") {
+			t.Errorf("%U: %v, want invalid_argument", r, err)
+		}
+		if err := CheckLockRef(name, "0123456789abcdef0123456789abcdef", "h"); CodeOf(err) != CodeInvalidArgument {
+			t.Errorf("%U in an acquire or release: %v, want invalid_argument", r, err)
+		}
+	}
+	for _, name := range []string{"ünïcode/路径", "a\u200fb", "שלום/x", "x\u2065y"} {
+		if err := ValidateLockName(name); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+}
