@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -170,15 +169,6 @@ func TestVersionGolden(t *testing.T) {
 	out = regexp.MustCompile(`(?m)^commit: .*$`).ReplaceAllString(out, "commit: COMMIT")
 	out = regexp.MustCompile(`(?m)^go: go\S+$`).ReplaceAllString(out, "go: GOVERSION")
 	golden(t, "version", transcript([]string{"--version"}, code, out, errOut))
-
-	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-		{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.time", Value: "2026-01-02T15:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
-	if got, want := formatVersion(bi), "raftlock v1.2.3\ncommit: 0123abcd+dirty (2026-01-02T15:04:05Z)\ngo: go1.26.8\n"; got != want {
-		t.Errorf("formatVersion: %q, want %q", got, want)
-	}
-	if got := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.8"}); got != "raftlock (devel)\ncommit: unknown\ngo: go1.26.8\n" {
-		t.Errorf("formatVersion without VCS: %q", got)
-	}
 }
 
 // A cluster none of whose addresses answers (a closed port) fails in about

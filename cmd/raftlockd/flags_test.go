@@ -196,3 +196,15 @@ func TestACLFlagTurnsOnNodeACL(t *testing.T) {
 		}
 	}
 }
+
+// raftlockd --version prints the version (0.0.0-dev in a test binary, which
+// is given none at build time) and exits 0, starting nothing.
+func TestVersionFlagPrintsVersionAndStartsNothing(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runIO([]string{"--version"}, &stdout, &stderr); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("--version: exit %d, stderr %q", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "raftlockd 0.0.0-dev\ncommit: ") {
+		t.Errorf("--version printed %q", stdout.String())
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -42,6 +43,8 @@ func main() {
 }
 
 type options struct {
+	// version: print the version and exit (--version).
+	version bool
 	id, dataDir, raftAddr, raftAdvertise, httpAddr, peers string
 	debugAddr                                             string
 	dev                                                   bool
@@ -73,6 +76,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("raftlockd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
@@ -113,6 +117,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.version {
+		return o, nil
 	}
 	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
 		return o, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", o.logLevel)
@@ -228,7 +235,12 @@ func parsePeers(s string) ([]node.Peer, error) {
 	return peers, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+// run runs raftlockd with args; --version prints to os.Stdout, all else
+// goes to stderr.
+func run(args []string, stderr io.Writer) int { return runIO(args, os.Stdout, stderr) }
+
+// runIO is run with the standard output given.
+func runIO(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -238,6 +250,10 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "raftlockd: %s\n", message(err))
 		}
 		return 2
+	}
+	if o.version {
+		fmt.Fprint(stdout, buildinfo.Text("raftlockd"))
+		return 0
 	}
 	if o.backup.recover != "" {
 		return runRecover(o, stderr)
