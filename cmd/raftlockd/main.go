@@ -44,7 +44,7 @@ func main() {
 
 type options struct {
 	// version: print the version and exit (--version).
-	version bool
+	version                                               bool
 	id, dataDir, raftAddr, raftAdvertise, httpAddr, peers string
 	debugAddr                                             string
 	dev                                                   bool
