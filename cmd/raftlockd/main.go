@@ -68,6 +68,8 @@ type options struct {
 	members membershipOptions
 	// metricsOpen serves GET /metrics without a token under --acl.
 	metricsOpen bool
+	// metricsAddr: the plain health and metrics listener (--metrics-addr).
+	metricsAddr string
 	// logStore: --log-store and --migrate-log-store (migrate.go).
 	logStore logStoreOptions
 }
@@ -108,6 +110,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of a plain-HTTP listener serving only GET /v1/health and GET /metrics, "+
+		"with no client certificate or token (for probes and scrapers; default: off)")
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -144,6 +148,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.members.check(o.peers, o.dev); err != nil {
 		return o, err
+	}
+	if o.dev && o.metricsAddr != "" {
+		return o, errors.New("--metrics-addr is for real nodes: --dev's nodes serve /v1/health and /metrics on their HTTP ports")
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return o, fmt.Errorf("--metrics-addr %q is not host:port (like 0.0.0.0:9101)", o.metricsAddr)
+		}
 	}
 	if o.dev {
 		if o.tls() || o.clientCertAuth || o.insecure {
@@ -308,6 +320,16 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 		}
 		defer dbg.Close()
 	}
+	var metricsLn net.Listener
+	if o.metricsAddr != "" {
+		// Before the node starts: a taken port stops the daemon with its
+		// data untouched.
+		if metricsLn, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %s\n", listenError("--metrics-addr", o.metricsAddr, err))
+			return 1
+		}
+		specs[0].metricsLn = metricsLn
+	}
 	var servers []*server
 	defer func() {
 		for _, s := range servers {
@@ -352,6 +374,20 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 type serverSpec struct {
 	id, dataDir, raftAddr, httpAddr string
 	peers                           []node.Peer
+	// metricsLn: the --metrics-addr listener, if any (closed on failure).
+	metricsLn net.Listener
+}
+
+// listenError is the one line a listener that could not be opened prints:
+// a taken port says so and names the fix.
+func listenError(flag, addr string, err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("%s %s: the port is taken (another process listens there): stop it or pick a free port", flag, addr)
+	}
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Sprintf("%s %s: no interface of this machine has that IP address: use one of its addresses or 0.0.0.0", flag, addr)
+	}
+	return fmt.Sprintf("%s %s: %v", flag, addr, err)
 }
 
 // devSpecs returns the three nodes of --dev, with their data under
@@ -388,12 +424,21 @@ func removeDevDir(dir string, stderr io.Writer) {
 type server struct {
 	node *node.Node
 	http *http.Server
-	errc chan error
+	// metrics serves --metrics-addr (nil without it).
+	metrics *http.Server
+	errc    chan error
 	// transferOnStop: hand leadership over before stopping (a real node).
 	transferOnStop bool
 }
 
-func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.Logger) (*server, error) {
+func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.Logger) (_ *server, err error) {
+	if spec.metricsLn != nil {
+		defer func() {
+			if err != nil {
+				spec.metricsLn.Close()
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", spec.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
@@ -415,7 +460,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		ln.Close()
 		return nil, err
 	}
-	s := &server{node: n, errc: make(chan error, 1), transferOnStop: !o.dev}
+	s := &server{node: n, errc: make(chan error, 2), transferOnStop: !o.dev}
 	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
@@ -441,6 +486,19 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 			s.errc <- err
 		}
 	}()
+	if spec.metricsLn != nil {
+		s.metrics = &http.Server{
+			Handler:           transport.NewMetricsServer(n, transport.WithLogger(nlog)),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		}
+		go func() {
+			if err := s.metrics.Serve(spec.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errc <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+		nlog.Info("serving health and metrics, plain HTTP, no authentication", "metrics", "http://"+spec.metricsLn.Addr().String())
+	}
 	nlog.Info("serving", "id", spec.id, "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
 		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "metrics_open", o.metricsOpen, "data_dir", spec.dataDir,
 		"log_store", n.LogStore(), "log", n.LogPath())
@@ -478,6 +536,10 @@ func (s *server) shutdown(logger hclog.Logger) {
 	}
 	if err := s.node.Shutdown(ctx); err != nil {
 		logger.Warn("node shutdown", "error", err)
+	}
+	if s.metrics != nil {
+		// Last: a probe sees the node's health until it is gone.
+		s.metrics.Close()
 	}
 }
 
