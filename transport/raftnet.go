@@ -107,14 +107,14 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	}
 	var adv net.Addr = ln.Addr()
 	if cfg.Advertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+		a, err := advertiseAddr(cfg.Advertise)
 		if err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("raft transport: advertise %s: %w", cfg.Advertise, err)
 		}
 		adv = a
 	}
-	if ta, ok := adv.(*net.TCPAddr); !ok || ta.IP.IsUnspecified() {
+	if ta, ok := adv.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		ln.Close()
 		return nil, fmt.Errorf("raft transport: advertise address %s is not dialable; set it explicitly", adv)
 	}
@@ -149,6 +149,35 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		dialer: dialer,
 		stream: stream,
 	}, nil
+}
+
+// hostAddr is an advertised address by DNS name (host:port), kept as
+// given: peers dial the name, so that a node whose IP changes (a
+// Kubernetes pod rescheduled) keeps its address in the configuration.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+// advertiseAddr parses an advertised address: an IP and port as a
+// *net.TCPAddr, a DNS name and port as a hostAddr, not resolved here (the
+// name may not resolve before this node's peers can reach it, as with a
+// Kubernetes headless Service's records).
+func advertiseAddr(s string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return nil, err
+	}
+	if host == "" {
+		return nil, fmt.Errorf("no host: give an IP address or a DNS name")
+	}
+	if net.ParseIP(host) != nil {
+		return net.ResolveTCPAddr("tcp", s)
+	}
+	return hostAddr(s), nil
 }
 
 // tcpStream is a raft.StreamLayer over TCP (or TLS) with a bound local

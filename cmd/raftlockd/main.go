@@ -82,7 +82,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
-	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "host:port peers dial for Raft (default --raft-addr); a DNS name is kept as given, not resolved, so that peers find the node after its IP changes")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on (default: off)")
 	fs.StringVar(&o.peers, "peers", "", "bootstrap members id=raft-addr,... (used only with an empty data dir, once every peer answered that it is new too)")
