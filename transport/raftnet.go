@@ -137,7 +137,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		logger = hclog.NewNullLogger()
 	}
 	mux := newPortMux(ln, serverTLS, logger.Named("peer-port"))
-	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer}
+	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer, closed: make(chan struct{})}
 	return &RaftNet{
 		Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  stream,
@@ -188,6 +188,9 @@ type tcpStream struct {
 	dialer *peerDialer
 	// onLost is called when an accepted connection is lost (OnInboundLost).
 	onLost atomic.Pointer[func()]
+	// closed is closed by Close (the Raft transport's Close).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
@@ -197,6 +200,12 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 func (s *tcpStream) Accept() (net.Conn, error) {
 	c, err := s.mux.raft.Accept()
 	if err != nil {
+		// The port closed (the node's peer API server closes it first
+		// when it stops): wait for the Raft transport's own Close, which
+		// marks it shut down before it closes this stream, so that its
+		// accept loop ends quietly instead of logging "failed to accept
+		// connection" at ERROR on every clean shutdown.
+		<-s.closed
 		return nil, err
 	}
 	return &inboundConn{Conn: c, stream: s}, nil
@@ -226,7 +235,10 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-func (s *tcpStream) Close() error   { return s.mux.close() }
+func (s *tcpStream) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.mux.close()
+}
 func (s *tcpStream) Addr() net.Addr { return s.adv }
 
 // portMux sorts the connections of one listener between Raft and the API,

@@ -284,6 +284,15 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
+	if o.dev {
+		// go run ./cmd/raftlockd --dev & ... kill PID: the signal reaches
+		// go run, which exits without passing it on; --dev stops with its
+		// parent instead of keeping its ports and temporary data dir.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go stopWithParent(ctx, cancel, os.Getppid(), stderr)
+	}
 
 	var specs []serverSpec
 	if o.dev {
@@ -413,6 +422,31 @@ func devSpecs(o options) (specs []serverSpec, tempDir string, err error) {
 	return specs, tempDir, nil
 }
 
+// parentPoll is how often a --dev run checks that its parent lives.
+const parentPoll = 100 * time.Millisecond
+
+// stopWithParent calls stop once this process's parent, parent, has exited
+// (the process is re-parented), or returns when ctx ends.
+func stopWithParent(ctx context.Context, stop context.CancelFunc, parent int, stderr io.Writer) {
+	if parent <= 1 {
+		return // started by init (or a container's runtime): nothing to watch
+	}
+	t := time.NewTicker(parentPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if os.Getppid() != parent {
+				fmt.Fprintf(stderr, "raftlockd --dev: the process that started it (pid %d, go run?) exited: stopping\n", parent)
+				stop()
+				return
+			}
+		}
+	}
+}
+
 // removeDevDir removes the temporary data directory of a --dev run.
 func removeDevDir(dir string, stderr io.Writer) {
 	if err := os.RemoveAll(dir); err != nil {
@@ -528,12 +562,17 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 
 func (s *server) shutdown(logger hclog.Logger) {
 	s.stepDown(logger)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Waiting acquires are long polls: give them a moment, then cut them.
-	if err := s.http.Shutdown(ctx); err != nil {
+	// Waiting acquires and watches are long polls (a follower's forwarded
+	// to the leader): give them a moment, then cut them. A client sees a
+	// cut long poll as it sees a node that died, and retries elsewhere,
+	// keeping its place in the queue.
+	hctx, hcancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	defer hcancel()
+	if err := s.http.Shutdown(hctx); err != nil {
 		s.http.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if err := s.node.Shutdown(ctx); err != nil {
 		logger.Warn("node shutdown", "error", err)
 	}
@@ -542,6 +581,11 @@ func (s *server) shutdown(logger hclog.Logger) {
 		s.metrics.Close()
 	}
 }
+
+// httpShutdownGrace is how long a stopping server lets requests in flight
+// finish before it closes their connections: short, so that a stop takes
+// well under a second (a Kubernetes rolling restart, Ctrl-C on --dev).
+const httpShutdownGrace = 300 * time.Millisecond
 
 // firstError delivers the first failure of any server: its HTTP server
 // failed, or its node stopped itself for good (a corrupt log entry).
