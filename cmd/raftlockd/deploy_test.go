@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -383,5 +384,70 @@ func TestHelmChartRendersTheManifestsAndEveryVariantIsAccepted(t *testing.T) {
 	}
 	if _, err := renderChart(t, "raftlock", map[string]any{"replicas": 4}); err == nil || !strings.Contains(err.Error(), "replicas must be 3 or 5") {
 		t.Errorf("replicas 4: %v, want refused", err)
+	}
+}
+
+// dashboardAndRuleExprs returns every PromQL expression of
+// deploy/grafana/raftlock.json's panels and deploy/prometheus/alerts.yml's
+// rules, each with where it is.
+func dashboardAndRuleExprs(t testing.TB) map[string]string {
+	t.Helper()
+	root := deployRoot(t)
+	out := map[string]string{}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "grafana", "raftlock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("raftlock.json: %v", err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			out[tg.Expr] = "panel " + p.Title
+		}
+	}
+	data, err = os.ReadFile(filepath.Join(root, "deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct{ Alert, Expr string }
+		}
+	}
+	if err := yaml.Unmarshal(data, &rules); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			out[r.Expr] = "alert " + r.Alert
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d expressions in the dashboard and the rules", len(out))
+	}
+	return out
+}
+
+// metricNameRef finds the metric names an expression reads: raftlock's
+// and hashicorp/raft's (Prometheus' own "up" is not a node's).
+var metricNameRef = regexp.MustCompile(`\b(raftlock_[a-z_]+|raft_[A-Za-z_]+)\b`)
+
+// checkDashboardMetricsExist checks that every metric a panel or a rule
+// names is a series of exposition, a node's GET /metrics answer.
+func checkDashboardMetricsExist(t *testing.T, exposition string) {
+	t.Helper()
+	for expr, where := range dashboardAndRuleExprs(t) {
+		for _, name := range metricNameRef.FindAllString(expr, -1) {
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `[{ ]`).MatchString(exposition) {
+				t.Errorf("%s reads %s, which a live node's /metrics does not have", where, name)
+			}
+		}
 	}
 }

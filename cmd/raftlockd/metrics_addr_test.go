@@ -19,7 +19,9 @@ import (
 // --metrics-addr serves GET /v1/health (and ?stale) and GET /metrics in
 // plain HTTP with no client certificate and no token, on a node that runs
 // TLS with --client-cert-auth and --acl; and nothing else: the API, the
-// status page and writes answer 404 or 405 there.
+// status page and writes answer 404 or 405 there. Every metric named by a
+// panel of deploy/grafana/raftlock.json or a rule of
+// deploy/prometheus/alerts.yml is in its /metrics.
 func TestMetricsAddrServesHealthAndMetricsOnlyWithoutCertOrToken(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a raftlockd process")
@@ -27,7 +29,7 @@ func TestMetricsAddrServesHealthAndMetricsOnlyWithoutCertOrToken(t *testing.T) {
 	cli := proccluster.Build(t, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
 	dir := tlsInit(t, cli, 1)
 	maddr := proccluster.FreeAddr(t)
-	proccluster.StartTLS(t, proccluster.BuildDaemon(t), dir, 1, "--client-cert-auth", "--acl", "--metrics-addr", maddr)
+	c := proccluster.StartTLS(t, proccluster.BuildDaemon(t), dir, 1, "--client-cert-auth", "--acl", "--metrics-addr", maddr)
 	get := func(method, path string) (int, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -66,6 +68,19 @@ func TestMetricsAddrServesHealthAndMetricsOnlyWithoutCertOrToken(t *testing.T) {
 			t.Errorf("%s %s on the metrics listener: %d %.200q %v, want %d with %q", c.method, c.path, st, body, err, c.status, c.has)
 		}
 	}
+	// An API request (with a client certificate, without a token: refused
+	// 401), so that the request histogram has a series.
+	api := &http.Client{Transport: &http.Transport{TLSClientConfig: proccluster.ClientTLS(t, dir)}}
+	if resp, err := api.Get(c.Addrs()[0] + "/v1/locks"); err == nil {
+		resp.Body.Close()
+	}
+	// Every metric the Grafana dashboard and the alert rules read is on a
+	// live node (TLS, so its certificate's expiry too).
+	_, metrics, err := get("GET", "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDashboardMetricsExist(t, metrics)
 	// The probes are not counted as API requests.
 	if _, body, _ := get("GET", "/metrics"); strings.Contains(body, `route="GET /v1/health"`) {
 		t.Errorf("the metrics listener's requests are counted in raftlock_http_request_duration_seconds")
