@@ -121,7 +121,7 @@ var (
 	descHeadWait = prometheus.NewDesc("raftlock_lock_queue_head_wait_seconds", "On the leader: the longest time the first waiter of any lock's queue has waited, "+
 		"counted from when this leader armed its wait (its acquire, a retry of it, or this leader's promotion); 0 without waiters and on followers.", nil, nil)
 	descCertExpiry = prometheus.NewDesc("raftlock_tls_cert_expiry_timestamp_seconds", "When this node's TLS certificate (--tls-cert) expires, in Unix seconds; only with TLS.", nil, nil)
-	descDiverged = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
+	descDiverged   = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
