@@ -231,7 +231,7 @@ Global flags (before or after the command):
   --cert FILE, --key FILE          the client certificate and key to present, for a cluster
                                    run with --client-cert-auth (env RAFTLOCK_CERT, RAFTLOCK_KEY)
   --token SECRET                   the ACL token to call with, for a cluster run with --acl
-                                   (env RAFTLOCK_TOKEN or RAFTLOCK_ACL_TOKEN, which ps does not show)
+                                   (env RAFTLOCK_ACL_TOKEN, which ps does not show)
   -o, --output text|json           print results as text or as the API's JSON (env
                                    RAFTLOCK_OUTPUT; default text)
   --json                           same as -o json (deprecated)
