@@ -465,3 +465,37 @@ func TestSessionClosedUnderExecAndElect(t *testing.T) {
 		t.Errorf("elect whose session was closed: exit %d, %q; want 1, ...%q", code, eerr.String(), want)
 	}
 }
+
+// A duration flag without a unit (or otherwise unparsable) says what one
+// looks like, in every command and in the global flags.
+func TestDurationFlagErrorSaysLike5s(t *testing.T) {
+	for _, args := range [][]string{
+		{"session", "open", "--ttl", "5"},
+		{"--timeout", "soon", "status"},
+		{"exec", "--ttl", "5", "jobs/a", "--", "true"},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		if code != 2 || !strings.Contains(errOut, "not a duration: write it like 5s, 500ms or 1m30s") || strings.Contains(errOut, "parse error") {
+			t.Errorf("raftlock %q: exit %d, %q", args, code, errOut)
+		}
+	}
+}
+
+// A mistyped command suggests the nearest one, at the top level and in a
+// group; a word near nothing suggests nothing.
+func TestMistypedCommandSuggestsTheNearest(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"aquire"}, `unknown command "aquire"; did you mean "acquire"?`},
+		{[]string{"lock", "lsit"}, `unknown command "lsit"; did you mean "list"?`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"` + "\n"},
+	} {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("raftlock %q: exit %d, %q; want 2 with %q", c.args, code, errOut, c.want)
+		}
+	}
+}

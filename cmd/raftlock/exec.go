@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/sequencer"
@@ -213,7 +214,7 @@ func splitExecArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, usagef("exec", "%v", err)
+		return nil, usagef("exec", "%v", flaghint.Error(err))
 	}
 	if len(fs.Args()) < 2 {
 		return nil, usagef("exec", "want NAME -- CMD [ARGS...]")

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
@@ -83,7 +84,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.finish(c.printf("%s", overview()))
 		}
-		return c.finish(usagef("", "%v", err))
+		return c.finish(usagef("", "%v", flaghint.Error(err)))
 	}
 	if *version {
 		return c.finish(c.printf("%s", versionText()))
@@ -354,7 +355,7 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef(fs.Name(), "%v", err)
+			return nil, usagef(fs.Name(), "%v", flaghint.Error(err))
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

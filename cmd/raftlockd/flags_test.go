@@ -112,8 +112,8 @@ func TestUnparsableDurationFlagIsReportedOnce(t *testing.T) {
 	if n := strings.Count(stderr.String(), "soon"); n != 1 {
 		t.Fatalf("the bad value is reported %d times, want once:\n%s", n, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), `invalid value "soon" for flag -failover-grace`) {
-		t.Fatalf("stderr does not name the flag:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), `invalid value "soon" for flag -failover-grace: not a duration: write it like 5s, 500ms or 1m30s`) {
+		t.Fatalf("stderr does not name the flag and say what a duration looks like:\n%s", stderr.String())
 	}
 }
 

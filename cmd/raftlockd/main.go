@@ -31,6 +31,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -77,7 +78,7 @@ type options struct {
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("raftlockd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(flaghint.Writer(stderr))
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
