@@ -314,6 +314,12 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 		return 2
 	}
+	if !o.dev {
+		if err := preflight(o, specs[0].peers); err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+			return 2
+		}
+	}
 	if o.tls() {
 		if o.tlsFiles, err = transport.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
 			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
