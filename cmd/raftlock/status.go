@@ -187,12 +187,14 @@ func (c *cli) memberURL(addr string) string {
 	return addr
 }
 
-// noQuorum returns an error when a majority of the members is unreachable
-// or not yet joined: the cluster cannot serve, and status exits non-zero.
+// noQuorum returns an error when a majority of the members is unreachable:
+// the cluster cannot serve, and status exits non-zero. A joining member
+// (in the configuration, its HTTP address not recorded yet) is not counted:
+// it follows the leader, it has just not said where it listens.
 func noQuorum(rep statusReport) error {
 	down := 0
 	for _, m := range rep.Members {
-		if m.State == "unreachable" || m.State == "joining" {
+		if m.State == "unreachable" {
 			down++
 		}
 	}

@@ -100,9 +100,9 @@ func TestStatusShowsEachMembersStateAndADeadOneUnreachable(t *testing.T) {
 }
 
 // A member that has not registered its HTTP address yet (just after a
-// bootstrap or a join) is "joining", not "unreachable"; members without a
-// scheme are asked over https:// when the CLI talks TLS; a majority not
-// reachable is an error.
+// bootstrap or a join) is "joining", not "unreachable", and does not count
+// against the quorum; members without a scheme are asked over https://
+// when the CLI talks TLS; a majority unreachable is an error.
 func TestStatusJoiningMembersTLSAddressesAndNoQuorum(t *testing.T) {
 	c := newCLI(&strings.Builder{}, &strings.Builder{})
 	c.addrs = []string{"https://10.0.0.1:7001"}
@@ -122,10 +122,11 @@ func TestStatusJoiningMembersTLSAddressesAndNoQuorum(t *testing.T) {
 	if m := joining.Members[0]; m.State != "joining" || m.Lag != nil {
 		t.Errorf("a member without an HTTP address: %+v, want joining", m)
 	}
-	rep := statusReport{Members: []memberStatus{{State: "leader"}, {State: "joining"}, {State: "follower"}}}
+	rep := statusReport{Members: []memberStatus{{State: "leader"}, {State: "joining"}, {State: "joining"}}}
 	if err := noQuorum(rep); err != nil {
-		t.Errorf("1 of 3 joining: %v", err)
+		t.Errorf("2 of 3 joining (just after a bootstrap): %v", err)
 	}
+	rep.Members[1].State = "unreachable"
 	rep.Members[2].State = "unreachable"
 	if err := noQuorum(rep); err == nil || !strings.Contains(err.Error(), "2 of 3 members unreachable") {
 		t.Errorf("2 of 3 down: %v", err)
