@@ -6,7 +6,7 @@
 # The binaries come from scripts/release.sh (the release archive's bytes).
 # Uses docker when its daemon answers, else podman. IMAGE_CHECK=1 then
 # checks the image: under 40 MB, the OCI labels (version, licence), a
-# non-root user, /data a volume, the entrypoint /raftlockd.
+# non-root user, /data a volume owned by it, the entrypoint /raftlockd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch="${1:-amd64}"
@@ -35,5 +35,16 @@ if [ "${IMAGE_CHECK:-}" = 1 ]; then
   [ "$labels" = "$version Apache-2.0" ] || fail="$fail labels \"$labels\";"
   [ "$user" = "65532:65532" ] || fail="$fail user \"$user\";"
   case "$entry" in '["/raftlockd"] {"/data":{}}') ;; *) fail="$fail entrypoint/volumes $entry;" ;; esac
+  # /data must belong to the user the server runs as: look in the layers.
+  mkdir "$work/saved"
+  "$rt" save -o "$work/saved/image.tar" "$tag" >/dev/null 2>&1
+  tar -xf "$work/saved/image.tar" -C "$work/saved"
+  owner=""
+  while IFS= read -r -d '' layer; do
+    o=$(tar -tvf "$layer" 2>/dev/null | awk '$NF == "data/" || $NF == "./data/" {print $2}' | tail -1) || true
+    [ -n "$o" ] && owner=$o
+  done < <(find "$work/saved" -type f ! -name image.tar -print0)
+  echo "image $tag: /data owned by $owner"
+  [ "$owner" = "65532/65532" ] || fail="$fail /data owned by \"$owner\";"
   if [ -n "$fail" ]; then echo "image.sh: the image is wrong:$fail" >&2; exit 1; fi
 fi
