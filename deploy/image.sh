@@ -45,6 +45,16 @@ if [ "${IMAGE_CHECK:-}" = 1 ]; then
     [ -n "$o" ] && owner=$o
   done < <(find "$work/saved" -type f ! -name image.tar -print0)
   echo "image $tag: /data owned by $owner"
+  # No container can run on every machine (crun may not set rlimits in a
+  # sandbox): run the image's entrypoint, taken from its layers, as a plain
+  # process, as the container's user.
+  mkdir "$work/rootfs"
+  while IFS= read -r -d '' layer; do
+    tar -xf "$layer" -C "$work/rootfs" raftlockd 2>/dev/null || true
+  done < <(find "$work/saved" -type f ! -name image.tar -print0)
+  got=$("$work/rootfs/raftlockd" --version | head -1)
+  echo "image $tag: /raftlockd --version: $got"
+  [ "$got" = "raftlockd $version" ] || fail="$fail entrypoint --version \"$got\";"
   [ "$owner" = "65532/65532" ] || fail="$fail /data owned by \"$owner\";"
   if [ -n "$fail" ]; then echo "image.sh: the image is wrong:$fail" >&2; exit 1; fi
 fi
