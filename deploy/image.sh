@@ -47,7 +47,7 @@ if [ "${IMAGE_CHECK:-}" = 1 ]; then
   echo "image $tag: /data owned by $owner"
   # No container can run on every machine (crun may not set rlimits in a
   # sandbox): run the image's entrypoint, taken from its layers, as a plain
-  # process, as the container's user.
+  # process.
   mkdir "$work/rootfs"
   while IFS= read -r -d '' layer; do
     tar -xf "$layer" -C "$work/rootfs" raftlockd 2>/dev/null || true
