@@ -628,7 +628,20 @@ func lockBusy(lock, holder string, b *fsm.Busy) error {
 // it reads in the replicated member table (leader only).
 func (n *Node) registerSelf() {
 	if err := n.RegisterMember(context.Background(), n.self()); err != nil {
-		n.log.Warn("register self", "error", err)
+		select {
+		case <-n.stop:
+			// Stopping (or handing leadership over to stop): the next
+			// leader records it; a clean stop logs no warning.
+			n.log.Debug("register self: stopping", "error", err)
+		default:
+			if n.IsLeader() {
+				n.log.Warn("register self", "error", err)
+			} else {
+				// Leadership moved on while committing: the new leader
+				// records this node's member through registerLoop.
+				n.log.Debug("register self: no longer the leader", "error", err)
+			}
+		}
 	}
 }
 

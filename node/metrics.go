@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	gometrics "github.com/hashicorp/go-metrics/compat"
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,13 +118,16 @@ var (
 	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
 	descStorage  = prometheus.NewDesc("raftlock_storage_errors_total", "Writes to the Raft stores (log entries in wal/ or raft.db; term, vote in raft.db) that failed, e.g. on a full disk.", nil, nil)
 	descStoreBad = prometheus.NewDesc("raftlock_storage_failing", "1 while this replica's last write to its Raft stores failed, else 0.", nil, nil)
-	descDiverged = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
+	descHeadWait = prometheus.NewDesc("raftlock_lock_queue_head_wait_seconds", "On the leader: the longest time the first waiter of any lock's queue has waited, "+
+		"counted from when this leader armed its wait (its acquire, a retry of it, or this leader's promotion); 0 without waiters and on followers.", nil, nil)
+	descCertExpiry = prometheus.NewDesc("raftlock_tls_cert_expiry_timestamp_seconds", "When this node's TLS certificate (--tls-cert) expires, in Unix seconds; only with TLS.", nil, nil)
+	descDiverged   = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied,
-		descStorage, descStoreBad, descDiverged} {
+		descStorage, descStoreBad, descDiverged, descHeadWait, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -131,7 +135,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
-	var exclusive, shared, waiters, delays float64
+	var exclusive, shared, waiters, delays, headWait float64
 	for _, l := range n.fsm.Locks("") {
 		if len(l.Holders) > 0 {
 			if l.Mode == sequencer.Shared {
@@ -141,6 +145,15 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		waiters += float64(len(l.Waiters))
+		if len(l.Waiters) > 0 && n.leading.Load() {
+			w := l.Waiters[0]
+			n.mu.Lock()
+			due, armed := n.timerDue[waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}]
+			n.mu.Unlock()
+			if armed {
+				headWait = max(headWait, time.Since(due.Add(-waitLength(w.WaitFor))).Seconds())
+			}
+		}
 		if l.Delayed {
 			delays++
 		}
@@ -157,6 +170,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(n.raft.CurrentTerm()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(n.fsm.AppliedIndex()))
+	ch <- prometheus.MustNewConstMetric(descHeadWait, prometheus.GaugeValue, headWait)
+	if n.cfg.TLS != nil && n.cfg.TLS.Cert.Leaf != nil {
+		ch <- prometheus.MustNewConstMetric(descCertExpiry, prometheus.GaugeValue, float64(n.cfg.TLS.Cert.Leaf.NotAfter.Unix()))
+	}
 	var storeErrs uint64
 	if n.watched != nil {
 		storeErrs = n.watched.errors.Load()
@@ -172,6 +189,11 @@ func flag(b bool) float64 {
 	}
 	return 0
 }
+
+// MetricsGatherer returns the node's registry without asking for a token:
+// what a listener the operator chose to expose without authentication
+// serves (transport.NewMetricsServer, raftlockd --metrics-addr).
+func (n *Node) MetricsGatherer() prometheus.Gatherer { return n.metrics.reg }
 
 // MetricsRegisterer is where the HTTP server registers its request
 // metrics (transport.MetricsService): the node's own registry.

@@ -155,6 +155,23 @@ func TestMetricsFollowTheState(t *testing.T) {
 		}
 		return nil
 	})
+	// The queue's head has waited since its acquire, on the leader; the
+	// followers say 0.
+	eventually(t, 10*time.Second, "the head of x's queue has waited", func() error {
+		mf, _, err := scrape(ctx, addr, "")
+		if err != nil {
+			return err
+		}
+		if v, ok := metricValue(mf, "raftlock_lock_queue_head_wait_seconds", nil); !ok || v <= 0 || v > 60 {
+			return fmt.Errorf("raftlock_lock_queue_head_wait_seconds = %v (present %v)", v, ok)
+		}
+		return nil
+	})
+	if fmf, _, err := scrape(ctx, c.httpAddrs[(li+1)%3], ""); err != nil {
+		t.Error(err)
+	} else if v, ok := metricValue(fmf, "raftlock_lock_queue_head_wait_seconds", nil); !ok || v != 0 {
+		t.Errorf("a follower's raftlock_lock_queue_head_wait_seconds = %v (present %v), want 0", v, ok)
+	}
 	for _, name := range []string{"raftlock_term", "raftlock_applied_index"} {
 		if v, ok := metricValue(mf, name, nil); !ok || v < 1 {
 			t.Errorf("%s = %v (present %v), want >= 1", name, v, ok)

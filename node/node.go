@@ -400,7 +400,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if trans == nil {
 		rn, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
-			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: cfg.Logger, TLS: cfg.TLS,
+			// hashicorp/raft's transport logs through the same filter as
+			// Raft itself (raftlog.go).
+			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: newRaftLogger(cfg.Logger), TLS: cfg.TLS,
 		})
 		if err != nil {
 			n.closeRaftStores()

@@ -23,6 +23,10 @@ var raftQuiet = map[string]bool{
 	"failed to pipeline appendEntries":        true,
 	"failed to start pipeline replication to": true,
 	"failed to contact":                       true,
+	// The transport, when a peer's connection breaks (reset or cut short):
+	// a peer that stops or dies, every time. The leader changes and the
+	// peer tracker's lines say what it means.
+	"failed to decode incoming command": true,
 }
 
 // raftLimited are the hashicorp/raft messages a node without quorum

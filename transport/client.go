@@ -641,6 +641,9 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	if resp.StatusCode/100 == 2 || (cl.accept != nil && cl.accept(resp.StatusCode, data)) {
 		if cl.out != nil && !decodeFastAnswer(data, cl.out) {
 			if err := json.Unmarshal(data, cl.out); err != nil {
+				if resp.Header.Get(HeaderTerm) == "" {
+					return nil, &attemptError{rotate: true, err: notRaftlock(addr, resp.StatusCode)}, nil
+				}
 				return nil, nil, fmt.Errorf("decode answer (HTTP %d): %w", resp.StatusCode, err)
 			}
 		}
@@ -662,14 +665,25 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	}
 	if strings.Contains(text, "HTTP request to an HTTPS server") {
 		text += " (use https://" + addr + ")"
+	} else if resp.Header.Get(HeaderTerm) == "" {
+		// Every answer of a raftlock node carries its term: this is some
+		// other server. Another address may be a node.
+		return nil, &attemptError{rotate: true, err: notRaftlock(addr, resp.StatusCode)}, nil
 	}
 	return nil, &attemptError{err: api.Errorf(api.CodeInternal, "%s: HTTP %d: %s", addr, resp.StatusCode, text)}, nil
 }
 
+// notRaftlock is the error of an answer from a server that is not a
+// raftlock node (no X-Raftlock-Term header, no API error body): a wrong
+// --addr, e.g. another service's port.
+func notRaftlock(addr string, status int) *api.Error {
+	return api.Errorf(api.CodeUnreachable, "%s is not a raftlock node: it answered HTTP %d without raftlock's headers; check the address (a node's --http-addr)", addr, status)
+}
+
 // pick chooses where the next attempt of a call without a resolver goes
 // among addrs (the client's list as the call read it), c.cur being idx:
-// the known leader, unless it is suspect or an attempt of
-// this call at it asked to rotate (in failed); otherwise the first address
+// the known leader, unless it is suspect or an attempt of this call at it
+// asked to rotate (in failed); otherwise the first address
 // from idx on that is not suspect, or idx's if all are. It returns the
 // position in addrs (modulo its length) and whether it is the leader's.
 func (c *Client) pick(addrs []string, idx uint64, failed []string) (pos uint64, viaLeader bool) {

@@ -49,6 +49,9 @@ type Server struct {
 	// removed is what a node removed from the cluster last learned from
 	// its peers about the leader (http_removed.go).
 	removed removedHint
+	// metricsOnly serves GET /v1/health and GET /metrics alone, the
+	// metrics without a token (NewMetricsServer).
+	metricsOnly bool
 }
 
 // ServerOption configures a Server.
@@ -94,7 +97,11 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 			ExpectContinueTimeout: time.Second,
 		}
 	}
-	s.durations = newRequestDurations(svc)
+	if !s.metricsOnly {
+		// A probe every few seconds on the metrics listener would drown
+		// the API's request durations: not counted.
+		s.durations = newRequestDurations(svc)
+	}
 	s.routes()
 	return s
 }
@@ -141,6 +148,9 @@ func (s *Server) routes() {
 		{"GET /v1/overview", !s.localReads, false, s.handleOverview},
 	} {
 		if r.peerOnly && !s.peer {
+			continue
+		}
+		if s.metricsOnly && r.pattern != "GET /v1/health" && r.pattern != "GET /metrics" {
 			continue
 		}
 		open := r.peerOnly || r.pattern == "GET /v1/health" || r.pattern == "POST /v1/acl/bootstrap" || r.pattern == "GET /metrics"
@@ -235,7 +245,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	setLeaderHeaders(rw.Header(), li)
 
 	// The status page (/ui/), served by this node; not on the peer port.
-	if ui.Is(r.URL.Path) && !s.peer {
+	if ui.Is(r.URL.Path) && !s.peer && !s.metricsOnly {
 		s.serveUI(rw, r)
 		return
 	}

@@ -28,6 +28,23 @@ type MetricsService interface {
 	Metrics(ctx context.Context, secret string) (prometheus.Gatherer, error)
 }
 
+// OpenMetricsService is what a Service implements to be served by
+// NewMetricsServer (node.Node does): its metrics with no authorization.
+type OpenMetricsService interface {
+	MetricsGatherer() prometheus.Gatherer
+}
+
+// NewMetricsServer returns the handler of a node's plain health and metrics
+// listener (raftlockd --metrics-addr, like etcd's --listen-metrics-urls):
+// GET /v1/health (with ?stale) and GET /metrics, nothing else, and no
+// token asked for either, whatever the ACLs, so that Kubernetes probes and
+// Prometheus need neither a client certificate nor a secret. Its requests
+// are not counted in raftlock_http_request_duration_seconds. svc must
+// implement OpenMetricsService for /metrics (else it answers not_found).
+func NewMetricsServer(svc Service, opts ...ServerOption) *Server {
+	return NewServer(svc, append(opts, func(s *Server) { s.metricsOnly = true })...)
+}
+
 // requestDurationName is the server's request-duration histogram.
 const requestDurationName = "raftlock_http_request_duration_seconds"
 
@@ -77,6 +94,14 @@ func (s *Server) observeRequest(rw *responseWriter, route string, start time.Tim
 // every node by itself (never forwarded). With ACLs on and the metrics not
 // open, it hands the bearer token to the service, which authorizes it.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) error {
+	if s.metricsOnly {
+		om, ok := s.svc.(OpenMetricsService)
+		if !ok {
+			return api.Errorf(api.CodeNotFound, "this server exports no metrics")
+		}
+		promhttp.HandlerFor(om.MetricsGatherer(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+		return nil
+	}
 	ms, ok := s.svc.(MetricsService)
 	if !ok {
 		return api.Errorf(api.CodeNotFound, "this server exports no metrics")

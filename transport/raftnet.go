@@ -124,14 +124,14 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	}
 	var adv net.Addr = ln.Addr()
 	if cfg.Advertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+		a, err := advertiseAddr(cfg.Advertise)
 		if err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("raft transport: advertise %s: %w", cfg.Advertise, err)
 		}
 		adv = a
 	}
-	if ta, ok := adv.(*net.TCPAddr); !ok || ta.IP.IsUnspecified() {
+	if ta, ok := adv.(*net.TCPAddr); ok && ta.IP.IsUnspecified() {
 		ln.Close()
 		return nil, fmt.Errorf("raft transport: advertise address %s is not dialable; set it explicitly", adv)
 	}
@@ -154,7 +154,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 		logger = hclog.NewNullLogger()
 	}
 	mux := newPortMux(ln, serverTLS, logger.Named("peer-port"))
-	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer}
+	stream := &tcpStream{mux: mux, adv: adv, dialer: dialer, closed: make(chan struct{})}
 	return &RaftNet{
 		Transport: raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream:  stream,
@@ -169,6 +169,35 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	}, nil
 }
 
+// hostAddr is an advertised address by DNS name (host:port), kept as
+// given: peers dial the name, so that a node whose IP changes (a
+// Kubernetes pod rescheduled) keeps its address in the configuration.
+type hostAddr string
+
+func (a hostAddr) Network() string { return "tcp" }
+func (a hostAddr) String() string  { return string(a) }
+
+// advertiseAddr parses an advertised address: an IP and port as a
+// *net.TCPAddr, a DNS name and port as a hostAddr, not resolved here (the
+// name may not resolve before this node's peers can reach it, as with a
+// Kubernetes headless Service's records).
+func advertiseAddr(s string) (net.Addr, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return nil, err
+	}
+	if host == "" {
+		return nil, fmt.Errorf("no host: give an IP address or a DNS name")
+	}
+	if net.ParseIP(host) != nil {
+		return net.ResolveTCPAddr("tcp", s)
+	}
+	return hostAddr(s), nil
+}
+
 // tcpStream is a raft.StreamLayer over TCP (or TLS) with a bound local
 // address.
 type tcpStream struct {
@@ -177,6 +206,9 @@ type tcpStream struct {
 	dialer *peerDialer
 	// onLost is called when an accepted connection is lost (OnInboundLost).
 	onLost atomic.Pointer[func()]
+	// closed is closed by Close (the Raft transport's Close).
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
@@ -186,6 +218,12 @@ func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net
 func (s *tcpStream) Accept() (net.Conn, error) {
 	c, err := s.mux.raft.Accept()
 	if err != nil {
+		// The port closed (the node's peer API server closes it first
+		// when it stops): wait for the Raft transport's own Close, which
+		// marks it shut down before it closes this stream, so that its
+		// accept loop ends quietly instead of logging "failed to accept
+		// connection" at ERROR on every clean shutdown.
+		<-s.closed
 		return nil, err
 	}
 	return &inboundConn{Conn: c, stream: s}, nil
@@ -215,7 +253,10 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
-func (s *tcpStream) Close() error   { return s.mux.close() }
+func (s *tcpStream) Close() error {
+	s.closeOnce.Do(func() { close(s.closed) })
+	return s.mux.close()
+}
 func (s *tcpStream) Addr() net.Addr { return s.adv }
 
 // portMux sorts the connections of one listener between Raft and the API,

@@ -81,16 +81,28 @@ func TestACLCommandsBootstrapCreateUseListDelete(t *testing.T) {
 		t.Fatalf("token create: %d %s", code, errOut)
 	}
 	jobs := secretOf(t, out)
+	// The old name still works, for a release, with a warning.
 	t.Setenv("RAFTLOCK_TOKEN", jobs)
-	if code, _, errOut := runCLI(t, "lock", "list"); code != 0 {
-		t.Errorf("lock list with read: %d %s", code, errOut)
+	if code, _, errOut := runCLI(t, "lock", "list"); code != 0 || errOut != deprecatedTokenWarning {
+		t.Errorf("lock list with read, secret in RAFTLOCK_TOKEN: %d %q, want 0 and the deprecation warning", code, errOut)
 	}
-	// CMD gets the fencing token as RAFTLOCK_TOKEN and the secret as
-	// RAFTLOCK_ACL_TOKEN.
+	t.Setenv("RAFTLOCK_TOKEN", "")
+	t.Setenv("RAFTLOCK_ACL_TOKEN", jobs)
+	if code, _, errOut := runCLI(t, "lock", "list"); code != 0 || errOut != "" {
+		t.Errorf("lock list with read: %d %q", code, errOut)
+	}
+	// CMD gets the fencing token as RAFTLOCK_FENCING_TOKEN (and as
+	// RAFTLOCK_TOKEN, the old name) and the secret as RAFTLOCK_ACL_TOKEN.
 	t.Setenv("WANT_SECRET", jobs)
 	if code, _, errOut := runCLI(t, "exec", "jobs/a", "--", "sh", "-c",
-		`test "$RAFTLOCK_ACL_TOKEN" = "$WANT_SECRET" && test "$RAFTLOCK_TOKEN" -gt 0`); code != 0 {
+		`test "$RAFTLOCK_ACL_TOKEN" = "$WANT_SECRET" && test "$RAFTLOCK_FENCING_TOKEN" -gt 0 && test "$RAFTLOCK_TOKEN" = "$RAFTLOCK_FENCING_TOKEN"`); code != 0 {
 		t.Errorf("exec jobs/a with write:jobs/: %d %s", code, errOut)
+	}
+	t.Setenv("RAFTLOCK_ACL_TOKEN", "")
+	t.Setenv("RAFTLOCK_TOKEN", jobs)
+	if code, _, errOut := runCLI(t, "exec", "jobs/a", "--", "sh", "-c",
+		`test "$RAFTLOCK_ACL_TOKEN" = "$WANT_SECRET" && test "$RAFTLOCK_TOKEN" = "$RAFTLOCK_FENCING_TOKEN"`); code != 0 {
+		t.Errorf("exec jobs/a, secret in RAFTLOCK_TOKEN: %d %s", code, errOut)
 	}
 	if code, _, errOut := runCLI(t, "exec", "other/a", "--", "true"); code != 125 || !strings.Contains(errOut, "permission_denied") {
 		t.Errorf("exec other/a with write:jobs/: %d %q, want 125 permission_denied", code, errOut)
@@ -121,22 +133,23 @@ func TestACLCommandsBootstrapCreateUseListDelete(t *testing.T) {
 	}
 }
 
-// The ACL secret comes from RAFTLOCK_ACL_TOKEN, else RAFTLOCK_TOKEN; but
-// inside a command exec runs (RAFTLOCK_LOCK set) RAFTLOCK_TOKEN is the
-// fencing token and is never sent as a secret.
+// The ACL secret comes from RAFTLOCK_ACL_TOKEN, else (deprecated)
+// RAFTLOCK_TOKEN; but inside a command exec runs (RAFTLOCK_LOCK set)
+// RAFTLOCK_TOKEN is the fencing token and is never sent as a secret.
 func TestACLTokenFromEnvNeverTakesExecsFencingToken(t *testing.T) {
 	for _, tc := range []struct {
-		env  map[string]string
-		want string
+		env        map[string]string
+		want       string
+		deprecated bool
 	}{
-		{map[string]string{}, ""},
-		{map[string]string{"RAFTLOCK_TOKEN": "s1"}, "s1"},
-		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "s1"}, "s2"},
-		{map[string]string{"RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, ""},
-		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, "s2"},
+		{map[string]string{}, "", false},
+		{map[string]string{"RAFTLOCK_TOKEN": "s1"}, "s1", true},
+		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "s1"}, "s2", false},
+		{map[string]string{"RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, "", false},
+		{map[string]string{"RAFTLOCK_ACL_TOKEN": "s2", "RAFTLOCK_TOKEN": "4711", "RAFTLOCK_LOCK": "jobs/a"}, "s2", false},
 	} {
-		if got := aclTokenFromEnv(func(k string) string { return tc.env[k] }); got != tc.want {
-			t.Errorf("env %v: secret %q, want %q", tc.env, got, tc.want)
+		if got, dep := aclTokenFromEnv(func(k string) string { return tc.env[k] }); got != tc.want || dep != tc.deprecated {
+			t.Errorf("env %v: secret %q deprecated %v, want %q %v", tc.env, got, dep, tc.want, tc.deprecated)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -170,15 +169,6 @@ func TestVersionGolden(t *testing.T) {
 	out = regexp.MustCompile(`(?m)^commit: .*$`).ReplaceAllString(out, "commit: COMMIT")
 	out = regexp.MustCompile(`(?m)^go: go\S+$`).ReplaceAllString(out, "go: GOVERSION")
 	golden(t, "version", transcript([]string{"--version"}, code, out, errOut))
-
-	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}, Settings: []debug.BuildSetting{
-		{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.time", Value: "2026-01-02T15:04:05Z"}, {Key: "vcs.modified", Value: "true"}}}
-	if got, want := formatVersion(bi), "raftlock v1.2.3\ncommit: 0123abcd+dirty (2026-01-02T15:04:05Z)\ngo: go1.26.8\n"; got != want {
-		t.Errorf("formatVersion: %q, want %q", got, want)
-	}
-	if got := formatVersion(&debug.BuildInfo{GoVersion: "go1.26.8"}); got != "raftlock (devel)\ncommit: unknown\ngo: go1.26.8\n" {
-		t.Errorf("formatVersion without VCS: %q", got)
-	}
 }
 
 // A cluster none of whose addresses answers (a closed port) fails in about
@@ -475,5 +465,39 @@ func TestSessionClosedUnderExecAndElect(t *testing.T) {
 	want = "raftlock: lock_lost: leadership of e/x lost: session handle:" + api.SessionHandle(esid) + " closed (the cluster reported it gone while its lease still ran)\n"
 	if code != exitError || !strings.HasSuffix(eerr.String(), want) {
 		t.Errorf("elect whose session was closed: exit %d, %q; want 1, ...%q", code, eerr.String(), want)
+	}
+}
+
+// A duration flag without a unit (or otherwise unparsable) says what one
+// looks like, in every command and in the global flags.
+func TestDurationFlagErrorSaysLike5s(t *testing.T) {
+	for _, args := range [][]string{
+		{"session", "open", "--ttl", "5"},
+		{"--timeout", "soon", "status"},
+		{"exec", "--ttl", "5", "jobs/a", "--", "true"},
+	} {
+		code, _, errOut := runCLI(t, args...)
+		if code != 2 || !strings.Contains(errOut, "not a duration: write it like 5s, 500ms or 1m30s") || strings.Contains(errOut, "parse error") {
+			t.Errorf("raftlock %q: exit %d, %q", args, code, errOut)
+		}
+	}
+}
+
+// A mistyped command suggests the nearest one, at the top level and in a
+// group; a word near nothing suggests nothing.
+func TestMistypedCommandSuggestsTheNearest(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stauts"}, `unknown command "stauts"; did you mean "status"?`},
+		{[]string{"aquire"}, `unknown command "aquire"; did you mean "acquire"?`},
+		{[]string{"lock", "lsit"}, `unknown command "lsit"; did you mean "list"?`},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"` + "\n"},
+	} {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("raftlock %q: exit %d, %q; want 2 with %q", c.args, code, errOut, c.want)
+		}
 	}
 }

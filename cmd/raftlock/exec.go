@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/sequencer"
@@ -39,8 +40,10 @@ const reapBudget = 500 * time.Millisecond
 // execHelp is exec's long help.
 const execHelp = `exec waits for the lock NAME (as long as it takes, or up to --wait; --wait 0s
 tries once), then runs CMD in its own process group with RAFTLOCK_SEQUENCER,
-RAFTLOCK_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION set, forwards SIGINT, SIGTERM,
-SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock when it ends.
+RAFTLOCK_FENCING_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION set (and
+RAFTLOCK_TOKEN, the fencing token's old name, until 0.2.0), forwards SIGINT,
+SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock
+when it ends.
 Without "--", the flags end at NAME and CMD follows it.
 
 CMD is dead before the cluster can give the lock to anyone else: if no keepalive
@@ -211,7 +214,7 @@ func splitExecArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
-		return nil, usagef("exec", "%v", err)
+		return nil, usagef("exec", "%v", flaghint.Error(err))
 	}
 	if len(fs.Args()) < 2 {
 		return nil, usagef("exec", "want NAME -- CMD [ARGS...]")
@@ -309,15 +312,18 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
 	env := os.Environ()
-	// CMD's RAFTLOCK_TOKEN is the fencing token: an ACL secret given as
+	// CMD's RAFTLOCK_FENCING_TOKEN is the fencing token, and so is its
+	// RAFTLOCK_TOKEN (the old name, until 0.2.0): an ACL secret given as
 	// RAFTLOCK_TOKEN moves to RAFTLOCK_ACL_TOKEN, where a raftlock that
 	// CMD runs finds it (aclTokenFromEnv).
-	if acl := aclTokenFromEnv(os.Getenv); acl != "" && os.Getenv("RAFTLOCK_ACL_TOKEN") == "" {
+	if acl, _ := aclTokenFromEnv(os.Getenv); acl != "" && os.Getenv("RAFTLOCK_ACL_TOKEN") == "" {
 		env = append(env, "RAFTLOCK_ACL_TOKEN="+acl)
 	}
+	token := strconv.FormatUint(uint64(l.Token()), 10)
 	cmd.Env = append(env,
 		"RAFTLOCK_SEQUENCER="+l.Sequencer().String(),
-		"RAFTLOCK_TOKEN="+strconv.FormatUint(uint64(l.Token()), 10),
+		"RAFTLOCK_FENCING_TOKEN="+token,
+		"RAFTLOCK_TOKEN="+token,
 		"RAFTLOCK_LOCK="+l.Name(),
 		"RAFTLOCK_SESSION="+s.ID())
 	// Its own process group, so that stopping CMD stops its children too

@@ -17,19 +17,30 @@ import (
 
 // fake is the in-memory transport.Service of the CLI tests: the contract's
 // fake lock service (apitest.Backend) as the leader, n1, of a fixed
-// two-node cluster at term 7.
-type fake struct{ *apitest.Backend }
+// two-node cluster at term 7. n1's HTTP address is the fake's own (httpAddr,
+// once served), n2's (deadAddr) a closed port.
+type fake struct {
+	*apitest.Backend
+	httpAddr, deadAddr string
+}
 
 func newFake(opts ...apitest.Option) *fake {
-	f := &fake{apitest.New(opts...)}
+	f := &fake{Backend: apitest.New(opts...)}
 	f.SetTerm(7)
 	return f
 }
 
 func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {
+	n1, n2 := f.httpAddr, f.deadAddr
+	if n1 == "" {
+		n1 = "127.0.0.1:7001"
+	}
+	if n2 == "" {
+		n2 = "127.0.0.1:7002"
+	}
 	return transport.ClusterInfo{Leader: "n1", Term: 7, CommitIndex: 42, Members: []transport.Member{
-		{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: "127.0.0.1:7001", Voter: true},
-		{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: "127.0.0.1:7002", Voter: true},
+		{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: n1, Voter: true},
+		{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: n2, Voter: true},
 	}}, nil
 }
 
@@ -54,6 +65,7 @@ func fakeCluster(t *testing.T) (*fake, func(args ...string) (int, string, string
 	ts := httptest.NewServer(transport.NewServer(f))
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
+	f.httpAddr, f.deadAddr = addr, closedAddr(t)
 	t.Setenv("RAFTLOCK_ADDR", addr)
 	return f, func(args ...string) (int, string, string) {
 		t.Helper()
@@ -63,6 +75,7 @@ func fakeCluster(t *testing.T) (*fake, func(args ...string) (int, string, string
 
 func TestStatus(t *testing.T) {
 	rl := cluster(t)
+	// n2 (127.0.0.1:7002) does not answer: one of two, no majority.
 	code, out, errOut := rl("status")
 	if code != 0 || !strings.Contains(out, "leader: n1") || !strings.Contains(out, "term: 7") ||
 		!strings.Contains(out, "127.0.0.1:7102") || errOut != "" {
@@ -224,7 +237,7 @@ func TestBadDurationFlagsAreUsageErrors(t *testing.T) {
 		{[]string{"acquire", "--session", "s", "--wait", "-1s", "x"}, "raftlock: usage: acquire: --wait -1s out of range [0s, 10m0s]\n", acquireHint},
 		{[]string{"acquire", "--session", "s", "--wait", "10m1s", "x"}, "raftlock: usage: acquire: --wait 10m1s out of range [0s, 10m0s]\n", acquireHint},
 		{[]string{"--timeout", "-1s", "status"}, "raftlock: usage: --timeout -1s out of range [0s, ∞)\n", globalHint},
-		{[]string{"session", "open", "--ttl", "soon"}, "raftlock: usage: session open: invalid value \"soon\" for flag -ttl: parse error\n", openHint},
+		{[]string{"session", "open", "--ttl", "soon"}, "raftlock: usage: session open: invalid value \"soon\" for flag -ttl: not a duration: write it like 5s, 500ms or 1m30s\n", openHint},
 	} {
 		code, out, errOut := rl(tc.args...)
 		if code != 2 || errOut != tc.want+tc.hint {

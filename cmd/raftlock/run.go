@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/session/api"
 	"github.com/raftlock/raftlock/transport"
@@ -83,7 +84,7 @@ func (c *cli) main(ctx context.Context, args []string) int {
 		if errors.Is(err, flag.ErrHelp) {
 			return c.finish(c.printf("%s", overview()))
 		}
-		return c.finish(usagef("", "%v", err))
+		return c.finish(usagef("", "%v", flaghint.Error(err)))
 	}
 	if *version {
 		return c.finish(c.printf("%s", versionText()))
@@ -136,7 +137,10 @@ func (c *cli) fromEnv() error {
 		c.timeout = d
 	}
 	c.caFile, c.certFile, c.keyFile = os.Getenv("RAFTLOCK_CACERT"), os.Getenv("RAFTLOCK_CERT"), os.Getenv("RAFTLOCK_KEY")
-	c.token = aclTokenFromEnv(os.Getenv)
+	var deprecated bool
+	if c.token, deprecated = aclTokenFromEnv(os.Getenv); deprecated {
+		fmt.Fprint(c.stderr, deprecatedTokenWarning)
+	}
 	if v := os.Getenv("RAFTLOCK_OUTPUT"); v != "" {
 		if err := (outputFlag{c}).Set(v); err != nil {
 			return usagef("", "RAFTLOCK_OUTPUT=%q: %v", v, err)
@@ -146,19 +150,26 @@ func (c *cli) fromEnv() error {
 }
 
 // aclTokenFromEnv is the ACL secret the environment gives:
-// RAFTLOCK_ACL_TOKEN, else RAFTLOCK_TOKEN. Inside a command that raftlock
-// exec runs (RAFTLOCK_LOCK set), RAFTLOCK_TOKEN is the lock's fencing
-// token, which exec hands its command, and never an ACL secret: a
-// raftlock called from there reads RAFTLOCK_ACL_TOKEN only.
-func aclTokenFromEnv(getenv func(string) string) string {
+// RAFTLOCK_ACL_TOKEN, else (deprecated, until 0.2.0) RAFTLOCK_TOKEN, in
+// which case deprecated is true. Inside a command that raftlock exec runs
+// (RAFTLOCK_LOCK set), RAFTLOCK_TOKEN is the lock's fencing token (also
+// RAFTLOCK_FENCING_TOKEN), which exec hands its command, and never an ACL
+// secret: a raftlock called from there reads RAFTLOCK_ACL_TOKEN only.
+func aclTokenFromEnv(getenv func(string) string) (secret string, deprecated bool) {
 	if s := getenv("RAFTLOCK_ACL_TOKEN"); s != "" {
-		return s
+		return s, false
 	}
 	if getenv("RAFTLOCK_LOCK") != "" {
-		return ""
+		return "", false
 	}
-	return getenv("RAFTLOCK_TOKEN")
+	s := getenv("RAFTLOCK_TOKEN")
+	return s, s != ""
 }
+
+// deprecatedTokenWarning is what the CLI prints when it takes the ACL
+// secret from RAFTLOCK_TOKEN.
+const deprecatedTokenWarning = "raftlock: warning: the ACL secret in RAFTLOCK_TOKEN is deprecated and stops working in 0.2.0: " +
+	"set RAFTLOCK_ACL_TOKEN instead (in a command raftlock exec runs, RAFTLOCK_FENCING_TOKEN is the lock's fencing token)\n"
 
 // globalFlags defines the global flags on fs: --addr, --timeout, the
 // deprecated --json and, with output, -o/--output. Every command's flag
@@ -171,7 +182,7 @@ func (c *cli) globalFlags(fs *flag.FlagSet, output bool) {
 	fs.StringVar(&c.caFile, "ca", c.caFile, "the CA certificate to verify https:// nodes against, `FILE`")
 	fs.StringVar(&c.certFile, "cert", c.certFile, "the client certificate to present, `FILE`")
 	fs.StringVar(&c.keyFile, "key", c.keyFile, "the key of --cert, `FILE`")
-	fs.StringVar(&c.token, "token", c.token, "the ACL token's `SECRET` (better: env RAFTLOCK_TOKEN or RAFTLOCK_ACL_TOKEN, which ps does not show)")
+	fs.StringVar(&c.token, "token", c.token, "the ACL token's `SECRET` (better: env RAFTLOCK_ACL_TOKEN, which ps does not show)")
 	fs.BoolFunc("json", "same as -o json (deprecated)", func(s string) error {
 		on, err := strconv.ParseBool(s)
 		if on {
@@ -344,7 +355,7 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, usagef(fs.Name(), "%v", err)
+			return nil, usagef(fs.Name(), "%v", flaghint.Error(err))
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {

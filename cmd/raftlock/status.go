@@ -93,6 +93,9 @@ func (c *cli) status(*flag.FlagSet) runFunc {
 		if err == nil && clusterErr != nil {
 			err = fmt.Errorf("status: the leader could not be asked: %w", clusterErr)
 		}
+		if err == nil {
+			err = noQuorum(rep)
+		}
 		return err
 	}
 }
@@ -105,7 +108,9 @@ func (c *cli) askMembers(ctx context.Context, rep *statusReport) {
 	for i := range rep.Members {
 		m := &rep.Members[i]
 		if m.HTTPAddr == "" {
-			m.State, m.Reason = "unreachable", "no HTTP address recorded"
+			// A member registers its HTTP address with the leader once it
+			// follows it: a second or two after a bootstrap or a join.
+			m.State, m.Reason = "joining", "its HTTP address is not recorded yet"
 			continue
 		}
 		wg.Add(1)
@@ -123,7 +128,7 @@ func (c *cli) askMembers(ctx context.Context, rep *statusReport) {
 	}
 	for i := range rep.Members {
 		m := &rep.Members[i]
-		if m.State == "unreachable" || m.AppliedIndex == 0 || top == 0 {
+		if m.State == "unreachable" || m.State == "joining" || m.AppliedIndex == 0 || top == 0 {
 			continue
 		}
 		lag := uint64(0)
@@ -136,7 +141,7 @@ func (c *cli) askMembers(ctx context.Context, rep *statusReport) {
 
 // askMember asks one member for its health.
 func (c *cli) askMember(ctx context.Context, m *memberStatus) {
-	cl, err := c.dialAddr(m.HTTPAddr)
+	cl, err := c.dialAddr(c.memberURL(m.HTTPAddr))
 	if err != nil {
 		m.State, m.Reason = "unreachable", err.Error()
 		return
@@ -163,6 +168,40 @@ func (c *cli) askMember(ctx context.Context, m *memberStatus) {
 		lc := h.LastContactMillis
 		m.LastContactMillis = &lc
 	}
+}
+
+// memberURL is the address the CLI asks a member at: a member records its
+// HTTP address as host:port, without a scheme, so in a TLS cluster (the
+// CLI was given https:// addresses, or a CA) it is https://host:port.
+func (c *cli) memberURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	tls := c.caFile != ""
+	for _, a := range c.addrs {
+		tls = tls || strings.HasPrefix(a, "https://")
+	}
+	if tls {
+		return "https://" + addr
+	}
+	return addr
+}
+
+// noQuorum returns an error when a majority of the members is unreachable:
+// the cluster cannot serve, and status exits non-zero. A joining member
+// (in the configuration, its HTTP address not recorded yet) is not counted:
+// it follows the leader, it has just not said where it listens.
+func noQuorum(rep statusReport) error {
+	down := 0
+	for _, m := range rep.Members {
+		if m.State == "unreachable" {
+			down++
+		}
+	}
+	if n := len(rep.Members); n > 0 && down > n/2 {
+		return api.Errorf(api.CodeUnreachable, "status: %d of %d members unreachable: the cluster has no quorum", down, n)
+	}
+	return nil
 }
 
 // dialAddr returns a client of one address, with the CLI's TLS and token.
@@ -193,7 +232,7 @@ func (c *cli) printStatus(rep statusReport) error {
 		}
 		health := "ok"
 		switch {
-		case m.State == "unreachable":
+		case m.State == "unreachable" || m.State == "joining":
 			health = "-"
 		case !m.Healthy:
 			health = "unhealthy: " + m.Reason

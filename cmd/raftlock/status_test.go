@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -77,6 +78,15 @@ func TestStatusShowsEachMembersStateAndADeadOneUnreachable(t *testing.T) {
 		t.Errorf("status text: exit %d\n%s%s", code, out, errOut)
 	}
 	t.Logf("status:\n%s", out)
+	// A majority unreachable: status says so and exits non-zero.
+	c.Kill((li + 2) % 3)
+	proccluster.Eventually(t, 20*time.Second, "status with 2 of 3 members dead exits non-zero", func() error {
+		code, out, errOut := runCLI(t, "--addr", c.AddrList(), "status")
+		if code == 0 || errOut == "" {
+			return fmt.Errorf("exit %d\n%s%s", code, out, errOut)
+		}
+		return nil
+	})
 	t.Logf("%s log:\n%s", c.Nodes[li].ID, c.Nodes[li].Log())
 	for i, n := range c.Nodes {
 		log := n.Log()
@@ -86,5 +96,39 @@ func TestStatusShowsEachMembersStateAndADeadOneUnreachable(t *testing.T) {
 		if i != victim && !regexp.MustCompile(`serving: id=`+n.ID+` .*data_dir=\S+ log_store=(wal|boltdb) log=\S+`).MatchString(log) {
 			t.Errorf("%s's startup line lacks its id, data dir or log store:\n%s", n.ID, log)
 		}
+	}
+}
+
+// A member that has not registered its HTTP address yet (just after a
+// bootstrap or a join) is "joining", not "unreachable", and does not count
+// against the quorum; members without a scheme are asked over https://
+// when the CLI talks TLS; a majority unreachable is an error.
+func TestStatusJoiningMembersTLSAddressesAndNoQuorum(t *testing.T) {
+	c := newCLI(&strings.Builder{}, &strings.Builder{})
+	c.addrs = []string{"https://10.0.0.1:7001"}
+	if got := c.memberURL("10.0.0.2:7001"); got != "https://10.0.0.2:7001" {
+		t.Errorf("memberURL in a TLS cluster: %q", got)
+	}
+	c.addrs = []string{"10.0.0.1:7001"}
+	if got := c.memberURL("10.0.0.2:7001"); got != "10.0.0.2:7001" {
+		t.Errorf("memberURL in a plaintext cluster: %q", got)
+	}
+	c.caFile = "ca.pem"
+	if got := c.memberURL("10.0.0.2:7001"); got != "https://10.0.0.2:7001" {
+		t.Errorf("memberURL with --ca: %q", got)
+	}
+	joining := statusReport{Members: []memberStatus{{}}}
+	c.askMembers(context.Background(), &joining)
+	if m := joining.Members[0]; m.State != "joining" || m.Lag != nil {
+		t.Errorf("a member without an HTTP address: %+v, want joining", m)
+	}
+	rep := statusReport{Members: []memberStatus{{State: "leader"}, {State: "joining"}, {State: "joining"}}}
+	if err := noQuorum(rep); err != nil {
+		t.Errorf("2 of 3 joining (just after a bootstrap): %v", err)
+	}
+	rep.Members[1].State = "unreachable"
+	rep.Members[2].State = "unreachable"
+	if err := noQuorum(rep); err == nil || !strings.Contains(err.Error(), "2 of 3 members unreachable") {
+		t.Errorf("2 of 3 down: %v", err)
 	}
 }

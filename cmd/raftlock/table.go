@@ -156,7 +156,7 @@ func lookup(args []string) (cmd *command, group string, rest []string, err error
 	name := args[0]
 	if !isGroup(name) {
 		if cmd = find(name); cmd == nil {
-			return nil, "", nil, usagef("", "unknown command %q", name)
+			return nil, "", nil, usagef("", "unknown command %q%s", name, didYouMean(name, topLevel()))
 		}
 		return cmd, "", args[1:], nil
 	}
@@ -174,8 +174,65 @@ func lookup(args []string) (cmd *command, group string, rest []string, err error
 		if isGroup(name + " " + sub) {
 			return lookup(append([]string{name + " " + sub}, args[2:]...))
 		}
-		return nil, "", nil, usagef(name, "unknown command %q", sub)
+		return nil, "", nil, usagef(name, "unknown command %q%s", sub, didYouMean(sub, groupCommands(name)))
 	}
+}
+
+// topLevel returns the first words of the commands: the top-level
+// commands and groups ("status", "lock", ...), each once.
+func topLevel() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range commands {
+		w, _, _ := strings.Cut(c.name, " ")
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// didYouMean is `; did you mean "X"?` for the candidate nearest to word
+// (edit distance at most 2, and less than half of word's length), or "".
+func didYouMean(word string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := editDistance(word, c); d < bestD && 2*d < len(word) {
+			best, bestD = c, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the Levenshtein distance between a and b, with a swap of
+// two neighbours counting 1 (the commonest typo).
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // find returns the command named name, nil if none.
@@ -231,7 +288,7 @@ Global flags (before or after the command):
   --cert FILE, --key FILE          the client certificate and key to present, for a cluster
                                    run with --client-cert-auth (env RAFTLOCK_CERT, RAFTLOCK_KEY)
   --token SECRET                   the ACL token to call with, for a cluster run with --acl
-                                   (env RAFTLOCK_TOKEN or RAFTLOCK_ACL_TOKEN, which ps does not show)
+                                   (env RAFTLOCK_ACL_TOKEN, which ps does not show)
   -o, --output text|json           print results as text or as the API's JSON (env
                                    RAFTLOCK_OUTPUT; default text)
   --json                           same as -o json (deprecated)

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -99,16 +100,21 @@ func TestCLIOverHTTPS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewUnstartedServer(transport.NewServer(newFake()))
+	f := newFake()
+	ts := httptest.NewUnstartedServer(transport.NewServer(f))
 	ts.TLS = id.APIConfig(true)
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are meant
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
+	// n1 records its address without a scheme, as a node does: status
+	// asks it over https:// (the CLI talks TLS).
+	f.httpAddr, f.deadAddr = strings.TrimPrefix(ts.URL, "https://"), closedAddr(t)
 	addr := ts.URL // https://127.0.0.1:port
 	ca, cert, key := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem")
 	t.Setenv("RAFTLOCK_ADDR", "")
 
-	if code, out, errOut := runCLI(t, "--addr", addr, "--ca", ca, "--cert", cert, "--key", key, "status"); code != 0 || !strings.Contains(out, "leader: n1") {
+	if code, out, errOut := runCLI(t, "--addr", addr, "--ca", ca, "--cert", cert, "--key", key, "status"); code != 0 || !strings.Contains(out, "leader: n1") ||
+		!regexp.MustCompile(`(?m)^  n1 +leader +ok `).MatchString(out) {
 		t.Fatalf("status over HTTPS with a client certificate: exit %d, %q, %q", code, out, errOut)
 	}
 	t.Setenv("RAFTLOCK_CACERT", ca)

@@ -137,16 +137,73 @@ func TestDevRemovesItsDataDirOnExit(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(dirs[0], "n1")); err != nil {
 				t.Fatalf("node data dir: %v", err)
 			}
+			before := len(p.log())
+			t0 := time.Now()
 			if err := p.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
 			if err := p.wait(t, 30*time.Second, sig.String()); err != nil {
 				t.Fatalf("raftlockd --dev after %v: %v\n%s", sig, err, p.log())
 			}
+			// Quickly and quietly: under a second, and (at --log-level
+			// warn) not a line once asked to stop.
+			if took := time.Since(t0); took > time.Second {
+				t.Errorf("raftlockd --dev took %v to stop after %v", took, sig)
+			}
+			if after := p.log()[before:]; after != "" {
+				t.Errorf("raftlockd --dev logged at WARN or ERROR while stopping after %v:\n%s", sig, after)
+			}
 			if dirs := devDataDirs(t, tmp); len(dirs) != 0 {
 				t.Fatalf("after %v the data dir is still there: %q\n%s", sig, dirs, p.log())
 			}
 		})
+	}
+}
+
+// go run ./cmd/raftlockd --dev & ... kill PID: the signal kills go run,
+// which does not pass it on; the --dev process, re-parented, stops by
+// itself within a second and removes its data dir.
+func TestDevStopsWhenItsParentExits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs raftlockd --dev")
+	}
+	requireFreePorts(t, devPorts...)
+	bin := proccluster.BuildDaemon(t)
+	tmp := t.TempDir()
+	// sh stands for go run: it starts raftlockd --dev and waits for it.
+	parent := exec.Command("sh", "-c", `"$0" --dev --log-level warn & echo $!; wait`, bin)
+	parent.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := parent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := parent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	proccluster.Eventually(t, 30*time.Second, "dev cluster with a leader", devHealthy)
+	if err := parent.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	t0 := time.Now()
+	proccluster.Eventually(t, 5*time.Second, "raftlockd --dev gone", func() error {
+		// Gone, or a zombie its new parent has not reaped yet.
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err == nil && !strings.Contains(string(st), ") Z ") {
+			return fmt.Errorf("pid %d still runs", pid)
+		}
+		return nil
+	})
+	if took := time.Since(t0); took > time.Second {
+		t.Errorf("raftlockd --dev stopped %v after its parent died", took)
+	}
+	if dirs := devDataDirs(t, tmp); len(dirs) != 0 {
+		t.Errorf("its data dir is still there: %q", dirs)
 	}
 }
 

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session/api"
 )
@@ -54,10 +57,70 @@ func TestRunRejectsBadFlags(t *testing.T) {
 // to start.
 func TestRunRefusesPeersWithoutSelf(t *testing.T) {
 	var stderr bytes.Buffer
-	code := run([]string{"--id", "n9", "--data-dir", t.TempDir(), "--raft-addr", "127.0.0.1:0",
+	dir := t.TempDir()
+	code := run([]string{"--id", "n9", "--data-dir", dir, "--raft-addr", "127.0.0.1:0",
 		"--http-addr", "127.0.0.1:0", "--peers", "n1=127.0.0.1:7101"}, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "do not include") {
-		t.Fatalf("run = %d, stderr %q", code, stderr.String())
+	want := "raftlockd: --id n9 is not one of the --peers ids (n1): start every member with the same --peers and an --id from it " +
+		"(Kubernetes: the pod name; the StatefulSet's name and replicas must match the --peers list)\n"
+	if code != 2 || stderr.String() != want {
+		t.Fatalf("run = %d, stderr %q; want 2, %q", code, stderr.String(), want)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the data dir was touched: %v", entries)
+	}
+}
+
+// A data dir this user cannot write, and a TLS file that is not there,
+// each stop the daemon with one line naming the fix, before the data dir
+// is touched.
+func TestRunRefusesUnwritableDataDirAndMissingTLSFiles(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root writes anywhere: run the daemon as nobody (setpriv) on a
+		// directory of root's.
+		if _, err := exec.LookPath("setpriv"); err != nil {
+			t.Log("root without setpriv: the unwritable data dir is not checked")
+		} else if !testing.Short() {
+			bin := proccluster.BuildDaemon(t)
+			if err := os.Chmod(filepath.Dir(bin), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ro := t.TempDir()
+			if err := os.Chmod(ro, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin,
+				"--id", "n1", "--data-dir", ro, "--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+				"--peers", "n1=127.0.0.1:7101").CombinedOutput()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "not writable: permission denied: give uid 65534") ||
+				strings.Count(string(out), "\n") != 1 {
+				t.Errorf("unwritable data dir: %v, %q", err, out)
+			}
+		}
+	} else {
+		ro := t.TempDir()
+		if err := os.Chmod(ro, 0o500); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(ro, 0o700) })
+		var stderr bytes.Buffer
+		code := run([]string{"--id", "n1", "--data-dir", filepath.Join(ro, "n1"), "--raft-addr", "127.0.0.1:0",
+			"--http-addr", "127.0.0.1:0", "--peers", "n1=127.0.0.1:7101"}, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "is not writable") || !strings.Contains(stderr.String(), "securityContext.fsGroup") ||
+			strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("unwritable data dir: exit %d, %q", code, stderr.String())
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "n1")
+	var stderr bytes.Buffer
+	code := run([]string{"--id", "n1", "--data-dir", dir, "--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(t.TempDir(), "node.pem"), "--tls-key", "k.pem", "--tls-ca", "ca.pem"}, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "--tls-cert") || !strings.Contains(stderr.String(), "no such file or directory: give the file") ||
+		!strings.Contains(stderr.String(), "TLS Secret") || strings.Count(stderr.String(), "\n") != 1 {
+		t.Errorf("missing certificate: exit %d, %q", code, stderr.String())
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Error("the data dir was made")
 	}
 }
 
@@ -112,8 +175,8 @@ func TestUnparsableDurationFlagIsReportedOnce(t *testing.T) {
 	if n := strings.Count(stderr.String(), "soon"); n != 1 {
 		t.Fatalf("the bad value is reported %d times, want once:\n%s", n, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), `invalid value "soon" for flag -failover-grace`) {
-		t.Fatalf("stderr does not name the flag:\n%s", stderr.String())
+	if !strings.Contains(stderr.String(), `invalid value "soon" for flag -failover-grace: not a duration: write it like 5s, 500ms or 1m30s`) {
+		t.Fatalf("stderr does not name the flag and say what a duration looks like:\n%s", stderr.String())
 	}
 }
 
@@ -194,5 +257,17 @@ func TestACLFlagTurnsOnNodeACL(t *testing.T) {
 		if got := nodeConfig(serverSpec{}, o, "", nil).ACL; got != want {
 			t.Errorf("%s: Config.ACL = %v, want %v", args, got, want)
 		}
+	}
+}
+
+// raftlockd --version prints the version (0.0.0-dev in a test binary, which
+// is given none at build time) and exits 0, starting nothing.
+func TestVersionFlagPrintsVersionAndStartsNothing(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runIO([]string{"--version"}, &stdout, &stderr); code != 0 || stderr.Len() != 0 {
+		t.Fatalf("--version: exit %d, stderr %q", code, stderr.String())
+	}
+	if !strings.HasPrefix(stdout.String(), "raftlockd 0.0.0-dev\ncommit: ") {
+		t.Errorf("--version printed %q", stdout.String())
 	}
 }

@@ -30,6 +30,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
+	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/transport"
 )
@@ -42,6 +44,8 @@ func main() {
 }
 
 type options struct {
+	// version: print the version and exit (--version).
+	version                                               bool
 	id, dataDir, raftAddr, raftAdvertise, httpAddr, peers string
 	debugAddr                                             string
 	dev                                                   bool
@@ -65,6 +69,8 @@ type options struct {
 	members membershipOptions
 	// metricsOpen serves GET /metrics without a token under --acl.
 	metricsOpen bool
+	// metricsAddr: the plain health and metrics listener (--metrics-addr).
+	metricsAddr string
 	// logStore: --log-store and --migrate-log-store (migrate.go).
 	logStore logStoreOptions
 	// maxConnsPerIP and idleTimeout: --max-conns-per-ip and
@@ -78,11 +84,12 @@ type options struct {
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("raftlockd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(flaghint.Writer(stderr))
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "", "host:port for Raft traffic; outgoing Raft connections use its IP")
-	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "address peers dial for Raft (default --raft-addr)")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "host:port peers dial for Raft (default --raft-addr); a DNS name is kept as given, not resolved, so that peers find the node after its IP changes")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7001", "host:port of the HTTP API")
 	fs.StringVar(&o.debugAddr, "debug-addr", "", "host:port to serve Go's pprof endpoints on, plaintext and without a token (default: off; a loopback address unless --debug-allow-remote)")
 	fs.BoolVar(&o.debugRemote, "debug-allow-remote", false, "allow a --debug-addr that is not a loopback address: anyone who reaches it can profile the node")
@@ -117,6 +124,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP))
 	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", transport.DefaultIdleTimeout,
 		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", transport.MinIdleTimeout, transport.MaxIdleTimeout))
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of a plain-HTTP listener serving only GET /v1/health and GET /metrics, "+
+		"with no client certificate or token (for probes and scrapers; default: off)")
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -126,6 +135,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.version {
+		return o, nil
 	}
 	if o.debugAddr != "" && !o.debugRemote && !transport.IsLoopback(o.debugAddr) {
 		return o, fmt.Errorf("--debug-addr %s is not a loopback address: its profiling endpoints are plaintext and need no token; "+
@@ -160,6 +172,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.members.check(o.peers, o.dev); err != nil {
 		return o, err
+	}
+	if o.dev && o.metricsAddr != "" {
+		return o, errors.New("--metrics-addr is for real nodes: --dev's nodes serve /v1/health and /metrics on their HTTP ports")
+	}
+	if o.metricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.metricsAddr); err != nil {
+			return o, fmt.Errorf("--metrics-addr %q is not host:port (like 0.0.0.0:9101)", o.metricsAddr)
+		}
 	}
 	if o.dev {
 		if o.tls() || o.clientCertAuth || o.insecure {
@@ -251,7 +271,12 @@ func parsePeers(s string) ([]node.Peer, error) {
 	return peers, nil
 }
 
-func run(args []string, stderr io.Writer) int {
+// run runs raftlockd with args; --version prints to os.Stdout, all else
+// goes to stderr.
+func run(args []string, stderr io.Writer) int { return runIO(args, os.Stdout, stderr) }
+
+// runIO is run with the standard output given.
+func runIO(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -261,6 +286,10 @@ func run(args []string, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "raftlockd: %s\n", message(err))
 		}
 		return 2
+	}
+	if o.version {
+		fmt.Fprint(stdout, buildinfo.Text("raftlockd"))
+		return 0
 	}
 	if o.backup.recover != "" {
 		return runRecover(o, stderr)
@@ -279,6 +308,15 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), sigs...)
 	defer stop()
+	if o.dev {
+		// go run ./cmd/raftlockd --dev & ... kill PID: the signal reaches
+		// go run, which exits without passing it on; --dev stops with its
+		// parent instead of keeping its ports and temporary data dir.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go stopWithParent(ctx, cancel, os.Getppid(), stderr)
+	}
 
 	var specs []serverSpec
 	if o.dev {
@@ -299,6 +337,12 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 		return 2
 	}
+	if !o.dev {
+		if err := preflight(o, specs[0].peers); err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
+			return 2
+		}
+	}
 	if o.tls() {
 		if o.tlsFiles, err = transport.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
 			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
@@ -314,6 +358,16 @@ func run(args []string, stderr io.Writer) int {
 			return 2
 		}
 		defer dbg.Close()
+	}
+	var metricsLn net.Listener
+	if o.metricsAddr != "" {
+		// Before the node starts: a taken port stops the daemon with its
+		// data untouched.
+		if metricsLn, err = net.Listen("tcp", o.metricsAddr); err != nil {
+			fmt.Fprintf(stderr, "raftlockd: %s\n", listenError("--metrics-addr", o.metricsAddr, err))
+			return 1
+		}
+		specs[0].metricsLn = metricsLn
 	}
 	var servers []*server
 	defer func() {
@@ -358,6 +412,20 @@ func run(args []string, stderr io.Writer) int {
 type serverSpec struct {
 	id, dataDir, raftAddr, httpAddr string
 	peers                           []node.Peer
+	// metricsLn: the --metrics-addr listener, if any (closed on failure).
+	metricsLn net.Listener
+}
+
+// listenError is the one line a listener that could not be opened prints:
+// a taken port says so and names the fix.
+func listenError(flag, addr string, err error) string {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Sprintf("%s %s: the port is taken (another process listens there): stop it or pick a free port", flag, addr)
+	}
+	if errors.Is(err, syscall.EADDRNOTAVAIL) {
+		return fmt.Sprintf("%s %s: no interface of this machine has that IP address: use one of its addresses or 0.0.0.0", flag, addr)
+	}
+	return fmt.Sprintf("%s %s: %v", flag, addr, err)
 }
 
 // devSpecs returns the three nodes of --dev, with their data under
@@ -383,6 +451,31 @@ func devSpecs(o options) (specs []serverSpec, tempDir string, err error) {
 	return specs, tempDir, nil
 }
 
+// parentPoll is how often a --dev run checks that its parent lives.
+const parentPoll = 100 * time.Millisecond
+
+// stopWithParent calls stop once this process's parent, parent, has exited
+// (the process is re-parented), or returns when ctx ends.
+func stopWithParent(ctx context.Context, stop context.CancelFunc, parent int, stderr io.Writer) {
+	if parent <= 1 {
+		return // started by init (or a container's runtime): nothing to watch
+	}
+	t := time.NewTicker(parentPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if os.Getppid() != parent {
+				fmt.Fprintf(stderr, "raftlockd --dev: the process that started it (pid %d, go run?) exited: stopping\n", parent)
+				stop()
+				return
+			}
+		}
+	}
+}
+
 // removeDevDir removes the temporary data directory of a --dev run.
 func removeDevDir(dir string, stderr io.Writer) {
 	if err := os.RemoveAll(dir); err != nil {
@@ -394,12 +487,21 @@ func removeDevDir(dir string, stderr io.Writer) {
 type server struct {
 	node *node.Node
 	http *http.Server
-	errc chan error
+	// metrics serves --metrics-addr (nil without it).
+	metrics *http.Server
+	errc    chan error
 	// transferOnStop: hand leadership over before stopping (a real node).
 	transferOnStop bool
 }
 
-func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.Logger) (*server, error) {
+func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.Logger) (_ *server, err error) {
+	if spec.metricsLn != nil {
+		defer func() {
+			if err != nil {
+				spec.metricsLn.Close()
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", spec.httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
@@ -421,7 +523,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		ln.Close()
 		return nil, err
 	}
-	s := &server{node: n, errc: make(chan error, 1), transferOnStop: !o.dev}
+	s := &server{node: n, errc: make(chan error, 2), transferOnStop: !o.dev}
 	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
@@ -448,6 +550,19 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 			s.errc <- err
 		}
 	}()
+	if spec.metricsLn != nil {
+		s.metrics = &http.Server{
+			Handler:           transport.NewMetricsServer(n, transport.WithLogger(nlog)),
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		}
+		go func() {
+			if err := s.metrics.Serve(spec.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.errc <- fmt.Errorf("metrics listener: %w", err)
+			}
+		}()
+		nlog.Info("serving health and metrics, plain HTTP, no authentication", "metrics", "http://"+spec.metricsLn.Addr().String())
+	}
 	nlog.Info("serving", "id", spec.id, "http", scheme+"://"+ln.Addr().String(), "raft", n.RaftAddr(), "peer_tls", o.tlsFiles != nil,
 		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "metrics_open", o.metricsOpen, "data_dir", spec.dataDir,
 		"log_store", n.LogStore(), "log", n.LogPath())
@@ -479,16 +594,30 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 
 func (s *server) shutdown(logger hclog.Logger) {
 	s.stepDown(logger)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	// Waiting acquires are long polls: give them a moment, then cut them.
-	if err := s.http.Shutdown(ctx); err != nil {
+	// Waiting acquires and watches are long polls (a follower's forwarded
+	// to the leader): give them a moment, then cut them. A client sees a
+	// cut long poll as it sees a node that died, and retries elsewhere,
+	// keeping its place in the queue.
+	hctx, hcancel := context.WithTimeout(context.Background(), httpShutdownGrace)
+	defer hcancel()
+	if err := s.http.Shutdown(hctx); err != nil {
 		s.http.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	if err := s.node.Shutdown(ctx); err != nil {
 		logger.Warn("node shutdown", "error", err)
 	}
+	if s.metrics != nil {
+		// Last: a probe sees the node's health until it is gone.
+		s.metrics.Close()
+	}
 }
+
+// httpShutdownGrace is how long a stopping server lets requests in flight
+// finish before it closes their connections: short, so that a stop takes
+// well under a second (a Kubernetes rolling restart, Ctrl-C on --dev).
+const httpShutdownGrace = 300 * time.Millisecond
 
 // firstError delivers the first failure of any server: its HTTP server
 // failed, or its node stopped itself for good (a corrupt log entry).

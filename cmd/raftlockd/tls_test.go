@@ -160,9 +160,12 @@ func TestTLSClusterServesTheCLI(t *testing.T) {
 	}
 	// Every follower registers its HTTP address at the leader's peer port
 	// (PostMember, over TLS).
-	proccluster.Eventually(t, 30*time.Second, "every member's HTTP address in status", func() error {
+	// status asks each member at its recorded address (no scheme) over
+	// https://: one leader and two healthy followers, none unreachable.
+	proccluster.Eventually(t, 30*time.Second, "status shows the TLS members healthy", func() error {
 		out, err := raftlock(c.AddrList(), true, "status")
-		if err == nil && strings.Count(out, "127.0.0.1") < 6 {
+		if err == nil && (strings.Count(out, "127.0.0.1") < 6 || strings.Count(out, " leader ") != 1 ||
+			strings.Count(out, " follower ") != 2 || strings.Contains(out, "unreachable")) {
 			err = fmt.Errorf("status %q", out)
 		}
 		return err
