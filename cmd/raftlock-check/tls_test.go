@@ -146,7 +146,10 @@ func TestRunTokenWritesOnlyUnderTheRunsPrefix(t *testing.T) {
 	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "other/a", Session: info.ID, Holder: "h"}); api.CodeOf(err) != api.CodePermissionDenied {
 		t.Errorf("acquire outside %s: %v, want %s", lockPrefix, err, api.CodePermissionDenied)
 	}
-	if _, err := cl.Cluster(ctx); api.CodeOf(err) != api.CodePermissionDenied {
-		t.Errorf("cluster with the clients' token: %v, want %s", err, api.CodePermissionDenied)
+	if _, err := cl.Cluster(ctx); err != nil {
+		t.Errorf("cluster with the clients' token: %v, want the members (any valid token reads them)", err)
+	}
+	if err := cl.DeleteToken(ctx, strings.Repeat("0", 32)); api.CodeOf(err) != api.CodePermissionDenied {
+		t.Errorf("token delete with the clients' token: %v, want %s", err, api.CodePermissionDenied)
 	}
 }
