@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -333,7 +332,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := mkdirDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	n := &Node{
@@ -360,12 +359,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
+	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), nil)
 	if err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps); err != nil {
+	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps.FileSnapshotStore); err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: %w", err)
 	}

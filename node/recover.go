@@ -107,7 +107,7 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, logger hc
 	}
 	defer stores.Close()
 	store := stores.logs
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, logger.Named("snapshots"))
+	snaps, err := openSnapshotStore(dataDir, logger.Named("snapshots"), nil)
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: snapshot store: %w", err)
 	}
