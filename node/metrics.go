@@ -117,13 +117,15 @@ var (
 	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
 	descStorage  = prometheus.NewDesc("raftlock_storage_errors_total", "Writes to the Raft stores (log entries in wal/ or raft.db; term, vote in raft.db) that failed, e.g. on a full disk.", nil, nil)
 	descStoreBad = prometheus.NewDesc("raftlock_storage_failing", "1 while this replica's last write to its Raft stores failed, else 0.", nil, nil)
+	descDiskFree = prometheus.NewDesc("raftlock_disk_free_bytes", "Bytes free (available to the node) on the filesystem of its data dir.", nil, nil)
+	descDiskNeed = prometheus.NewDesc("raftlock_disk_free_margin_bytes", "Bytes the node must keep free on that filesystem (a raft-wal segment, two snapshots, slack); /v1/health is 503 below it.", nil, nil)
 	descDiverged = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied,
-		descStorage, descStoreBad, descDiverged} {
+		descStorage, descStoreBad, descDiskFree, descDiskNeed, descDiverged} {
 		ch <- d
 	}
 }
@@ -163,6 +165,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descStorage, prometheus.CounterValue, float64(storeErrs))
 	ch <- prometheus.MustNewConstMetric(descStoreBad, prometheus.GaugeValue, flag(n.StorageError() != nil))
+	if d, err := n.DiskSpace(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(d.Free))
+		ch <- prometheus.MustNewConstMetric(descDiskNeed, prometheus.GaugeValue, float64(d.Margin))
+	}
 	ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, flag(n.Divergence() != nil || n.FatalErr() != nil))
 }
 

@@ -279,6 +279,9 @@ type Node struct {
 	// (keepalive_confirm.go).
 	kaConfirm keepAliveConfirmer
 
+	// snaps is the snapshot store (snapstore.go).
+	snaps *snapshotStore
+
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
 	// leading is true from the moment Raft reports leadership.
@@ -359,7 +362,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), nil)
+	snapDir := filepath.Join(cfg.DataDir, snapshotsDirName)
+	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), func(err error) { n.watched.note(snapDir, err) })
 	if err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
@@ -385,6 +389,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = rn.Transport
 	}
 	n.trans = trans
+	n.snaps = snaps
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)

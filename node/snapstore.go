@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -37,6 +38,8 @@ type snapshotStore struct {
 	dir      string // data dir/snapshots
 	log      hclog.Logger
 	onResult func(error)
+	// newest is the size of the newest snapshot's state.bin.
+	newest atomic.Int64
 }
 
 // openSnapshotStore opens (or creates) the snapshot store of dataDir,
@@ -57,6 +60,7 @@ func openSnapshotStore(dataDir string, logger hclog.Logger, onResult func(error)
 	if err := syncDir(dataDir); err != nil {
 		return nil, err
 	}
+	s.noteNewest()
 	return s, nil
 }
 
@@ -117,6 +121,9 @@ type durableSink struct {
 	raft.SnapshotSink
 	s   *snapshotStore
 	tmp string // the snapshot's directory while it is written
+	// done is set by the first Close or Cancel (the FSM's Persist closes
+	// the sink, and Raft closes it again): later calls do nothing.
+	done bool
 }
 
 // Close implements raft.SnapshotSink: the snapshot's directory is
@@ -124,7 +131,12 @@ type durableSink struct {
 // meta.json in place), then FileSnapshotSink's Close fsyncs state.bin and
 // meta.json, renames the directory into place and fsyncs snapshots/.
 func (d *durableSink) Close() error {
+	if d.done {
+		return nil
+	}
+	d.done = true
 	if err := syncDir(d.tmp); err != nil {
+		d.done = false
 		_ = d.Cancel()
 		err = fmt.Errorf("snapshots: %w", err)
 		d.s.result(err)
@@ -136,6 +148,7 @@ func (d *durableSink) Close() error {
 		d.s.result(err)
 		return err
 	}
+	d.s.noteNewest()
 	d.s.result(nil)
 	return nil
 }
@@ -143,6 +156,10 @@ func (d *durableSink) Close() error {
 // Cancel implements raft.SnapshotSink, removing the directory even when
 // FileSnapshotSink's Cancel stops short (it does when the flush fails).
 func (d *durableSink) Cancel() error {
+	if d.done {
+		return nil
+	}
+	d.done = true
 	err := d.SnapshotSink.Cancel()
 	if rmErr := os.RemoveAll(d.tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
 		err = errors.Join(err, rmErr)
@@ -171,4 +188,11 @@ func mkdirDurable(dir string, perm os.FileMode) error {
 		return err
 	}
 	return syncDir(parent)
+}
+
+// noteNewest records the size of the newest snapshot (0 if none).
+func (s *snapshotStore) noteNewest() {
+	if metas, err := s.List(); err == nil && len(metas) > 0 {
+		s.newest.Store(metas[0].Size)
+	}
 }

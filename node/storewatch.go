@@ -1,7 +1,11 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,21 +17,26 @@ import (
 // storageLogEvery is how often a storage error that goes on is logged.
 const storageLogEvery = 30 * time.Second
 
-// storeWatch watches the writes of a node's Raft stores (the log store,
-// raft.db or wal/, and the stable store, raft.db): a failed write (a full
-// disk, an I/O error) is counted, logged (at most once per
-// storageLogEvery while they go on, with the number suppressed) and kept
-// as the node's storage error until a write succeeds again, so that
-// /v1/health and the metrics say a node cannot write, which Raft alone
-// only logs.
+// storeWatch watches the writes of a node's storage: the Raft stores
+// (the log store, raft.db or wal/, and the stable store, raft.db) and the
+// snapshot store (snapshots/). A failed write (a full disk, an I/O error)
+// is counted, logged (at most once per storageLogEvery while they go on,
+// with the number suppressed) and kept as a storage error of its file
+// until a write to the same file succeeds again (for snapshots/: until a
+// snapshot completes), so that /v1/health and the metrics say a node
+// cannot write, which Raft alone only logs. A success elsewhere does not
+// clear it: with raft-wal, log writes into a preallocated segment go on
+// succeeding on a full disk while every snapshot fails.
 type storeWatch struct {
 	log hclog.Logger
 
 	errors atomic.Uint64 // failed writes, ever
 	mu     sync.Mutex
-	last   error     // the last write's error, nil once one succeeds
-	logged time.Time // when the last error line was written
-	quiet  int       // errors not logged since
+	// failing holds, per file, the error of its last write while that
+	// failed.
+	failing map[string]error
+	logged  time.Time // when the last error line was written
+	quiet   int       // errors not logged since
 }
 
 // note records the outcome of a write to file.
@@ -35,17 +44,26 @@ func (s *storeWatch) note(file string, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
-		if s.last != nil {
-			s.log.Info("Raft store writes succeed again", "file", file, "failed_meanwhile", s.quiet)
-			s.quiet = 0
+		if _, ok := s.failing[file]; ok {
+			delete(s.failing, file)
+			s.log.Info("storage writes succeed again", "file", file, "failed_meanwhile", s.quiet)
+			if len(s.failing) == 0 {
+				s.quiet = 0
+			}
 		}
-		s.last = nil
 		return nil
 	}
 	s.errors.Add(1)
-	s.last = fmt.Errorf("%s: %w", file, err)
+	if s.failing == nil {
+		s.failing = make(map[string]error)
+	}
+	s.failing[file] = fmt.Errorf("%s: %w", file, err)
 	if now := time.Now(); now.Sub(s.logged) >= storageLogEvery {
-		s.log.Error("Raft store write failed: this node cannot store log entries or its term and vote", "file", file, "error", err, "suppressed", s.quiet)
+		what := "Raft store write failed: this node cannot store log entries or its term and vote"
+		if filepath.Base(file) == snapshotsDirName {
+			what = "snapshot failed: this node cannot compact its log (it counts as failing storage until a snapshot succeeds)"
+		}
+		s.log.Error(what, "file", file, "error", err, "suppressed", s.quiet)
 		s.logged, s.quiet = now, 0
 	} else {
 		s.quiet++
@@ -53,12 +71,27 @@ func (s *storeWatch) note(file string, err error) error {
 	return err
 }
 
-// StorageError is the error of the last write to a Raft store (naming
-// its file), nil if it succeeded (or none failed).
+// StorageError is the error of every file whose last write failed
+// (naming the file; in the order of their names), nil if none.
 func (s *storeWatch) StorageError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last
+	if len(s.failing) == 0 {
+		return nil
+	}
+	files := make([]string, 0, len(s.failing))
+	for f := range s.failing {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	if len(files) == 1 {
+		return s.failing[files[0]]
+	}
+	msgs := make([]string, len(files))
+	for i, f := range files {
+		msgs[i] = s.failing[f].Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // watchedLog is a raft.LogStore with its writes watched.
