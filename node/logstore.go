@@ -268,6 +268,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	}
 	n.store, n.logs, n.logPath = store, store, dbPath
 	if kind == LogStoreWAL {
+		if err := removeWALRebuilds(dir); err != nil {
+			store.Close()
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
 		w, err := openWAL(n.cfg.ID, dir, n.cfg.Logger)
 		if err != nil {
 			store.Close()
@@ -284,7 +288,14 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	n.watchedStable = &watchedStable{StableStore: store, file: dbPath, w: n.watched}
 	// The leader replicates recent entries from memory instead of reading
 	// them back from disk and decoding them for every AppendEntries.
-	logs, err := raft.NewLogCache(logCacheSize, &watchedLog{LogStore: n.logs, file: n.logPath, w: n.watched})
+	wl := &watchedLog{store: n.logs, file: n.logPath, w: n.watched}
+	if n.walLog != nil {
+		// From here the wrapper owns the WAL (a rebuild replaces it):
+		// reads and the close go through it.
+		wl.rebuild = n.rebuildWAL
+		n.logs, n.walLog = wl, wl
+	}
+	logs, err := raft.NewLogCache(logCacheSize, wl)
 	if err != nil {
 		n.closeRaftStores()
 		return nil, nil, fmt.Errorf("node: log cache: %w", err)

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
 )
 
 // storageLogEvery is how often a storage error that goes on is logged.
@@ -94,32 +96,93 @@ func (s *storeWatch) StorageError() error {
 	return errors.New(strings.Join(msgs, "; "))
 }
 
-// watchedLog is a raft.LogStore with its writes watched.
+// watchedLog is a raft.LogStore with its writes watched. With the wal
+// log store it also repairs raft-wal when it can no longer append (see
+// rebuild): the store it wraps may then be replaced, so every call takes
+// mu.
 type watchedLog struct {
-	raft.LogStore
 	file string
 	w    *storeWatch
+
+	mu    sync.RWMutex
+	store raft.LogStore
+	// rebuild, if set, makes a new store holding the same entries when
+	// the store answers wal.ErrSealed (walrebuild.go); it is tried at most
+	// once per rebuildEvery.
+	rebuild     func(old raft.LogStore) (raft.LogStore, error)
+	lastRebuild time.Time
+}
+
+// rebuildEvery is how often a stuck raft-wal is rebuilt at most (each try
+// needs a segment's worth of free space).
+const rebuildEvery = 5 * time.Second
+
+// FirstIndex implements raft.LogStore.
+func (s *watchedLog) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.FirstIndex()
+}
+
+// LastIndex implements raft.LogStore.
+func (s *watchedLog) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.LastIndex()
+}
+
+// GetLog implements raft.LogStore.
+func (s *watchedLog) GetLog(index uint64, l *raft.Log) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.GetLog(index, l)
 }
 
 // StoreLog implements raft.LogStore.
-func (s *watchedLog) StoreLog(l *raft.Log) error { return s.w.note(s.file, s.LogStore.StoreLog(l)) }
+func (s *watchedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore.
 func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
-	return s.w.note(s.file, s.LogStore.StoreLogs(ls))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	err := s.store.StoreLogs(ls)
+	if errors.Is(err, wal.ErrSealed) && s.rebuild != nil && time.Since(s.lastRebuild) >= rebuildEvery {
+		s.lastRebuild = time.Now()
+		if fresh, rerr := s.rebuild(s.store); rerr != nil {
+			s.w.log.Warn("raft-wal cannot append (segment is sealed) and rebuilding it failed; retrying", "error", rerr, "every", rebuildEvery)
+		} else {
+			s.store = fresh
+			err = s.store.StoreLogs(ls)
+		}
+	}
+	return s.w.note(s.file, err)
 }
 
 // DeleteRange implements raft.LogStore.
 func (s *watchedLog) DeleteRange(min, max uint64) error {
-	return s.w.note(s.file, s.LogStore.DeleteRange(min, max))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.note(s.file, s.store.DeleteRange(min, max))
 }
 
 // IsMonotonic implements raft.MonotonicLogStore for a store that does
 // (raft-wal: it takes no gap in the indexes, so Raft removes the whole
 // log after restoring a snapshot rather than leaving a gap).
 func (s *watchedLog) IsMonotonic() bool {
-	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
+}
+
+// Close closes the store it wraps (the current one, after a rebuild).
+func (s *watchedLog) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // watchedStable is a raft.StableStore with its writes watched.
