@@ -284,7 +284,16 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
 	n.log.Info("Raft stores open", "log_store", kind, "log", n.logPath, "stable", dbPath)
-	n.watched = &storeWatch{log: n.log}
+	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, probes: map[string]func() error{
+		// A write (fsynced) of a key of its own proves the file works.
+		dbPath: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },
+	}}
+	if w, ok := n.logs.(*wal.WAL); ok {
+		// raft-wal's own stable keys live in wal-meta.db, in wal/.
+		n.watched.probes[n.logPath] = func() error {
+			return w.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		}
+	}
 	n.watchedStable = &watchedStable{StableStore: store, file: dbPath, w: n.watched}
 	// The leader replicates recent entries from memory instead of reading
 	// them back from disk and decoding them for every AppendEntries.
@@ -302,6 +311,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	}
 	return store, logs, nil
 }
+
+// diskProbeKey is the key a failing store's probe writes (in raft.db, or
+// raft-wal's wal-meta.db); nothing reads it.
+var diskProbeKey = []byte("raftlock_disk_probe")
 
 // closeRaftStores closes the log store (if it is not raft.db) and
 // raft.db.

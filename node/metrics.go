@@ -24,6 +24,8 @@ type nodeMetrics struct {
 	releases  prometheus.Counter
 	expiries  prometheus.Counter
 	keepalive prometheus.Counter
+	// storeWrite is raftlock_storage_write_seconds (storewatch.go).
+	storeWrite *prometheus.HistogramVec
 }
 
 // newNodeMetrics builds n's registry: raftlock's own metrics, the Go
@@ -39,13 +41,16 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help: "Session expiries this replica applied."}),
 		keepalive: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_keepalives_total",
 			Help: "Keepalives this replica served as the leader."}),
+		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "raftlock_storage_write_seconds",
+			Help:    "Duration of writes to the Raft stores, fsync included, by store (log: an append of log entries; stable: term, vote).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"store"}),
 	}
 	sink, err := raftSink()
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{
-		m.grants, m.releases, m.expiries, m.keepalive,
+		m.grants, m.releases, m.expiries, m.keepalive, m.storeWrite,
 		&stateCollector{n: n},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

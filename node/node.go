@@ -431,8 +431,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.peer.OnInboundLost(n.onInboundLost)
 	}
 	n.watch = newRaftWatch(n.log, cfg.ID)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() { defer n.wg.Done(); n.watch.run(r, n.stop) }()
+	go func() { defer n.wg.Done(); n.watchDisk() }()
 	go n.watchLeadership()
 	go n.registerLoop()
 	if hasState {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // storageLogEvery is how often a storage error that goes on is logged.
@@ -31,6 +32,18 @@ const storageLogEvery = 30 * time.Second
 // succeeding on a full disk while every snapshot fails.
 type storeWatch struct {
 	log hclog.Logger
+	// latency, if set, observes every write's duration (fsync included)
+	// by store ("log", "stable").
+	latency *prometheus.HistogramVec
+	// logEWMA is the moving average of the log store's write latency
+	// (µs; weight 1/4 per write), which the leader compares with its
+	// followers' (slowdisk.go).
+	logEWMA atomic.Int64
+	// probes test a failing file (while it fails, every diskProbeEvery): a
+	// success clears its error, so that the flag does not stay up on a
+	// node that writes nothing more once its disk works again.
+	probes map[string]func() error
+	slowAt time.Time // when the last slow write was logged
 
 	errors atomic.Uint64 // failed writes, ever
 	mu     sync.Mutex
@@ -71,6 +84,59 @@ func (s *storeWatch) note(file string, err error) error {
 		s.quiet++
 	}
 	return err
+}
+
+// observe records a write to store ("log", "stable") that took d, and
+// logs one slower than slowWrite (at most once per storageLogEvery).
+func (s *storeWatch) observe(store, file string, d time.Duration) {
+	if s.latency != nil {
+		s.latency.WithLabelValues(store).Observe(d.Seconds())
+	}
+	if store == "log" {
+		us := d.Microseconds()
+		for {
+			old := s.logEWMA.Load()
+			next := us
+			if old != 0 {
+				next = old + (us-old)/4
+			}
+			if s.logEWMA.CompareAndSwap(old, next) {
+				break
+			}
+		}
+	}
+	if d < slowWrite {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); now.Sub(s.slowAt) >= storageLogEvery {
+		s.slowAt = now
+		s.log.Warn("slow disk: a Raft store write (fsync included) took longer than "+slowWrite.String(), "file", file, "took", d.Round(time.Millisecond))
+	}
+}
+
+// slowWrite is the write (fsync included) latency logged as slow.
+const slowWrite = 500 * time.Millisecond
+
+// diskProbeEvery is how often a failing file is probed.
+const diskProbeEvery = time.Second
+
+// probe tries every failing file's probe once; a success clears it.
+func (s *storeWatch) probe() {
+	s.mu.Lock()
+	var todo []string
+	for file, err := range s.failing {
+		if _, ok := s.probes[file]; ok && !errors.Is(err, wal.ErrSealed) {
+			todo = append(todo, file)
+		}
+	}
+	s.mu.Unlock()
+	for _, file := range todo {
+		if err := s.probes[file](); err == nil {
+			s.note(file, nil)
+		}
+	}
 }
 
 // StorageError is the error of every file whose last write failed
@@ -145,7 +211,9 @@ func (s *watchedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Lo
 func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	start := time.Now()
 	err := s.store.StoreLogs(ls)
+	s.w.observe("log", s.file, time.Since(start))
 	if errors.Is(err, wal.ErrSealed) && s.rebuild != nil && time.Since(s.lastRebuild) >= rebuildEvery {
 		s.lastRebuild = time.Now()
 		if fresh, rerr := s.rebuild(s.store); rerr != nil {
@@ -193,11 +261,19 @@ type watchedStable struct {
 }
 
 // Set implements raft.StableStore.
-func (s *watchedStable) Set(k, v []byte) error { return s.w.note(s.file, s.StableStore.Set(k, v)) }
+func (s *watchedStable) Set(k, v []byte) error {
+	start := time.Now()
+	err := s.StableStore.Set(k, v)
+	s.w.observe("stable", s.file, time.Since(start))
+	return s.w.note(s.file, err)
+}
 
 // SetUint64 implements raft.StableStore.
 func (s *watchedStable) SetUint64(k []byte, v uint64) error {
-	return s.w.note(s.file, s.StableStore.SetUint64(k, v))
+	start := time.Now()
+	err := s.StableStore.SetUint64(k, v)
+	s.w.observe("stable", s.file, time.Since(start))
+	return s.w.note(s.file, err)
 }
 
 // StorageError is why this node cannot write its Raft stores (raft.db,
