@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
@@ -40,6 +41,11 @@ type snapshotStore struct {
 	onResult func(error)
 	// newest is the size of the newest snapshot's state.bin.
 	newest atomic.Int64
+	// active names the .tmp directories of sinks still open: a follower
+	// may install a snapshot from its leader while it takes its own, and
+	// one's failure must not remove the other's.
+	mu     sync.Mutex
+	active map[string]bool
 }
 
 // openSnapshotStore opens (or creates) the snapshot store of dataDir,
@@ -50,8 +56,9 @@ func openSnapshotStore(dataDir string, logger hclog.Logger, onResult func(error)
 	if err != nil {
 		return nil, err
 	}
-	s := &snapshotStore{FileSnapshotStore: inner, dir: filepath.Join(dataDir, snapshotsDirName), log: logger, onResult: onResult}
-	if _, err := s.removeLeftovers(""); err != nil {
+	s := &snapshotStore{FileSnapshotStore: inner, dir: filepath.Join(dataDir, snapshotsDirName), log: logger, onResult: onResult,
+		active: make(map[string]bool)}
+	if _, err := s.removeLeftovers(); err != nil {
 		return nil, err
 	}
 	if err := syncDir(s.dir); err != nil {
@@ -64,16 +71,18 @@ func openSnapshotStore(dataDir string, logger hclog.Logger, onResult func(error)
 	return s, nil
 }
 
-// removeLeftovers removes every .tmp directory in snapshots/ but keep's
-// (the one being written, if any), and says how many it removed.
-func (s *snapshotStore) removeLeftovers(keep string) (int, error) {
+// removeLeftovers removes every .tmp directory in snapshots/ but those
+// of sinks still open, and says how many it removed.
+func (s *snapshotStore) removeLeftovers() (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	ents, err := os.ReadDir(s.dir)
 	if err != nil {
 		return 0, fmt.Errorf("snapshots: %w", err)
 	}
 	removed := 0
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasSuffix(e.Name(), snapshotTmpSuffix) || e.Name() == keep {
+		if !e.IsDir() || !strings.HasSuffix(e.Name(), snapshotTmpSuffix) || s.active[e.Name()] {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(s.dir, e.Name())); err != nil {
@@ -90,7 +99,7 @@ func (s *snapshotStore) removeLeftovers(keep string) (int, error) {
 // cleanUp removes what a failed snapshot left, logging (not returning)
 // a failure to.
 func (s *snapshotStore) cleanUp() {
-	if _, err := s.removeLeftovers(""); err != nil {
+	if _, err := s.removeLeftovers(); err != nil {
 		s.log.Warn("cannot remove unfinished snapshots", "error", err)
 	}
 }
@@ -112,7 +121,18 @@ func (s *snapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 		s.result(err)
 		return nil, err
 	}
-	return &durableSink{SnapshotSink: sink, s: s, tmp: filepath.Join(s.dir, sink.ID()+snapshotTmpSuffix)}, nil
+	name := sink.ID() + snapshotTmpSuffix
+	s.mu.Lock()
+	s.active[name] = true
+	s.mu.Unlock()
+	return &durableSink{SnapshotSink: sink, s: s, tmp: filepath.Join(s.dir, name)}, nil
+}
+
+// release forgets an open sink's directory.
+func (s *snapshotStore) release(tmp string) {
+	s.mu.Lock()
+	delete(s.active, filepath.Base(tmp))
+	s.mu.Unlock()
 }
 
 // durableSink is a FileSnapshotSink whose Close returns only once the
@@ -135,6 +155,7 @@ func (d *durableSink) Close() error {
 		return nil
 	}
 	d.done = true
+	defer d.s.release(d.tmp)
 	if err := syncDir(d.tmp); err != nil {
 		d.done = false
 		_ = d.Cancel()
@@ -143,6 +164,7 @@ func (d *durableSink) Close() error {
 		return err
 	}
 	if err := d.SnapshotSink.Close(); err != nil {
+		d.s.release(d.tmp) // its own directory goes too
 		d.s.cleanUp()
 		err = fmt.Errorf("snapshots: %w", err)
 		d.s.result(err)
@@ -160,6 +182,7 @@ func (d *durableSink) Cancel() error {
 		return nil
 	}
 	d.done = true
+	defer d.s.release(d.tmp)
 	err := d.SnapshotSink.Cancel()
 	if rmErr := os.RemoveAll(d.tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
 		err = errors.Join(err, rmErr)
