@@ -288,12 +288,6 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		// A write (fsynced) of a key of its own proves the file works.
 		dbPath: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },
 	}}
-	if w, ok := n.logs.(*wal.WAL); ok {
-		// raft-wal's own stable keys live in wal-meta.db, in wal/.
-		n.watched.probes[n.logPath] = func() error {
-			return w.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-		}
-	}
 	n.watchedStable = &watchedStable{StableStore: store, file: dbPath, w: n.watched}
 	// The leader replicates recent entries from memory instead of reading
 	// them back from disk and decoding them for every AppendEntries.
@@ -303,6 +297,11 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		// reads and the close go through it.
 		wl.rebuild = n.rebuildWAL
 		n.logs, n.walLog = wl, wl
+		// raft-wal's own stable keys live in wal-meta.db, in wal/ (the
+		// current WAL's, after a rebuild).
+		n.watched.probes[n.logPath] = func() error {
+			return wl.setStable(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		}
 	}
 	logs, err := raft.NewLogCache(logCacheSize, wl)
 	if err != nil {

@@ -243,6 +243,18 @@ func (s *watchedLog) IsMonotonic() bool {
 	return ok && m.IsMonotonic()
 }
 
+// setStable writes key k of the store it wraps, if that is also a
+// stable store (raft-wal is: its wal-meta.db).
+func (s *watchedLog) setStable(k, v []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.store.(raft.StableStore)
+	if !ok {
+		return fmt.Errorf("the log store %T keeps no keys", s.store)
+	}
+	return st.Set(k, v)
+}
+
 // Close closes the store it wraps (the current one, after a rebuild).
 func (s *watchedLog) Close() error {
 	s.mu.Lock()
