@@ -388,6 +388,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.peer = rn
 		trans = rn.Transport
 	}
+	if nt, ok := trans.(*raft.NetworkTransport); ok {
+		trans = drainingTransport{nt} // pipeline.go: hashicorp/raft#612
+	}
 	n.trans = trans
 	n.snaps = snaps
 
