@@ -37,6 +37,10 @@ func (n *Node) health() transport.HealthStatus {
 	if err := n.StorageError(); err != nil {
 		return transport.HealthStatus{Reason: fmt.Sprintf("cannot write its Raft stores in %s: %v", n.cfg.DataDir, err)}
 	}
+	if d, err := n.DiskSpace(); err == nil && d.Low() {
+		return transport.HealthStatus{Reason: fmt.Sprintf("disk nearly full: %d MiB free in %s, below the %d MiB this node must keep free",
+			d.Free>>20, n.cfg.DataDir, (d.Margin+(1<<20)-1)>>20)}
+	}
 	conf := n.raft.GetConfiguration()
 	if err := conf.Error(); err != nil {
 		return transport.HealthStatus{Reason: fmt.Sprintf("reading the Raft configuration: %v", err)}

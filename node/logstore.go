@@ -268,6 +268,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	}
 	n.store, n.logs, n.logPath = store, store, dbPath
 	if kind == LogStoreWAL {
+		if err := removeWALRebuilds(dir); err != nil {
+			store.Close()
+			return nil, nil, fmt.Errorf("node: %w", err)
+		}
 		w, err := openWAL(n.cfg.ID, dir, n.cfg.Logger)
 		if err != nil {
 			store.Close()
@@ -280,17 +284,36 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
 	n.log.Info("Raft stores open", "log_store", kind, "log", n.logPath, "stable", dbPath)
-	n.watched = &storeWatch{log: n.log}
+	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, probes: map[string]func() error{
+		// A write (fsynced) of a key of its own proves the file works.
+		dbPath: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },
+	}}
 	n.watchedStable = &watchedStable{StableStore: store, file: dbPath, w: n.watched}
 	// The leader replicates recent entries from memory instead of reading
 	// them back from disk and decoding them for every AppendEntries.
-	logs, err := raft.NewLogCache(logCacheSize, &watchedLog{LogStore: n.logs, file: n.logPath, w: n.watched})
+	wl := &watchedLog{store: n.logs, file: n.logPath, w: n.watched}
+	if n.walLog != nil {
+		// From here the wrapper owns the WAL (a rebuild replaces it):
+		// reads and the close go through it.
+		wl.rebuild = n.rebuildWAL
+		n.logs, n.walLog = wl, wl
+		// raft-wal's own stable keys live in wal-meta.db, in wal/ (the
+		// current WAL's, after a rebuild).
+		n.watched.probes[n.logPath] = func() error {
+			return wl.setStable(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	logs, err := raft.NewLogCache(logCacheSize, wl)
 	if err != nil {
 		n.closeRaftStores()
 		return nil, nil, fmt.Errorf("node: log cache: %w", err)
 	}
 	return store, logs, nil
 }
+
+// diskProbeKey is the key a failing store's probe writes (in raft.db, or
+// raft-wal's wal-meta.db); nothing reads it.
+var diskProbeKey = []byte("raftlock_disk_probe")
 
 // closeRaftStores closes the log store (if it is not raft.db) and
 // raft.db.

@@ -341,6 +341,10 @@ func (n *Node) BootstrapState() transport.BootstrapState {
 		LastIndex: n.raft.LastIndex(), Servers: []transport.Member{}}
 	_, leader := n.raft.LeaderWithID()
 	st.Leader = string(leader)
+	if n.watched != nil {
+		st.StorageWriteMicros = n.watched.logEWMA.Load()
+	}
+	st.StorageFailing = n.StorageError() != nil
 	https := make(map[string]string)
 	for _, m := range n.fsm.Members() {
 		https[m.ID] = m.HTTPAddr

@@ -25,6 +25,8 @@ type nodeMetrics struct {
 	releases  prometheus.Counter
 	expiries  prometheus.Counter
 	keepalive prometheus.Counter
+	// storeWrite is raftlock_storage_write_seconds (storewatch.go).
+	storeWrite *prometheus.HistogramVec
 }
 
 // newNodeMetrics builds n's registry: raftlock's own metrics, the Go
@@ -40,13 +42,16 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help: "Session expiries this replica applied."}),
 		keepalive: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_keepalives_total",
 			Help: "Keepalives this replica served as the leader."}),
+		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "raftlock_storage_write_seconds",
+			Help:    "Duration of writes to the Raft stores, fsync included, by store (log: an append of log entries; stable: term, vote).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"store"}),
 	}
 	sink, err := raftSink()
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{
-		m.grants, m.releases, m.expiries, m.keepalive,
+		m.grants, m.releases, m.expiries, m.keepalive, m.storeWrite,
 		&stateCollector{n: n},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -121,13 +126,15 @@ var (
 	descHeadWait = prometheus.NewDesc("raftlock_lock_queue_head_wait_seconds", "On the leader: the longest time the first waiter of any lock's queue has waited, "+
 		"counted from when this leader armed its wait (its acquire, a retry of it, or this leader's promotion); 0 without waiters and on followers.", nil, nil)
 	descCertExpiry = prometheus.NewDesc("raftlock_tls_cert_expiry_timestamp_seconds", "When this node's TLS certificate (--tls-cert) expires, in Unix seconds; only with TLS.", nil, nil)
+	descDiskFree   = prometheus.NewDesc("raftlock_disk_free_bytes", "Bytes free (available to the node) on the filesystem of its data dir.", nil, nil)
+	descDiskNeed   = prometheus.NewDesc("raftlock_disk_free_margin_bytes", "Bytes the node must keep free on that filesystem (a raft-wal segment, two snapshots, slack); /v1/health is 503 below it.", nil, nil)
 	descDiverged   = prometheus.NewDesc("raftlock_replica_diverged", "1 once the leader found this replica's state digest off the majority's (or it met a corrupt log entry), else 0.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied,
-		descStorage, descStoreBad, descDiverged, descHeadWait, descCertExpiry} {
+		descStorage, descStoreBad, descDiskFree, descDiskNeed, descDiverged, descHeadWait, descCertExpiry} {
 		ch <- d
 	}
 }
@@ -180,6 +187,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descStorage, prometheus.CounterValue, float64(storeErrs))
 	ch <- prometheus.MustNewConstMetric(descStoreBad, prometheus.GaugeValue, flag(n.StorageError() != nil))
+	if d, err := n.DiskSpace(); err == nil {
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(d.Free))
+		ch <- prometheus.MustNewConstMetric(descDiskNeed, prometheus.GaugeValue, float64(d.Margin))
+	}
 	ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, flag(n.Divergence() != nil || n.FatalErr() != nil))
 }
 

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -301,6 +300,9 @@ type Node struct {
 	// (keepalive_confirm.go).
 	kaConfirm keepAliveConfirmer
 
+	// snaps is the snapshot store (snapstore.go).
+	snaps *snapshotStore
+
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
 	// leading is true from the moment Raft reports leadership.
@@ -357,7 +359,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := mkdirDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	n := &Node{
@@ -384,12 +386,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
+	snapDir := filepath.Join(cfg.DataDir, snapshotsDirName)
+	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), func(err error) { n.watched.note(snapDir, err) })
 	if err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
-	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps); err != nil {
+	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps.FileSnapshotStore); err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -411,11 +414,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.peer = rn
 		trans = rn.Transport
 	}
+	if nt, ok := trans.(*raft.NetworkTransport); ok {
+		trans = drainingTransport{nt} // pipeline.go: hashicorp/raft#612
+	}
 	n.trans = trans
 	if n.peer != nil {
 		n.memberIPs.n = n
 		n.peer.LimitConnsPerIP(cfg.MaxConnsPerIP, n.memberIPs.contains)
 	}
+	n.snaps = snaps
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -459,8 +466,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.peer.OnInboundLost(n.onInboundLost)
 	}
 	n.watch = newRaftWatch(n.log, cfg.ID)
-	n.wg.Add(3)
+	n.wg.Add(4)
 	go func() { defer n.wg.Done(); n.watch.run(r, n.stop) }()
+	go func() { defer n.wg.Done(); n.watchDisk() }()
 	go n.watchLeadership()
 	go n.registerLoop()
 	if hasState {

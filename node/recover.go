@@ -114,7 +114,7 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, hold time
 	}
 	defer stores.Close()
 	store := stores.logs
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 2, logger.Named("snapshots"))
+	snaps, err := openSnapshotStore(dataDir, logger.Named("snapshots"), nil)
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: snapshot store: %w", err)
 	}

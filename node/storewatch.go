@@ -1,33 +1,57 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // storageLogEvery is how often a storage error that goes on is logged.
 const storageLogEvery = 30 * time.Second
 
-// storeWatch watches the writes of a node's Raft stores (the log store,
-// raft.db or wal/, and the stable store, raft.db): a failed write (a full
-// disk, an I/O error) is counted, logged (at most once per
-// storageLogEvery while they go on, with the number suppressed) and kept
-// as the node's storage error until a write succeeds again, so that
-// /v1/health and the metrics say a node cannot write, which Raft alone
-// only logs.
+// storeWatch watches the writes of a node's storage: the Raft stores
+// (the log store, raft.db or wal/, and the stable store, raft.db) and the
+// snapshot store (snapshots/). A failed write (a full disk, an I/O error)
+// is counted, logged (at most once per storageLogEvery while they go on,
+// with the number suppressed) and kept as a storage error of its file
+// until a write to the same file succeeds again (for snapshots/: until a
+// snapshot completes), so that /v1/health and the metrics say a node
+// cannot write, which Raft alone only logs. A success elsewhere does not
+// clear it: with raft-wal, log writes into a preallocated segment go on
+// succeeding on a full disk while every snapshot fails.
 type storeWatch struct {
 	log hclog.Logger
+	// latency, if set, observes every write's duration (fsync included)
+	// by store ("log", "stable").
+	latency *prometheus.HistogramVec
+	// logEWMA is the moving average of the log store's write latency
+	// (µs; weight 1/4 per write), which the leader compares with its
+	// followers' (slowdisk.go).
+	logEWMA atomic.Int64
+	// probes test a failing file (while it fails, every diskProbeEvery): a
+	// success clears its error, so that the flag does not stay up on a
+	// node that writes nothing more once its disk works again.
+	probes map[string]func() error
+	slowAt time.Time // when the last slow write was logged
 
 	errors atomic.Uint64 // failed writes, ever
 	mu     sync.Mutex
-	last   error     // the last write's error, nil once one succeeds
-	logged time.Time // when the last error line was written
-	quiet  int       // errors not logged since
+	// failing holds, per file, the error of its last write while that
+	// failed.
+	failing map[string]error
+	logged  time.Time // when the last error line was written
+	quiet   int       // errors not logged since
 }
 
 // note records the outcome of a write to file.
@@ -35,17 +59,26 @@ func (s *storeWatch) note(file string, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
-		if s.last != nil {
-			s.log.Info("Raft store writes succeed again", "file", file, "failed_meanwhile", s.quiet)
-			s.quiet = 0
+		if _, ok := s.failing[file]; ok {
+			delete(s.failing, file)
+			s.log.Info("storage writes succeed again", "file", file, "failed_meanwhile", s.quiet)
+			if len(s.failing) == 0 {
+				s.quiet = 0
+			}
 		}
-		s.last = nil
 		return nil
 	}
 	s.errors.Add(1)
-	s.last = fmt.Errorf("%s: %w", file, err)
+	if s.failing == nil {
+		s.failing = make(map[string]error)
+	}
+	s.failing[file] = fmt.Errorf("%s: %w", file, err)
 	if now := time.Now(); now.Sub(s.logged) >= storageLogEvery {
-		s.log.Error("Raft store write failed: this node cannot store log entries or its term and vote", "file", file, "error", err, "suppressed", s.quiet)
+		what := "Raft store write failed: this node cannot store log entries or its term and vote"
+		if filepath.Base(file) == snapshotsDirName {
+			what = "snapshot failed: this node cannot compact its log (it counts as failing storage until a snapshot succeeds)"
+		}
+		s.log.Error(what, "file", file, "error", err, "suppressed", s.quiet)
 		s.logged, s.quiet = now, 0
 	} else {
 		s.quiet++
@@ -53,40 +86,183 @@ func (s *storeWatch) note(file string, err error) error {
 	return err
 }
 
-// StorageError is the error of the last write to a Raft store (naming
-// its file), nil if it succeeded (or none failed).
+// observe records a write to store ("log", "stable") that took d, and
+// logs one slower than slowWrite (at most once per storageLogEvery).
+func (s *storeWatch) observe(store, file string, d time.Duration) {
+	if s.latency != nil {
+		s.latency.WithLabelValues(store).Observe(d.Seconds())
+	}
+	if store == "log" {
+		us := d.Microseconds()
+		for {
+			old := s.logEWMA.Load()
+			next := us
+			if old != 0 {
+				next = old + (us-old)/4
+			}
+			if s.logEWMA.CompareAndSwap(old, next) {
+				break
+			}
+		}
+	}
+	if d < slowWrite {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if now := time.Now(); now.Sub(s.slowAt) >= storageLogEvery {
+		s.slowAt = now
+		s.log.Warn("slow disk: a Raft store write (fsync included) took longer than "+slowWrite.String(), "file", file, "took", d.Round(time.Millisecond))
+	}
+}
+
+// slowWrite is the write (fsync included) latency logged as slow.
+const slowWrite = 500 * time.Millisecond
+
+// diskProbeEvery is how often a failing file is probed.
+const diskProbeEvery = time.Second
+
+// probe tries every failing file's probe once; a success clears it.
+func (s *storeWatch) probe() {
+	s.mu.Lock()
+	var todo []string
+	for file, err := range s.failing {
+		if _, ok := s.probes[file]; ok && !errors.Is(err, wal.ErrSealed) {
+			todo = append(todo, file)
+		}
+	}
+	s.mu.Unlock()
+	for _, file := range todo {
+		if err := s.probes[file](); err == nil {
+			s.note(file, nil)
+		}
+	}
+}
+
+// StorageError is the error of every file whose last write failed
+// (naming the file; in the order of their names), nil if none.
 func (s *storeWatch) StorageError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.last
+	if len(s.failing) == 0 {
+		return nil
+	}
+	files := make([]string, 0, len(s.failing))
+	for f := range s.failing {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	if len(files) == 1 {
+		return s.failing[files[0]]
+	}
+	msgs := make([]string, len(files))
+	for i, f := range files {
+		msgs[i] = s.failing[f].Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
-// watchedLog is a raft.LogStore with its writes watched.
+// watchedLog is a raft.LogStore with its writes watched. With the wal
+// log store it also repairs raft-wal when it can no longer append (see
+// rebuild): the store it wraps may then be replaced, so every call takes
+// mu.
 type watchedLog struct {
-	raft.LogStore
 	file string
 	w    *storeWatch
+
+	mu    sync.RWMutex
+	store raft.LogStore
+	// rebuild, if set, makes a new store holding the same entries when
+	// the store answers wal.ErrSealed (walrebuild.go); it is tried at most
+	// once per rebuildEvery.
+	rebuild     func(old raft.LogStore) (raft.LogStore, error)
+	lastRebuild time.Time
+}
+
+// rebuildEvery is how often a stuck raft-wal is rebuilt at most (each try
+// needs a segment's worth of free space).
+const rebuildEvery = 5 * time.Second
+
+// FirstIndex implements raft.LogStore.
+func (s *watchedLog) FirstIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.FirstIndex()
+}
+
+// LastIndex implements raft.LogStore.
+func (s *watchedLog) LastIndex() (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.LastIndex()
+}
+
+// GetLog implements raft.LogStore.
+func (s *watchedLog) GetLog(index uint64, l *raft.Log) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.store.GetLog(index, l)
 }
 
 // StoreLog implements raft.LogStore.
-func (s *watchedLog) StoreLog(l *raft.Log) error { return s.w.note(s.file, s.LogStore.StoreLog(l)) }
+func (s *watchedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
 // StoreLogs implements raft.LogStore.
 func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
-	return s.w.note(s.file, s.LogStore.StoreLogs(ls))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	err := s.store.StoreLogs(ls)
+	s.w.observe("log", s.file, time.Since(start))
+	if errors.Is(err, wal.ErrSealed) && s.rebuild != nil && time.Since(s.lastRebuild) >= rebuildEvery {
+		s.lastRebuild = time.Now()
+		if fresh, rerr := s.rebuild(s.store); rerr != nil {
+			s.w.log.Warn("raft-wal cannot append (segment is sealed) and rebuilding it failed; retrying", "error", rerr, "every", rebuildEvery)
+		} else {
+			s.store = fresh
+			err = s.store.StoreLogs(ls)
+		}
+	}
+	return s.w.note(s.file, err)
 }
 
 // DeleteRange implements raft.LogStore.
 func (s *watchedLog) DeleteRange(min, max uint64) error {
-	return s.w.note(s.file, s.LogStore.DeleteRange(min, max))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.note(s.file, s.store.DeleteRange(min, max))
 }
 
 // IsMonotonic implements raft.MonotonicLogStore for a store that does
 // (raft-wal: it takes no gap in the indexes, so Raft removes the whole
 // log after restoring a snapshot rather than leaving a gap).
 func (s *watchedLog) IsMonotonic() bool {
-	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	m, ok := s.store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
+}
+
+// setStable writes key k of the store it wraps, if that is also a
+// stable store (raft-wal is: its wal-meta.db).
+func (s *watchedLog) setStable(k, v []byte) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	st, ok := s.store.(raft.StableStore)
+	if !ok {
+		return fmt.Errorf("the log store %T keeps no keys", s.store)
+	}
+	return st.Set(k, v)
+}
+
+// Close closes the store it wraps (the current one, after a rebuild).
+func (s *watchedLog) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.store.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // watchedStable is a raft.StableStore with its writes watched.
@@ -97,11 +273,19 @@ type watchedStable struct {
 }
 
 // Set implements raft.StableStore.
-func (s *watchedStable) Set(k, v []byte) error { return s.w.note(s.file, s.StableStore.Set(k, v)) }
+func (s *watchedStable) Set(k, v []byte) error {
+	start := time.Now()
+	err := s.StableStore.Set(k, v)
+	s.w.observe("stable", s.file, time.Since(start))
+	return s.w.note(s.file, err)
+}
 
 // SetUint64 implements raft.StableStore.
 func (s *watchedStable) SetUint64(k []byte, v uint64) error {
-	return s.w.note(s.file, s.StableStore.SetUint64(k, v))
+	start := time.Now()
+	err := s.StableStore.SetUint64(k, v)
+	s.w.observe("stable", s.file, time.Since(start))
+	return s.w.note(s.file, err)
 }
 
 // StorageError is why this node cannot write its Raft stores (raft.db,

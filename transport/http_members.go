@@ -62,6 +62,12 @@ type BootstrapState struct {
 	Restoring bool `json:"restoring,omitempty"`
 	// Leader is the leader the node knows ("" if none).
 	Leader string `json:"leader,omitempty"`
+	// StorageWriteMicros is the moving average of the node's log-store
+	// write latency, fsync included, in µs (0: unknown, or no write yet);
+	// StorageFailing says a store of it fails. A leader whose disk is much
+	// slower than a follower's hands leadership over (DESIGN, "Disks").
+	StorageWriteMicros int64 `json:"storage_write_us,omitempty"`
+	StorageFailing     bool  `json:"storage_failing,omitempty"`
 	// Ready, without state, says the node has seen every peer with an
 	// empty data dir and the same configuration: it bootstraps once its
 	// peers are ready too.

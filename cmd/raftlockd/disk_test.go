@@ -33,6 +33,30 @@ func smallDisk(t *testing.T, size string) string {
 	return dir
 }
 
+// smallExt4 mounts a loop-mounted ext4 filesystem of sizeMiB for the
+// test (root only, like smallDisk): unlike tmpfs, ext4 really preallocates
+// (fallocate), as raft-wal does for its segments.
+func smallExt4(t *testing.T, sizeMiB int) string {
+	t.Helper()
+	img := filepath.Join(t.TempDir(), "disk.img")
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"truncate", "-s", fmt.Sprintf("%dM", sizeMiB), img},
+		{"mkfs.ext4", "-q", "-F", "-m", "0", img},
+		{"mount", "-o", "loop", img, dir},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatalf("CI must run the full-disk tests, but %v failed: %v %s", args, err, out)
+			}
+			t.Skipf("SKIPPING: a loop-mounted ext4 needs root and e2fsprogs: %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", dir).Run() })
+	// lost+found is not the node's.
+	return filepath.Join(dir, "disk")
+}
+
 // fill writes a file into dir until the disk is full and returns it.
 func fill(t *testing.T, dir string) string {
 	t.Helper()
@@ -132,5 +156,141 @@ func TestFullDiskTurnsHealthTo503AndBack(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if m := regexp.MustCompile(`(?m)^raftlock_storage_errors_total (\d+)`).FindSubmatch(body); m == nil || string(m[1]) == "0" {
 		t.Errorf("n3's raftlock_storage_errors_total: %q, want the failed writes counted", m)
+	}
+}
+
+// metric reads one unlabelled sample of node addr's /metrics (-1 if it
+// is missing).
+func metric(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)`).FindSubmatch(body)
+	if m == nil {
+		return -1
+	}
+	var v float64
+	fmt.Sscan(string(m[1]), &v)
+	return v
+}
+
+// tmpSnapshots counts the unfinished snapshot directories in dataDir.
+func tmpSnapshots(dataDir string) int {
+	ents, _ := os.ReadDir(filepath.Join(dataDir, "snapshots"))
+	n := 0
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			n++
+		}
+	}
+	return n
+}
+
+// A full disk is visible even while the log store's writes succeed (the
+// wal log store writes into a preallocated segment): every failed
+// snapshot counts as failing storage until a snapshot succeeds, health
+// says the disk is below its free-space margin, failed snapshots leave no
+// .tmp directories behind, and once space is freed the node is healthy
+// again with no action.
+func TestFullDiskFailsSnapshotsVisiblyAndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	// 64 MiB of it go to the wal's first segment; the node needs another
+	// 64 MiB + 4 MiB + two snapshots free (DESIGN, "Disks").
+	disk := smallDisk(t, "160m")
+	bin := proccluster.BuildDaemon(t)
+	dir := filepath.Join(disk, "n3")
+	c := proccluster.StartEach(t, bin, 3, func(i int) []string {
+		if i == 2 {
+			return []string{"--data-dir", dir}
+		}
+		return nil
+	}, "--log-store", "wal", "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := func() transport.HealthInfo {
+		h, _ := n3.Health(ctx)
+		return h
+	}
+	cl := c.Client()
+	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	work := func() error {
+		for range 8 {
+			i++
+			if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: fmt.Sprintf("disk/%d", i), Session: s.ID, Holder: "h", Value: strings.Repeat("v", 2048)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	proccluster.Eventually(t, time.Minute, "n3 healthy", func() error {
+		if h := health(); !h.OK {
+			return fmt.Errorf("%+v", h)
+		}
+		return nil
+	})
+	filler := fill(t, disk)
+	proccluster.Eventually(t, time.Minute, "n3 reports the full disk and the failing snapshots", func() error {
+		if err := work(); err != nil {
+			return err
+		}
+		if h := health(); h.OK || !strings.Contains(h.Reason, "no space left") && !strings.Contains(h.Reason, "disk nearly full") {
+			return fmt.Errorf("health %+v", h)
+		}
+		if v := metric(t, c.Nodes[2].HTTPAddr, "raftlock_storage_failing"); v != 1 {
+			return fmt.Errorf("raftlock_storage_failing %v", v)
+		}
+		if v := metric(t, c.Nodes[2].HTTPAddr, "raftlock_disk_free_bytes"); v < 0 || v >= metric(t, c.Nodes[2].HTTPAddr, "raftlock_disk_free_margin_bytes") {
+			return fmt.Errorf("raftlock_disk_free_bytes %v, not below the margin", v)
+		}
+		return nil
+	})
+	// Failed snapshots go on (every 100-200 ms); none leaves its .tmp.
+	failed := metric(t, c.Nodes[2].HTTPAddr, "raftlock_storage_errors_total")
+	proccluster.Eventually(t, time.Minute, "more failed snapshots", func() error {
+		if err := work(); err != nil {
+			return err
+		}
+		if v := metric(t, c.Nodes[2].HTTPAddr, "raftlock_storage_errors_total"); v < failed+5 {
+			return fmt.Errorf("raftlock_storage_errors_total %v (was %v)", v, failed)
+		}
+		return nil
+	})
+	if n := tmpSnapshots(dir); n > 1 {
+		t.Errorf("%d unfinished snapshot directories left in n3's snapshots/ (at most the one being written)", n)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	proccluster.Eventually(t, time.Minute, "n3 healthy again", func() error {
+		if err := work(); err != nil {
+			return err
+		}
+		if h := health(); !h.OK {
+			return fmt.Errorf("health %+v", h)
+		}
+		if v := metric(t, c.Nodes[2].HTTPAddr, "raftlock_storage_failing"); v != 0 {
+			return fmt.Errorf("raftlock_storage_failing %v", v)
+		}
+		return nil
+	})
+	if n := tmpSnapshots(dir); n > 1 {
+		t.Errorf("%d unfinished snapshot directories left after recovery", n)
 	}
 }

@@ -1,0 +1,88 @@
+package node
+
+import (
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// drainingTransport is the node's Raft network transport with every
+// AppendEntries pipeline drained (drainedPipeline). hashicorp/raft's
+// pipeline replication deadlocks when a follower answers an append with
+// Success=false (its log store failed to write: a full or failing disk):
+// the leader's response decoder stops reading the pipeline's responses,
+// the transport's reader then blocks handing over the next one, the
+// in-flight queue fills, and the leader's send loop blocks on its next
+// append before it notices the decoder ended. Heartbeats go on, so the
+// follower never times out, and it is never sent another entry
+// (hashicorp/raft#612): it stays behind, and its storage error stays up,
+// for good. Here the responses are always read, so the send loop goes on,
+// sees the decoder's end and falls back to plain appends, which retry.
+type drainingTransport struct {
+	*raft.NetworkTransport
+}
+
+// AppendEntriesPipeline implements raft.Transport.
+func (t drainingTransport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+	p, err := t.NetworkTransport.AppendEntriesPipeline(id, target)
+	if err != nil {
+		return nil, err
+	}
+	return newDrainedPipeline(p), nil
+}
+
+// drainedPipeline forwards a pipeline's responses through a queue that
+// never blocks the pipeline's reader; Consumer hands them out in order.
+// The queue holds at most the responses of the requests in flight.
+type drainedPipeline struct {
+	raft.AppendPipeline
+	out  chan raft.AppendFuture
+	stop chan struct{}
+	once sync.Once
+	done chan struct{}
+}
+
+func newDrainedPipeline(p raft.AppendPipeline) *drainedPipeline {
+	d := &drainedPipeline{AppendPipeline: p, out: make(chan raft.AppendFuture),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go d.forward()
+	return d
+}
+
+// forward reads every response as soon as it is ready and queues it for
+// the consumer.
+func (d *drainedPipeline) forward() {
+	defer close(d.done)
+	in := d.AppendPipeline.Consumer()
+	var queue []raft.AppendFuture
+	for {
+		var out chan raft.AppendFuture
+		var next raft.AppendFuture
+		if len(queue) > 0 {
+			out, next = d.out, queue[0]
+		}
+		select {
+		case f, ok := <-in:
+			if !ok {
+				return
+			}
+			queue = append(queue, f)
+		case out <- next:
+			queue[0] = nil
+			queue = queue[1:]
+		case <-d.stop:
+			return
+		}
+	}
+}
+
+// Consumer implements raft.AppendPipeline.
+func (d *drainedPipeline) Consumer() <-chan raft.AppendFuture { return d.out }
+
+// Close implements raft.AppendPipeline.
+func (d *drainedPipeline) Close() error {
+	err := d.AppendPipeline.Close()
+	d.once.Do(func() { close(d.stop) })
+	<-d.done
+	return err
+}
