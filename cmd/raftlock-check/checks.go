@@ -15,8 +15,8 @@ import (
 // Violation is one broken guarantee.
 type Violation struct {
 	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
-	// "session-kept", "lost-before-regrant", "queue-order" or
-	// "no-ghost-grant".
+	// "session-kept", "lost-before-regrant", "queue-order",
+	// "no-ghost-grant" or "node-starts".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -31,6 +31,10 @@ const (
 	checkGrantKept    = "grant-kept"
 	checkSessionKept  = "session-kept"
 	checkLostRegrant  = "lost-before-regrant"
+	// checkNodeStarts: every node restarted after a power loss, or whose
+	// disk was slow or full, is healthy again within nodeStartTimeout
+	// (judged by the disk faults as they heal, disks.go).
+	checkNodeStarts = "node-starts"
 )
 
 // grant is an acknowledged acquisition.

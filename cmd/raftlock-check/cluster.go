@@ -23,6 +23,9 @@ type nodeProc struct {
 	httpPort int
 	dataDir  string
 	logPath  string
+	// disk, when the run has disk faults, is the node's own disk, which
+	// holds dataDir (disks.go).
+	disk *nodeDisk
 
 	// join: the node (re)joins the cluster with --join instead of
 	// bootstrapping from --peers (a spare brought in, or a member wiped and

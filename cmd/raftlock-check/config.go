@@ -38,13 +38,14 @@ const (
 	faultRestore       = "restore"
 	faultDeleteToken   = "delete-token"
 	faultRotateMembers = "rotate-members"
+	// The disk faults (disks.go): power-loss, slow-disk, fill-disk.
 )
 
 // allFaults lists every fault kind, in the order reports show them.
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers}
+	faultRestore, faultDeleteToken, faultRotateMembers, faultPowerLoss, faultSlowDisk, faultFillDisk}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {
@@ -100,6 +101,11 @@ type Config struct {
 	// bootstraps the management token and hands the clients a token that
 	// may write only under the run's lock prefix.
 	ACL bool
+
+	// anyFaults is set when --faults was "all": the disk faults are then
+	// left out with a warning where they cannot run (not root, no
+	// /dev/fuse), as the partitions are; named, they are refused there.
+	anyFaults bool
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -129,7 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
 	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice)")
-	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", "))
+	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", ")+
+		" (power-loss, slow-disk and fill-disk need root and /dev/fuse: each node's data dir is then a FUSE mount over a tmpfs)")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "grace period of the clients' sessions (how long one stays in jeopardy before its client declares it expired); freeze-node lasts longer than ttl + grace")
@@ -152,6 +159,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, err
 	}
 	cfg.Faults = kinds
+	cfg.anyFaults = strings.TrimSpace(*faults) == "all" || strings.TrimSpace(*faults) == ""
 	return cfg, cfg.validate()
 }
 

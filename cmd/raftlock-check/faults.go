@@ -55,6 +55,12 @@ type injector struct {
 	// freezes counts the freeze-node faults injected: the role of the
 	// next frozen node alternates with it.
 	freezes int
+	// powerLosses and fills count the power-loss and fill-disk faults:
+	// their targets take turns with them (disks.go).
+	powerLosses, fills int
+	// failures are the node-starts violations: nodes that did not come
+	// back after a disk fault.
+	failures []Violation
 	// tokens are the clients' ACL tokens now (ACLs on), by client.
 	tokens []clientToken
 }
@@ -164,6 +170,12 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.deleteToken(ctx)
 	case faultRotateMembers:
 		return in.rotateMembers(ctx)
+	case faultPowerLoss:
+		return in.powerLoss(ctx)
+	case faultSlowDisk:
+		return in.slowDisk(ctx)
+	case faultFillDisk:
+		return in.fillDisk(ctx)
 	}
 	return FaultRec{}, fmt.Errorf("unknown fault %q", kind)
 }

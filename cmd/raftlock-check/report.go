@@ -57,8 +57,11 @@ type Report struct {
 	// LongestQueue the most waiters a read showed.
 	QueueReads, LongestQueue int
 	// Naive counts the naive waiter's acquires by result.
-	Naive      map[string]int
-	Violations []Violation
+	Naive map[string]int
+	// NodeStartsJudged counts the disk faults after which the node-starts
+	// check waited for the nodes they hit.
+	NodeStartsJudged int
+	Violations       []Violation
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
 	// Dir is where the run kept its logs.
@@ -340,6 +343,9 @@ func (r *Report) print(w io.Writer) {
 	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
 	p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
 	p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)
+	if r.NodeStartsJudged > 0 || r.count(checkNodeStarts) > 0 {
+		p("  8 nodes start again:        %d violations  (%d disk faults judged)", r.count(checkNodeStarts), r.NodeStartsJudged)
+	}
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 20 {

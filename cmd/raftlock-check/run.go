@@ -7,6 +7,8 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -65,6 +67,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	cl, err := newCluster(bin, filepath.Join(dir, "nodes"), cfg.Nodes, extra)
 	if err != nil {
 		return nil, err
+	}
+	if slices.ContainsFunc(cfg.Faults, isDiskFault) {
+		if err := cl.mountDisks(filepath.Join(dir, "disks")); err != nil {
+			if !cfg.anyFaults {
+				return nil, err
+			}
+			warnings = append(warnings, fmt.Sprintf("disk faults disabled: %v", err))
+			cfg.Faults = slices.DeleteFunc(cfg.Faults, isDiskFault)
+		}
+		// Unmounted once the nodes are stopped (the deferred stopAll
+		// below runs first).
+		defer cl.unmountDisks()
 	}
 	if cfg.TLS {
 		if err := cl.enableTLS(filepath.Join(dir, "tls")); err != nil {
@@ -143,6 +157,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	stopped = true
 	end := monoNow()
 	cl.stopAll(5 * time.Second)
+	for _, err := range cl.unmountDisks() {
+		warnings = append(warnings, err.Error())
+	}
 
 	h := hist.snapshot(start, end, cfg.Clients)
 	logf("checking %d operations, %d writes", len(h.Ops), len(h.Writes))
@@ -150,6 +167,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	rep.Setup = describe(cfg)
 	rep.Warnings = warnings
 	rep.Skipped = in.skipped
+	for _, k := range []string{faultPowerLoss, faultSlowDisk, faultFillDisk} {
+		rep.NodeStartsJudged += in.counts[k]
+	}
+	if len(in.failures) > 0 {
+		rep.Violations = append(rep.Violations, in.failures...)
+		sort.SliceStable(rep.Violations, func(i, j int) bool { return rep.Violations[i].At < rep.Violations[j].At })
+	}
 	rep.Elapsed = time.Since(began)
 	if err := rep.writeArtifacts(dir, h); err != nil {
 		rep.Warnings = append(rep.Warnings, err.Error())

@@ -79,7 +79,7 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 	case len(rep.Violations) > 0:
 		var counts []string
 		for _, c := range []string{checkLinearizable, checkFencing, checkGrantKept, checkSessionKept, checkLostRegrant,
-			checkQueueFIFO, checkNoGhost} {
+			checkQueueFIFO, checkNoGhost, checkNodeStarts} {
 			if n := rep.count(c); n > 0 {
 				counts = append(counts, fmt.Sprintf("%s %d", c, n))
 			}
@@ -92,11 +92,21 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 	}
 }
 
-// awaitingFix are the fault kinds that today's build does not survive yet
-// (none now: the operator actions of issue 26 all pass). TestMixedFaults
-// leaves them out; a new kind that catches a bug goes here until the
-// commit that makes the build survive it, which removes it.
-var awaitingFix = []string{}
+// awaitingFix are the fault kinds that today's build does not survive yet.
+// TestMixedFaults and TestDiskFaults leave them out; a new kind that
+// catches a bug goes here until the commit that makes the build survive
+// it, which removes it.
+//
+// slow-disk: a leader whose fsyncs take 1-2 s expires the sessions of
+// clients that keep them alive (check 4, live sessions kept). Its
+// keepalives commit late; then it hands leadership over (docs/DESIGN.md,
+// "Slow or failing fsync"), and while the transfer runs (it refuses
+// keepalives, and the transfer can time out after 2 s) its expiry timer
+// goes on: it expired all five clients' sessions 5-8 s after their last
+// acknowledged keepalive (TTL 5 s; 2 of 2 runs, seed 3). A fix belongs to
+// the node (e.g. no expiry while a transfer is in flight, or the deadline
+// counted from a keepalive's receipt, not its commit).
+var awaitingFix = []string{faultSlowDisk}
 
 // operatorFaultTime is how much longer TestMixedFaults runs for each
 // operator action it injects (a restore or a token deletion watches the
@@ -118,7 +128,8 @@ func TestMixedFaults(t *testing.T) {
 		t.Skip("runs a real cluster and client processes for two minutes")
 	}
 	cfg := testConfig(t, "")
-	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
+	// The disk faults have their own test (TestDiskFaults).
+	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) || isDiskFault(k) })
 	cfg.Duration = 120 * time.Second
 	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
 		if slices.Contains(cfg.Faults, k) {
