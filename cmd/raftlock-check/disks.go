@@ -327,10 +327,19 @@ func (in *injector) fillDisk(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, fmt.Errorf("%w: fill the disk of %s: %v", errSkipped, target.id, err)
 	}
 	sleep(ctx, in.between(4*time.Second, 7*time.Second))
+	full := "no answer"
+	for _, v := range in.cl.views(ctx) {
+		if v.node == target && v.err == nil {
+			full = "ok"
+			if !v.info.OK {
+				full = "unhealthy"
+			}
+		}
+	}
 	if err := os.Remove(target.disk.filler()); err != nil {
 		in.logf("fill-disk: remove the filler of %s: %v", target.id, err)
 	}
-	rec.Note = fmt.Sprintf("(%s; %d MiB filler)", role, filled>>20)
+	rec.Note = fmt.Sprintf("(%s; %d MiB filler; its health while full: %s)", role, filled>>20, full)
 	wctx, cancel := waitCtx(nodeStartTimeout + 10*time.Second)
 	defer cancel()
 	if err := in.cl.awaitHealthy(wctx, target, nodeStartTimeout); err != nil {

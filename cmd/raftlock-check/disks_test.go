@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -66,5 +67,54 @@ func TestDiskFaults(t *testing.T) {
 	if rep.Accepted == 0 || rep.OpCounts[kindAcquire][resOK] == 0 || rep.GrantReads == 0 {
 		t.Errorf("no work done: %d writes accepted, %d grants, %d reads judged by %s",
 			rep.Accepted, rep.OpCounts[kindAcquire][resOK], rep.GrantReads, checkGrantKept)
+	}
+}
+
+// TestNodeThatCannotStartIsAViolation pins the node-starts check: a node
+// whose process exits when a disk fault restarts it (here a binary that
+// exits at once) is reported as a violation naming the node and the
+// fault, not skipped.
+func TestNodeThatCannotStartIsAViolation(t *testing.T) {
+	dir := t.TempDir()
+	cl, err := newCluster("/bin/false", dir, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := cl.nodes[0]
+	if err := cl.start(n); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = cl.awaitHealthy(ctx, n, 20*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "exited") {
+		t.Fatalf("awaitHealthy of a process that exits: %v, want an error saying it exited", err)
+	}
+	in := &injector{cl: cl, progress: io.Discard, start: monoNow()}
+	in.nodeFailed(n, faultPowerLoss, err)
+	if len(in.failures) != 1 || in.failures[0].Check != checkNodeStarts ||
+		!strings.Contains(in.failures[0].What, "n1 did not come back after power-loss") {
+		t.Fatalf("failures: %+v, want one %s violation about n1", in.failures, checkNodeStarts)
+	}
+	cl.stopAll(time.Second)
+}
+
+// TestDiskFaultsParse pins the names of the disk fault kinds in --faults.
+func TestDiskFaultsParse(t *testing.T) {
+	kinds, err := parseFaults("power-loss, slow-disk,fill-disk")
+	if err != nil || !slices.Equal(kinds, []string{faultPowerLoss, faultSlowDisk, faultFillDisk}) {
+		t.Fatalf("parseFaults: %v, %v", kinds, err)
+	}
+	for _, k := range kinds {
+		if !isDiskFault(k) {
+			t.Errorf("%s is not a disk fault", k)
+		}
+	}
+	cfg, err := parseFlags([]string{"--faults", "power-loss"}, io.Discard)
+	if err != nil || cfg.anyFaults {
+		t.Fatalf("--faults power-loss: %v, anyFaults %v: a named disk fault must be refused where it cannot run", err, cfg.anyFaults)
+	}
+	if cfg, err := parseFlags(nil, io.Discard); err != nil || !cfg.anyFaults {
+		t.Fatalf("default --faults: %v, anyFaults %v", err, cfg.anyFaults)
 	}
 }
