@@ -102,6 +102,10 @@ type Config struct {
 	// may write only under the run's lock prefix.
 	ACL bool
 
+	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
+	// every few entries, so that power losses follow snapshots closely).
+	NodeFlags []string
+
 	// anyFaults is set when --faults was "all": the disk faults are then
 	// left out with a warning where they cannot run (not root, no
 	// /dev/fuse), as the partitions are; named, they are refused there.
@@ -135,6 +139,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
 	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice)")
+	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", ")+
 		" (power-loss, slow-disk and fill-disk need root and /dev/fuse: each node's data dir is then a FUSE mount over a tmpfs)")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
@@ -159,6 +164,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, err
 	}
 	cfg.Faults = kinds
+	cfg.NodeFlags = strings.Fields(*nodeFlags)
 	cfg.anyFaults = strings.TrimSpace(*faults) == "all" || strings.TrimSpace(*faults) == ""
 	return cfg, cfg.validate()
 }

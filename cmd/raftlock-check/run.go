@@ -64,6 +64,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if cfg.UnsafeFault != "" {
 		extra = append(extra, "--unsafe-fault", cfg.UnsafeFault)
 	}
+	extra = append(extra, cfg.NodeFlags...)
 	cl, err := newCluster(bin, filepath.Join(dir, "nodes"), cfg.Nodes, extra)
 	if err != nil {
 		return nil, err
@@ -265,6 +266,9 @@ func describe(cfg Config) string {
 		s += ", ACLs"
 	} else {
 		s += ", no ACLs"
+	}
+	if len(cfg.NodeFlags) > 0 {
+		s += ", raftlockd " + strings.Join(cfg.NodeFlags, " ")
 	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault
