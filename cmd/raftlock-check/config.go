@@ -41,11 +41,21 @@ const (
 	// The disk faults (disks.go): power-loss, slow-disk, fill-disk.
 )
 
-// allFaults lists every fault kind, in the order reports show them.
+// allFaults lists the fault kinds of --faults all (every kind but the
+// disk faults).
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers, faultPowerLoss, faultSlowDisk, faultFillDisk}
+	faultRestore, faultDeleteToken, faultRotateMembers}
+
+// diskFaults are the disk fault kinds (disks.go). They are not part of
+// "all": they need root and /dev/fuse, and put every data dir on a FUSE
+// mount; a run names them.
+var diskFaults = []string{faultPowerLoss, faultSlowDisk, faultFillDisk}
+
+// knownFaults are every fault kind --faults accepts, in the order reports
+// show them.
+var knownFaults = append(append([]string(nil), allFaults...), diskFaults...)
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {
@@ -105,11 +115,6 @@ type Config struct {
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
-
-	// anyFaults is set when --faults was "all": the disk faults are then
-	// left out with a warning where they cannot run (not root, no
-	// /dev/fuse), as the partitions are; named, they are refused there.
-	anyFaults bool
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -140,8 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
 	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
-	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(allFaults, ", ")+
-		" (power-loss, slow-disk and fill-disk need root and /dev/fuse: each node's data dir is then a FUSE mount over a tmpfs)")
+	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(knownFaults, ", ")+
+		" (\"all\": every kind but the disk faults, "+strings.Join(diskFaults, ", ")+
+		", which need root and /dev/fuse and put each node's data dir on a FUSE mount over a tmpfs; name them, e.g. all,"+strings.Join(diskFaults, ",")+")")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "grace period of the clients' sessions (how long one stays in jeopardy before its client declares it expired); freeze-node lasts longer than ttl + grace")
@@ -165,7 +171,6 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	}
 	cfg.Faults = kinds
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
-	cfg.anyFaults = strings.TrimSpace(*faults) == "all" || strings.TrimSpace(*faults) == ""
 	return cfg, cfg.validate()
 }
 
@@ -183,11 +188,20 @@ func parseFaults(s string) ([]string, error) {
 	for _, k := range strings.Split(s, ",") {
 		k = strings.TrimSpace(k)
 		known := false
-		for _, a := range allFaults {
+		if k == "all" {
+			for _, a := range allFaults {
+				if !seen[a] {
+					seen[a] = true
+					out = append(out, a)
+				}
+			}
+			continue
+		}
+		for _, a := range knownFaults {
 			known = known || a == k
 		}
 		if !known {
-			return nil, fmt.Errorf("--faults: unknown fault %q (want %s)", k, strings.Join(allFaults, ", "))
+			return nil, fmt.Errorf("--faults: unknown fault %q (want %s)", k, strings.Join(knownFaults, ", "))
 		}
 		if !seen[k] {
 			seen[k] = true

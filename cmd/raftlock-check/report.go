@@ -278,7 +278,7 @@ func (r *Report) print(w io.Writer) {
 	p("resource writes: %d accepted, %d rejected by the fence", r.Accepted, r.Rejected)
 	var fs []string
 	total := 0
-	for _, k := range allFaults {
+	for _, k := range knownFaults {
 		if n, s := r.Faults[k], r.Skipped[k]; n > 0 || s > 0 {
 			f := fmt.Sprintf("%s %d", k, n)
 			if s > 0 {
@@ -300,7 +300,7 @@ func (r *Report) print(w io.Writer) {
 	}
 	p50, max := percentiles(all)
 	p("unavailability after leader loss (%d): p50 %v, max %v", len(all), p50.Round(time.Millisecond), max.Round(time.Millisecond))
-	for _, k := range allFaults {
+	for _, k := range knownFaults {
 		if ds := byKind[k]; len(ds) > 0 {
 			a, b := percentiles(ds)
 			p("  %-17s %3d: p50 %v, max %v", k, len(ds), a.Round(time.Millisecond), b.Round(time.Millisecond))

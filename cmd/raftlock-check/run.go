@@ -71,11 +71,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	if slices.ContainsFunc(cfg.Faults, isDiskFault) {
 		if err := cl.mountDisks(filepath.Join(dir, "disks")); err != nil {
-			if !cfg.anyFaults {
-				return nil, err
-			}
-			warnings = append(warnings, fmt.Sprintf("disk faults disabled: %v", err))
-			cfg.Faults = slices.DeleteFunc(cfg.Faults, isDiskFault)
+			return nil, err
 		}
 		// Unmounted once the nodes are stopped (the deferred stopAll
 		// below runs first).

@@ -128,8 +128,7 @@ func TestMixedFaults(t *testing.T) {
 		t.Skip("runs a real cluster and client processes for two minutes")
 	}
 	cfg := testConfig(t, "")
-	// The disk faults have their own test (TestDiskFaults).
-	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) || isDiskFault(k) })
+	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
 	cfg.Duration = 120 * time.Second
 	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
 		if slices.Contains(cfg.Faults, k) {
