@@ -72,7 +72,10 @@ func TestPowerLossAfterSnapshotKeepsEveryNodeStartable(t *testing.T) {
 			disks := powerLossDisks(t, 3)
 			c := proccluster.StartEach(t, bin, 3, func(i int) []string {
 				return []string{"--data-dir", dataDir(disks[i], i, disks[i].Dir())}
-			}, "--log-store", store, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")
+			}, "--log-store", store, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8",
+				// One session takes a new lock per grant for three rounds:
+				// far more than the default 1,000 on a fast machine.
+				"--max-locks-per-session", "100000")
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			if _, err := c.Leader(ctx); err != nil {
