@@ -63,6 +63,8 @@ type RestoreReport struct {
 	GrantsDropped int `json:"grants_dropped"`
 	// HoldFor is the new cluster's restore hold (FSM.Hold), nanoseconds.
 	HoldFor int64 `json:"hold_for,omitempty"`
+	// State summarises the prepared state (its final decode, Inspect).
+	State Summary `json:"state"`
 }
 
 // PrepareRestore returns a Dump (data, a backup's state) prepared to be
@@ -119,9 +121,11 @@ func PrepareRestore(data []byte, floor uint64, current *FSM) ([]byte, RestoreRep
 	r.raiseTo(floor)
 	out := r.dumpLocked()
 	r.mu.Unlock()
-	if _, err := Inspect(out); err != nil {
+	sum, err := Inspect(out)
+	if err != nil {
 		return nil, RestoreReport{}, fmt.Errorf("fsm: prepare restore: the state no longer decodes: %w", err)
 	}
+	rep.State = sum
 	return out, rep, nil
 }
 
@@ -156,9 +160,11 @@ func PrepareNewCluster(data []byte, floor uint64, members []Member, holdFor int6
 	r.raiseTo(floor)
 	out := r.dumpLocked()
 	r.mu.Unlock()
-	if _, err := Inspect(out); err != nil {
+	sum, err := Inspect(out)
+	if err != nil {
 		return nil, RestoreReport{}, fmt.Errorf("fsm: prepare new cluster: the state no longer decodes: %w", err)
 	}
+	rep.State = sum
 	return out, rep, nil
 }
 
@@ -297,34 +303,9 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 			f.keepFree(f.applied, l)
 		}
 	}
-	f.rebuildSessionIndex()
+	// Session lock sets, hold counts and per-token counts are not
+	// rebuilt here: the prepared state is a Dump, and Load rebuilds them.
 	return rep
-}
-
-// rebuildSessionIndex recomputes every session's lock set and hold count,
-// and the sessions per token, from the locks (f.mu held).
-func (f *FSM) rebuildSessionIndex() {
-	f.owned = make(map[string]int)
-	for _, s := range f.sessions {
-		s.Locks, s.Holds = nil, 0
-		if s.Owner != "" {
-			f.owned[s.Owner]++
-		}
-	}
-	for _, l := range f.locks {
-		for _, h := range l.Holders {
-			if s := f.sessions[h.Session]; s != nil {
-				s.addLock(l.Name)
-				s.Holds++
-			}
-		}
-		for _, w := range l.Waiters {
-			if s := f.sessions[w.Session]; s != nil {
-				s.addLock(l.Name)
-				s.Holds++
-			}
-		}
-	}
 }
 
 // raiseTo raises the applied index, every lock's index and every history

@@ -29,7 +29,10 @@ func TestPrepareRestoreRaisesTheFloorAndKeepsSessionsAndLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep != (RestoreReport{SessionsKept: 1}) {
+	if sum, _ := Inspect(out); rep.State != sum {
+		t.Fatalf("report's state %+v, want the prepared state's %+v", rep.State, sum)
+	}
+	if rep.State = (Summary{}); rep != (RestoreReport{SessionsKept: 1}) {
 		t.Fatalf("report %+v, want one session kept and nothing else", rep)
 	}
 	f := New(nil)
@@ -103,7 +106,10 @@ func TestRestoreNeverOutrunsTheHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := RestoreReport{SessionsKept: 2, SessionsEnded: 4, GrantsRevoked: 2, GrantsDropped: 2}
-	if rep != want {
+	if sum, _ := Inspect(out); rep.State != sum {
+		t.Errorf("report's state %+v, want the prepared state's %+v", rep.State, sum)
+	}
+	if rep.State = (Summary{}); rep != want {
 		t.Errorf("report %+v, want %+v", rep, want)
 	}
 	var ids []string

@@ -173,14 +173,11 @@ func Recover(dataDir string, servers []RecoverServer, minToken uint64, hold time
 			}
 		}
 	}
-	state, _, err := fsm.PrepareNewCluster(f.Dump(), floor, members, int64(hold))
+	state, rep, err := fsm.PrepareNewCluster(f.Dump(), floor, members, int64(hold))
 	if err != nil {
 		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
 	}
-	sum, err := fsm.Inspect(state)
-	if err != nil {
-		return RecoverInfo{}, fmt.Errorf("recover: %w", err)
-	}
+	sum := rep.State
 	// The transport only encodes the legacy peer list (addresses as
 	// they are), as the node's TCP transport does.
 	_, trans := raft.NewInmemTransport("")

@@ -197,12 +197,11 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 		n.endDelaysNow()
 	}
 	index, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-	sum, _ := fsm.Inspect(state)
 	n.log.Warn("state restored from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
 		"floor", floor, "index", index, "sessions_kept", rep.SessionsKept, "sessions_ended", rep.SessionsEnded,
-		"grants_revoked", rep.GrantsRevoked, "grants_dropped", rep.GrantsDropped, "locks", sum.Locks)
+		"grants_revoked", rep.GrantsRevoked, "grants_dropped", rep.GrantsDropped, "locks", rep.State.Locks)
 	return transport.RestoreInfo{BackupIndex: b.Header.Index, Floor: floor, Index: index,
-		Sessions: rep.SessionsKept, Locks: sum.Locks, Checksum: b.Checksum, SessionsEnded: rep.SessionsEnded,
+		Sessions: rep.SessionsKept, Locks: rep.State.Locks, Checksum: b.Checksum, SessionsEnded: rep.SessionsEnded,
 		GrantsRevoked: rep.GrantsRevoked, GrantsDropped: rep.GrantsDropped}, nil
 }
 
@@ -326,9 +325,8 @@ func (n *Node) seedRestore(conf raft.Configuration, snaps raft.SnapshotStore) er
 	if err := sink.Close(); err != nil {
 		return fmt.Errorf("node: restore: write snapshot: %w", err)
 	}
-	sum, _ := fsm.Inspect(state)
 	n.log.Warn("new cluster starts from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
 		"floor", floor, "sessions_ended", rep.SessionsEnded, "grants_dropped", rep.GrantsDropped,
-		"locks", sum.Locks, "hold", seed.Hold)
+		"locks", rep.State.Locks, "hold", seed.Hold)
 	return nil
 }
