@@ -1,8 +1,6 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 )
 
 // deployingPorts are the fixed ports docs/DEPLOYING.md's blocks use.
@@ -53,41 +49,11 @@ func TestDeployingGuide(t *testing.T) {
 	}
 	work := filepath.Join(t.TempDir(), "raftlock")
 	files := copyRepo(t, repoRoot(t), work)
-	scriptDir := t.TempDir()
-	script := filepath.Join(scriptDir, "deploying.sh")
-	if err := os.WriteFile(script, []byte(readmeScript(blocks)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	// The copy is no git checkout: release.sh takes the archives' date
 	// from SOURCE_DATE_EPOCH instead of the commit's.
-	run := startGroup(t, work, readmeEnv("CI_DEV_PGID=0", "TMPDIR="+t.TempDir(), "SOURCE_DATE_EPOCH=1798761600"),
-		filepath.Join(scriptDir, "deploying.log"), "bash", script)
-	defer func() {
-		if t.Failed() {
-			t.Logf("docs/DEPLOYING.md's blocks (%s):\n%s", script, numbered(readmeScript(blocks)))
-			t.Logf("their output:\n%s", run.log())
-		}
-	}()
-	select {
-	case <-run.exited:
-		if run.err != nil {
-			t.Fatalf("docs/DEPLOYING.md's blocks failed: %v", run.err)
-		}
-	case <-time.After(3 * time.Minute):
-		t.Fatalf("docs/DEPLOYING.md's blocks did not finish within 3 minutes")
-	}
-	for _, blk := range blocks {
-		for _, want := range blk.expect {
-			proccluster.Eventually(t, 30*time.Second, fmt.Sprintf("docs/DEPLOYING.md:%d: output showing %q", blk.line, want),
-				func() error {
-					if !strings.Contains(run.log(), want) {
-						return errors.New("not yet")
-					}
-					return nil
-				})
-		}
-	}
+	run := runDocBlocks(t, work, t.TempDir(), "docs/DEPLOYING.md", blocks, 3*time.Minute,
+		readmeEnv("CI_DEV_PGID=0", "TMPDIR="+t.TempDir(), "SOURCE_DATE_EPOCH=1798761600"))
 	t.Logf("docs/DEPLOYING.md's blocks ran in %v (pgid %s)", time.Since(start).Round(time.Millisecond), strconv.Itoa(run.cmd.Process.Pid))
 	stopGroup(run.cmd.Process.Pid, syscall.SIGTERM, 10*time.Second)
 	checkIgnored(t, work, files)

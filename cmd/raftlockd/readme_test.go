@@ -455,38 +455,8 @@ func TestReadme(t *testing.T) {
 	t.Logf("dev cluster up after %v", time.Since(start).Round(time.Millisecond))
 
 	// The marked blocks, in one bash process.
-	script := filepath.Join(scriptDir, "readme.sh")
-	if err := os.WriteFile(script, []byte(readmeScript(blocks)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	run := startGroup(t, work,
-		readmeEnv("CI_DEV_PGID="+strconv.Itoa(dev.cmd.Process.Pid), "TMPDIR="+t.TempDir()),
-		filepath.Join(scriptDir, "readme.log"), "bash", script)
-	defer func() {
-		if t.Failed() {
-			t.Logf("the README's blocks (%s):\n%s", script, numbered(readmeScript(blocks)))
-			t.Logf("their output:\n%s", run.log())
-		}
-	}()
-	select {
-	case <-run.exited:
-		if run.err != nil {
-			t.Fatalf("the README's blocks failed: %v", run.err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the README's blocks did not finish within 60s")
-	}
-	for _, blk := range blocks {
-		for _, text := range blk.expect {
-			proccluster.Eventually(t, 30*time.Second, fmt.Sprintf("README.md:%d: output showing %q", blk.line, text),
-				func() error {
-					if !strings.Contains(run.log(), text) {
-						return errors.New("not yet")
-					}
-					return nil
-				})
-		}
-	}
+	run := runDocBlocks(t, work, scriptDir, "README.md", blocks, 60*time.Second,
+		readmeEnv("CI_DEV_PGID="+strconv.Itoa(dev.cmd.Process.Pid), "TMPDIR="+t.TempDir()))
 	t.Logf("README's blocks ran in %v", time.Since(start).Round(time.Millisecond))
 	// What they left running in the background (the three-process cluster,
 	// the embedded instances) stops as on SIGTERM.
@@ -514,6 +484,46 @@ func TestReadme(t *testing.T) {
 }
 
 // numbered returns s with line numbers.
+// runDocBlocks runs the marked blocks of doc (a path from the
+// repository's root, for messages) in one bash process in work, with env,
+// waits up to timeout for it to exit 0, then for the output every block
+// expects. It returns the process group, still holding what the blocks
+// left running; on a failure the test logs the script and its output.
+func runDocBlocks(t *testing.T, work, scriptDir, doc string, blocks []readmeBlock, timeout time.Duration, env []string) *groupProc {
+	t.Helper()
+	script := filepath.Join(scriptDir, filepath.Base(doc)+".sh")
+	if err := os.WriteFile(script, []byte(readmeScript(blocks)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := startGroup(t, work, env, filepath.Join(scriptDir, filepath.Base(doc)+".log"), "bash", script)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s's blocks (%s):\n%s", doc, script, numbered(readmeScript(blocks)))
+			t.Logf("their output:\n%s", run.log())
+		}
+	})
+	select {
+	case <-run.exited:
+		if run.err != nil {
+			t.Fatalf("%s's blocks failed: %v", doc, run.err)
+		}
+	case <-time.After(timeout):
+		t.Fatalf("%s's blocks did not finish within %v", doc, timeout)
+	}
+	for _, blk := range blocks {
+		for _, text := range blk.expect {
+			proccluster.Eventually(t, 30*time.Second, fmt.Sprintf("%s:%d: output showing %q", doc, blk.line, text),
+				func() error {
+					if !strings.Contains(run.log(), text) {
+						return errors.New("not yet")
+					}
+					return nil
+				})
+		}
+	}
+	return run
+}
+
 func numbered(s string) string {
 	var b strings.Builder
 	sc := bufio.NewScanner(strings.NewReader(s))
