@@ -98,14 +98,7 @@ func TestFullDiskTurnsHealthTo503AndBack(t *testing.T) {
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := func() transport.HealthInfo {
-		h, _ := n3.Health(ctx)
-		return h
-	}
+	health := nodeHealth(ctx, t, c.Nodes[2].HTTPAddr)
 	proccluster.Eventually(t, time.Minute, "n3 healthy", func() error {
 		if h := health(); !h.OK {
 			return fmt.Errorf("%+v", h)
@@ -216,14 +209,7 @@ func TestFullDiskFailsSnapshotsVisiblyAndRecovers(t *testing.T) {
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := func() transport.HealthInfo {
-		h, _ := n3.Health(ctx)
-		return h
-	}
+	health := nodeHealth(ctx, t, c.Nodes[2].HTTPAddr)
 	cl := c.Client()
 	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute})
 	if err != nil {
@@ -292,5 +278,20 @@ func TestFullDiskFailsSnapshotsVisiblyAndRecovers(t *testing.T) {
 	})
 	if n := tmpSnapshots(dir); n > 1 {
 		t.Errorf("%d unfinished snapshot directories left after recovery", n)
+	}
+}
+
+// nodeHealth returns a probe of one node's health (its answer, or the zero
+// value when it does not answer within a second), for tests that watch
+// that node's disk.
+func nodeHealth(ctx context.Context, t *testing.T, addr string) func() transport.HealthInfo {
+	t.Helper()
+	cl, err := transport.NewClient([]string{addr}, transport.WithFailFast(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() transport.HealthInfo {
+		h, _ := cl.Health(ctx)
+		return h
 	}
 }

@@ -53,14 +53,7 @@ func walFullAtRotation(t *testing.T, bin string, restart bool) {
 	if _, err := c.Leader(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	health := func() transport.HealthInfo {
-		h, _ := n3.Health(ctx)
-		return h
-	}
+	health := nodeHealth(ctx, t, c.Nodes[2].HTTPAddr)
 	proccluster.Eventually(t, time.Minute, "n3 healthy", func() error {
 		if h := health(); !h.OK {
 			return fmt.Errorf("%+v", h)
