@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -276,38 +272,4 @@ func checkSpooled(f *os.File, size int64) error {
 // follower forwards whatever its size (up to MaxSnapshotBytes).
 func isSnapshotUpload(r *http.Request) bool {
 	return r.URL.Path == "/v1/snapshot/restore" || r.URL.Path == "/v1/internal/restore"
-}
-
-// PostRestore asks the leader, at its peer port addr, to restore the
-// backup file data (POST /v1/internal/restore, peer port only), dialling
-// with dial (nil: a plain dialer). raftlockd --restore uses it on a new
-// node that does not lead.
-func PostRestore(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string,
-	data []byte, minToken uint64) (RestoreInfo, error) {
-	u := "http://" + addr + "/v1/internal/restore?" + url.Values{"min_token": {strconv.FormatUint(minToken, 10)}}.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(data))
-	if err != nil {
-		return RestoreInfo{}, fmt.Errorf("restore at %s: %w", addr, err)
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return RestoreInfo{}, fmt.Errorf("restore at %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode/100 != 2 {
-		var er ErrorReply
-		if json.Unmarshal(body, &er) == nil && er.Error.Code != "" {
-			return RestoreInfo{}, fmt.Errorf("restore at %s: %w", addr, &api.Error{Code: api.Code(er.Error.Code), Message: er.Error.Message})
-		}
-		return RestoreInfo{}, fmt.Errorf("restore at %s: HTTP %d", addr, resp.StatusCode)
-	}
-	var info RestoreInfo
-	if err := json.Unmarshal(body, &info); err != nil {
-		return RestoreInfo{}, fmt.Errorf("restore at %s: decode answer: %w", addr, err)
-	}
-	return info, nil
 }
