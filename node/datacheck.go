@@ -277,17 +277,19 @@ func (n *Node) checkOpenStores(dbPath, logPath string, logs raft.LogStore, stabl
 	if last == 0 {
 		return nil
 	}
-	// The entries Raft will read: those after the snapshot. (Entries at
-	// or below it may be gone, or left behind by a compaction: raft-boltdb
-	// deletes ranges with a cursor that can step over a key.)
-	start := first
-	if snapIndex >= first {
-		start = snapIndex + 1
-	}
+	// Every entry the log still holds: those after the snapshot, which
+	// Raft will apply, and the trailing ones the snapshot covers, which
+	// the leader sends to a lagging follower. Entries at or below the
+	// snapshot may be gone (raft-boltdb deletes a compacted range with
+	// a cursor that can step over a key, so one may also be left
+	// behind): a missing one there is no damage.
 	var l raft.Log
-	for i := start; i <= last; i++ {
+	for i := first; i <= last; i++ {
 		if err := logs.GetLog(i, &l); err != nil {
-			return n.damaged(logPath, "log entry %d of [%d, %d] cannot be read: %v", i, start, last, err)
+			if i <= snapIndex && errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			return n.damaged(logPath, "log entry %d of [%d, %d] cannot be read: %v", i, first, last, err)
 		}
 		if l.Type != raft.LogCommand {
 			continue
