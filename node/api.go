@@ -98,7 +98,10 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 // Raft write, after confirming leadership. The caller should count its lease
 // from when it sent the request. A keepalive is judged by when it arrived:
 // one that arrived before the deadline is honoured even if the
-// confirmation made it wait past it.
+// confirmation made it wait past it, and even if its caller gave up
+// waiting (ctx ended): the lease is then extended when the confirmation
+// comes, and no expiry is taken for the session meanwhile
+// (leaseTable.Arrive).
 func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
 	arrived := n.cfg.Now()
 	if err := api.CheckSessionID(id); err != nil {
@@ -107,15 +110,39 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	if err := n.authorizeSession(ctx, id); err != nil {
 		return 0, err
 	}
-	if err := n.confirmKeepAlive(ctx); err != nil {
+	gen, marked := n.leases.Arrive(id, arrived)
+	if r, err := n.confirmKeepAlive(ctx); err != nil {
+		switch {
+		case marked && r != nil:
+			go n.settleLate(r, id, gen, arrived)
+		case marked:
+			n.leases.Settle(id, gen, arrived, false)
+		}
 		return 0, err
 	}
-	ttl, ok := n.leases.KeepAliveArrived(id, arrived)
+	var ttl time.Duration
+	var ok bool
+	if marked {
+		ttl, ok = n.leases.Settle(id, gen, arrived, true)
+	} else {
+		ttl, ok = n.leases.KeepAliveArrived(id, arrived)
+	}
 	if !ok {
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	n.metrics.keepalive.Inc()
 	return ttl, nil
+}
+
+// settleLate settles a keepalive whose caller gave up before its
+// leadership confirmation r was answered, once it is: a confirmed one
+// extends the lease from its arrival, as if it had been answered.
+func (n *Node) settleLate(r *confirmRound, id string, gen uint64, arrived time.Time) {
+	<-r.done
+	if ttl, ok := n.leases.Settle(id, gen, arrived, r.err == nil); ok {
+		n.metrics.keepalive.Inc()
+		n.log.Debug("a keepalive whose caller gave up extended its lease", "session", api.SessionHandle(id), "ttl", ttl)
+	}
 }
 
 // CloseSession ends a session and releases its locks at once, without

@@ -44,7 +44,21 @@ func (c *keepAliveConfirmer) confirm(ctx context.Context, verify func() raft.Fut
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	r := c.join(verify, stop)
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// join returns the round that will confirm a keepalive arriving now: one
+// that starts after this call. The round ends (done closed) whether or not
+// anyone still waits for it.
+func (c *keepAliveConfirmer) join(verify func() raft.Future, stop <-chan struct{}) *confirmRound {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	r := c.next
 	if r == nil {
 		r = &confirmRound{done: make(chan struct{})}
@@ -54,13 +68,7 @@ func (c *keepAliveConfirmer) confirm(ctx context.Context, verify func() raft.Fut
 	if !c.running {
 		c.startLocked(verify, stop)
 	}
-	c.mu.Unlock()
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return r
 }
 
 // startLocked starts the next round: from here on, new keepalives join a
@@ -107,20 +115,30 @@ func (c *keepAliveConfirmer) pendingWaiters() int {
 
 // confirmKeepAlive is verifyRead for a keepalive: the leadership
 // confirmation is shared with the keepalives that arrive meanwhile
-// (keepAliveConfirmer).
-func (n *Node) confirmKeepAlive(ctx context.Context) error {
+// (keepAliveConfirmer). If ctx ends while the confirmation runs, it
+// returns ctx's error and the round, which goes on: its answer can still
+// settle the keepalive (leaseTable.Arrive). Otherwise the round is nil.
+func (n *Node) confirmKeepAlive(ctx context.Context) (*confirmRound, error) {
 	if n.cfg.Faults.localReads() {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 	if !n.ready.Load() {
-		return n.noLeader()
+		return nil, n.noLeader()
 	}
-	err := n.kaConfirm.confirm(ctx, func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
-	if err == nil {
-		return nil
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-		return cerr
+	r := n.kaConfirm.join(func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return r, ctx.Err()
 	}
-	return api.Errorf(api.CodeNoLeader, "leadership not confirmed: %v", err)
+	if r.err == nil {
+		return nil, nil
+	}
+	if cerr := ctx.Err(); cerr != nil && errors.Is(r.err, cerr) {
+		return nil, cerr
+	}
+	return nil, api.Errorf(api.CodeNoLeader, "leadership not confirmed: %v", r.err)
 }

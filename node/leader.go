@@ -270,7 +270,8 @@ func (n *Node) lead(done <-chan struct{}) {
 // expireDue proposes the expiry of sessions whose deadline passed, at most
 // MaxExpiriesPerTick at a time, after confirming leadership with a quorum:
 // a leader that was paused must not expire sessions that a newer leader
-// keeps alive. It waits for Raft until ctx (the leadership) ends.
+// keeps alive. A session with a keepalive that arrived before its deadline
+// and awaits its confirmation is not expired (leaseTable.Arrive). It waits for Raft until ctx (the leadership) ends.
 func (n *Node) expireDue(ctx context.Context) {
 	if n.snap.restoring.Load() {
 		return // a restore replaces the sessions (snapshot.go)
@@ -286,6 +287,12 @@ func (n *Node) expireDue(ctx context.Context) {
 	}
 	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
 		unmark(ids)
+		return
+	}
+	// A keepalive that came in time may have arrived while the expiry
+	// waited for its confirmation (slow on a slow disk): it keeps the
+	// session (leaseTable.Arrive).
+	if ids = n.leases.Reprieve(ids); len(ids) == 0 {
 		return
 	}
 	futures := make([]raft.ApplyFuture, len(ids))

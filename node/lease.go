@@ -27,17 +27,24 @@ type leaseTable struct {
 	base time.Time
 
 	mu     sync.Mutex
+	gen    uint64 // counts Resets: a mark taken before one is void after it
 	leases map[string]*lease
 	byDue  leaseHeap
 }
 
-// lease is one tracked session: 48 bytes.
+// pendingRecheck is how soon Expired looks again at a session whose
+// deadline passed while a keepalive that arrived before it still awaits
+// its leadership confirmation.
+const pendingRecheck = int64(50 * time.Millisecond)
+
+// lease is one tracked session: 56 bytes.
 type lease struct {
 	id       string
 	ttl      int64 // nanoseconds
 	deadline int64 // nanoseconds since base: the session expires from then on
 	due      int64 // the heap's key, <= deadline
 	index    int32 // position in the heap; -1 when not in it (expiring)
+	pending  int32 // keepalives that arrived before the deadline, awaiting confirmation
 	expiring bool  // deadline passed, expiry proposed or pending
 }
 
@@ -56,6 +63,7 @@ func (t *leaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.clock()
+	t.gen++
 	t.leases = make(map[string]*lease, len(ttls))
 	t.byDue = make(leaseHeap, 0, len(ttls))
 	for id, ttl := range ttls {
@@ -124,6 +132,71 @@ func (t *leaseTable) KeepAliveArrived(id string, arrived time.Time) (time.Durati
 	return time.Duration(l.ttl), true
 }
 
+// Arrive notes a keepalive of session id that arrived at arrived and now
+// waits for the leadership confirmation that lets it extend the lease:
+// until Settle, Expired takes no expiry for the session, and Reprieve
+// hands back one already taken. It reports false (and notes nothing) for
+// an unknown session and for a keepalive that came at or after the
+// deadline; gen is the table's generation, which Settle needs.
+//
+// A leader whose disk is slow confirms late (hashicorp/raft's leader loop
+// stores each batch before it counts the heartbeats that confirm it), and
+// a client gives up on a keepalive before the answer comes: without the
+// mark, the session of a client that kept it alive would expire while its
+// keepalives queued. Holding off an expiry is always safe (the contract
+// allows one from the lease end, never demands it) and stays bounded: a
+// confirmation ends in an answer, in the loss of leadership or with the
+// node.
+func (t *leaseTable) Arrive(id string, arrived time.Time) (gen uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.leases[id]
+	if !ok || min(int64(arrived.Sub(t.base)), t.clock()) >= l.deadline {
+		return 0, false
+	}
+	l.pending++
+	return t.gen, true
+}
+
+// Settle ends the wait Arrive noted (gen is what Arrive returned): if
+// confirmed, the keepalive is judged as KeepAliveArrived judges it, and
+// its answer returned; if not, the lease is left as it is and Settle
+// reports false.
+func (t *leaseTable) Settle(id string, gen uint64, arrived time.Time, confirmed bool) (time.Duration, bool) {
+	t.mu.Lock()
+	l, ok := t.leases[id]
+	if ok && gen == t.gen && l.pending > 0 {
+		l.pending--
+	}
+	t.mu.Unlock()
+	if !confirmed {
+		return 0, false
+	}
+	return t.KeepAliveArrived(id, arrived)
+}
+
+// Reprieve hands back to the table every session of ids (taken by
+// Expired) for which a keepalive that arrived before its deadline awaits
+// confirmation, and returns the others: those an expiry may be proposed
+// for. The expiry loop calls it after its own leadership confirmation,
+// right before it proposes.
+func (t *leaseTable) Reprieve(ids []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := ids[:0:0]
+	for _, id := range ids {
+		l, ok := t.leases[id]
+		if !ok || !l.expiring || l.pending == 0 {
+			out = append(out, id)
+			continue
+		}
+		l.expiring = false
+		l.due = t.clock() + pendingRecheck
+		heap.Push(&t.byDue, l)
+	}
+	return out
+}
+
 // Expired returns up to max sessions whose deadline has passed, earliest
 // first, and marks them expiring (KeepAlive refuses them from now on).
 // They stay in the table until Remove; Unmark hands one back to the table
@@ -142,6 +215,13 @@ func (t *leaseTable) Expired(max int) []string {
 			// Kept alive since it was queued: requeue at its deadline
 			// (so that expiries go out earliest deadline first too).
 			l.due = l.deadline
+			heap.Fix(&t.byDue, 0)
+			continue
+		}
+		if l.pending > 0 {
+			// A keepalive that came in time awaits its confirmation
+			// (Arrive): look again shortly.
+			l.due = now + pendingRecheck
 			heap.Fix(&t.byDue, 0)
 			continue
 		}

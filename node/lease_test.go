@@ -130,3 +130,99 @@ func TestLeaseTableConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A keepalive that arrived before the deadline and awaits its leadership
+// confirmation holds off the session's expiry, however late the
+// confirmation comes; once confirmed it extends the lease from then.
+func TestKeepAliveAwaitingConfirmationHoldsOffExpiry(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	c.advance(9 * time.Second)
+	gen, ok := lt.Arrive("a", c.now())
+	if !ok {
+		t.Fatal("a keepalive before the deadline was not noted")
+	}
+	c.advance(5 * time.Second) // the confirmation is slow: past the deadline
+	if got := lt.Expired(10); len(got) != 0 {
+		t.Fatalf("expired while a keepalive that came in time awaits confirmation: %v", got)
+	}
+	if ttl, ok := lt.Settle("a", gen, c.now().Add(-5*time.Second), true); !ok || ttl != 10*time.Second {
+		t.Fatalf("Settle = %v, %v; want 10s, true", ttl, ok)
+	}
+	c.advance(10*time.Second - time.Nanosecond)
+	if got := lt.Expired(10); len(got) != 0 {
+		t.Fatalf("expired before ttl from the confirmation: %v", got)
+	}
+	c.advance(time.Nanosecond)
+	if got := lt.Expired(10); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("Expired = %v, want [a]", got)
+	}
+}
+
+// A keepalive whose confirmation fails (this node no longer leads) leaves
+// the lease as it was: the session expires as if it never came.
+func TestUnconfirmedKeepAliveLeavesTheLease(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	c.advance(9 * time.Second)
+	gen, _ := lt.Arrive("a", c.now())
+	c.advance(2 * time.Second)
+	if _, ok := lt.Settle("a", gen, c.now().Add(-2*time.Second), false); ok {
+		t.Fatal("an unconfirmed keepalive was answered")
+	}
+	if got := lt.Expired(10); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("Expired = %v, want [a]", got)
+	}
+}
+
+// A keepalive that arrives after the deadline is not noted, and one that
+// arrived in time while the expiry was being taken gets the session handed
+// back (Reprieve) before the expiry is proposed.
+func TestReprieveKeepsASessionWhoseKeepAliveCameInTime(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	lt.Add("b", 10*time.Second)
+	c.advance(10 * time.Second)
+	if _, ok := lt.Arrive("b", c.now()); ok {
+		t.Fatal("a keepalive at the deadline was noted")
+	}
+	arrived := c.now().Add(-time.Millisecond) // before the deadline, noted late
+	ids := lt.Expired(10)
+	if len(ids) != 2 {
+		t.Fatalf("Expired = %v, want both", ids)
+	}
+	gen, ok := lt.Arrive("a", arrived)
+	if !ok {
+		t.Fatal("a keepalive that arrived before the deadline was not noted")
+	}
+	if got := lt.Reprieve(ids); !reflect.DeepEqual(got, []string{"b"}) {
+		t.Fatalf("Reprieve = %v, want [b]", got)
+	}
+	if ttl, ok := lt.Settle("a", gen, arrived, true); !ok || ttl != 10*time.Second {
+		t.Fatalf("Settle = %v, %v; want 10s, true", ttl, ok)
+	}
+	c.advance(time.Second)
+	if got := lt.Expired(10); len(got) != 0 {
+		t.Fatalf("the reprieved session expired: %v", got)
+	}
+}
+
+// A mark taken before a Reset (a new term) is void in the new table: its
+// settling does not end a wait noted since.
+func TestResetVoidsPendingKeepAlives(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	gen, _ := lt.Arrive("a", c.now())
+	lt.Reset(map[string]time.Duration{"a": 10 * time.Second}, 0)
+	gen2, _ := lt.Arrive("a", c.now())
+	lt.Settle("a", gen, c.now(), false) // the old term's: void
+	c.advance(10 * time.Second)
+	if got := lt.Expired(10); len(got) != 0 {
+		t.Fatalf("expired while the new term's keepalive awaits confirmation: %v", got)
+	}
+	lt.Settle("a", gen2, c.now(), false)
+	c.advance(time.Duration(pendingRecheck))
+	if got := lt.Expired(10); !reflect.DeepEqual(got, []string{"a"}) {
+		t.Fatalf("Expired = %v, want [a]", got)
+	}
+}

@@ -95,18 +95,10 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 // awaitingFix are the fault kinds that today's build does not survive yet.
 // TestMixedFaults and TestDiskFaults leave them out; a new kind that
 // catches a bug goes here until the commit that makes the build survive
-// it, which removes it.
-//
-// slow-disk: a leader whose fsyncs take 1-2 s expires the sessions of
-// clients that keep them alive (check 4, live sessions kept). Its
-// keepalives commit late; then it hands leadership over (docs/DESIGN.md,
-// "Slow or failing fsync"), and while the transfer runs (it refuses
-// keepalives, and the transfer can time out after 2 s) its expiry timer
-// goes on: it expired all five clients' sessions 5-8 s after their last
-// acknowledged keepalive (TTL 5 s; 2 of 2 runs, seed 3). A fix belongs to
-// the node (e.g. no expiry while a transfer is in flight, or the deadline
-// counted from a keepalive's receipt, not its commit).
-var awaitingFix = []string{faultSlowDisk}
+// it, which removes it. (slow-disk was here until keepalives whose callers
+// gave up went on to extend their leases: docs/DESIGN.md, "Slow or
+// failing fsync".)
+var awaitingFix = []string{}
 
 // operatorFaultTime is how much longer TestMixedFaults runs for each
 // operator action it injects (a restore or a token deletion watches the
