@@ -7,8 +7,8 @@ import (
 	"hash/crc32"
 	"unicode/utf8"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // The binary command format (VersionBinary, VersionTokenLimits):

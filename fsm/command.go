@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"hash/crc32"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // Version is the encoding version of commands this build writes when every

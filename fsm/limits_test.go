@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // limited stamps lim into an open or acquire command, as the leader does.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // Summary describes a serialised state (a Dump): what a backup holds.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 

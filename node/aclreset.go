@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // ACLBootstrapResetFile is the file, in the data dir of the node that

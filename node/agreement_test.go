@@ -8,8 +8,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // rogueApply changes n's state behind Raft's back, as a damaged replica's

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/hashicorp/raft"
 

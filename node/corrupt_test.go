@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // An entry whose bytes do not match their checksum (here: proposed

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/transport"
 )

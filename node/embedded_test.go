@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/session/api/apitest"
 )
 
 // countingBackend counts the Acquire calls made through it.

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // expiring is what the expiry line of a session says about it, read before

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // The SkipLockDelay fault (for testing the fault checker) ends every

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/hashicorp/raft"
 

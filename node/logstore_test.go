@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // logStoreCluster is a 1-node cluster whose data dir was created with

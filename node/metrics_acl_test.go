@@ -7,8 +7,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // TestMetricsUnderACLNeedReadOnTheEmptyPrefix: with ACLs on, GET /metrics

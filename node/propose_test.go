@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // TestProposalHonoursItsContext pins the context contract down to the Raft

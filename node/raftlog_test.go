@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // TestRaftLoggerDemotesHeartbeatFailuresAndRateLimitsElections: the

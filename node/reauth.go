@@ -3,7 +3,7 @@ package node
 import (
 	"context"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // reauthorize checks, with ACLs on, that the caller's token still exists

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // watchWaiting reports whether a goroutine of this process is inside

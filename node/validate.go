@@ -3,7 +3,7 @@ package node
 import (
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // Bounds of the node's duration settings. Like the session limits, they are

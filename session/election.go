@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
 )

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // A session holds a lock and passes its sequencer to the resource it

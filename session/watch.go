@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // watchSlice is how long one blocking query of Watch waits for a change;

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // With WithFailFast, a call whose every address refuses the connection

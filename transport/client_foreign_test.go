@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // An address where another HTTP server listens (an HTML 404, or a 200

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // Snapshot downloads a backup of the cluster's state (GET /v1/snapshot,

@@ -14,9 +14,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
 )
 
 // TestReadTimeoutCutsStalledRequestsNotWaitingOnes pins the read deadline

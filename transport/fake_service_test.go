@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // fakeService is the in-memory Service of the tests: the contract's fake

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport/ui"
 
 	"github.com/hashicorp/go-hclog"

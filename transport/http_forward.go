@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // forward answers a request on a follower: it reverse-proxies it to the

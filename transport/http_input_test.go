@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 )
 
 // A duration given on the wire is taken as it is and judged by the

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // OverviewService is what a Service implements to serve GET /v1/overview

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // A service that only lists every lock (no LockPager) is paged by the

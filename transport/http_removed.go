@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // This file is how a node removed from the cluster answers: every request

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // MaxSnapshotBytes bounds a backup file the server takes in (POST

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // snapshotFake is a fakeService that serves backups: Snapshot writes

@@ -3,7 +3,7 @@ package transport
 import (
 	"net/http"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport/ui"
 )
 

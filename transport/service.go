@@ -3,7 +3,7 @@ package transport
 import (
 	"context"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // Member is one voter or non-voter of the cluster.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // testPKI is a CA with the identities the TLS tests use.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // TestRangeErrorsAreTheContractsOwn pins that the wire layer parses and

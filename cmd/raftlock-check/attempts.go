@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/transport"
 )

@@ -10,7 +10,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // pending is the Return of an operation that never returned: it may take

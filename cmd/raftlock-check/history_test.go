@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 func TestHistoryRoundTrip(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/transport"
 )

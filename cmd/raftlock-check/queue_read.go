@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // queueOf returns the queue of waiters a read of a lock answered, in FIFO

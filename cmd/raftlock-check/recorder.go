@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 )
 
 // recorder is a api.Backend that reports every call it passes on to

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"

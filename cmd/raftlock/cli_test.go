@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/transport"

@@ -13,8 +13,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/flaghint"
-	"github.com/raftlock/raftlock/session/api"
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftlock/raftlock/session/api/apitest"
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // cluster is three real raftlockd processes on 127.0.0.1, driven over

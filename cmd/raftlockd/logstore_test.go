@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 func TestLogStoreFlagsOutsideTheirValuesAreRefused(t *testing.T) {

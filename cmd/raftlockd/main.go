@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raftlock/raftlock/session/api"
+	"github.com/raftlock/raftlock/api"
 
 	"github.com/hashicorp/go-hclog"
 

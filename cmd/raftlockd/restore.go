@@ -7,9 +7,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // DefaultRestoreHold is --restore-hold's default: the longest lease plus

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/session/api/apitest"
 	"github.com/raftlock/raftlock/transport"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
-	"github.com/raftlock/raftlock/session/api/apitest"
 )
 
 // clock is a test's clock: it moves when told.

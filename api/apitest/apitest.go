@@ -31,8 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/session/api"
 )
 
 // Backend is the fake lock service. Make one with New; it is safe for
