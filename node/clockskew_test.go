@@ -97,8 +97,7 @@ func TestNewLeaderWithClockAheadKeepsFullLockDelay(t *testing.T) {
 	try := api.AcquireRequest{Name: "skew/lock", Session: probe.ID, Holder: "probe"}
 	var got api.Grant
 	for {
-		var err error
-		err = c.do(func(n *Node) (err error) { got, err = n.Acquire(ctxT(t), try); return })
+		err := c.do(func(n *Node) (err error) { got, err = n.Acquire(ctxT(t), try); return })
 		if err == nil {
 			break
 		}

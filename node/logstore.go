@@ -184,15 +184,6 @@ func openWALQuiet(wdir string, logger hclog.Logger) (w *wal.WAL, err error) {
 	return wal.Open(wdir, wal.WithLogger(logger.Named("wal")))
 }
 
-// logStorePath names the file or directory that holds the log of a data
-// dir with log store kind.
-func logStorePath(dir, kind string) string {
-	if kind == LogStoreWAL {
-		return filepath.Join(dir, walDirName)
-	}
-	return filepath.Join(dir, "raft.db")
-}
-
 // dataDirStores are a stopped node's stores, opened by tools (Recover,
 // InspectDataDir, MigrateLogStore).
 type dataDirStores struct {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 )
 
 // daemonPackage is the import path of the server.
@@ -19,9 +18,9 @@ const faultsTag = "raftlock_faults"
 // --unsafe-fault breaks guarantees on purpose (-tags raftlock_faults); the
 // default binary has no such flag.
 func buildDaemon(ctx context.Context, dir string, faults bool) (string, error) {
-	gobin, err := exec.LookPath("go")
+	gobin, err := exec.LookPath("go") // go test puts GOROOT/bin first on PATH
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("build raftlockd: the go command is not on PATH (or pass --raftlockd): %w", err)
 	}
 	bin := filepath.Join(dir, "raftlockd")
 	args := []string{"build", "-o", bin}

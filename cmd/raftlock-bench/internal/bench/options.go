@@ -143,7 +143,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--rounds %d: want at least 1", o.Rounds)
 	}
 	if o.Scenario == Failover && len(o.PIDs) == 0 {
-		return errors.New("--scenario failover needs --pids member=PID,...")
+		return errors.New("--scenario failover needs --pids member=PID,member=PID")
 	}
 	if o.Lock == "" {
 		return errors.New("--lock: empty")
