@@ -95,3 +95,26 @@ func TestPeerDownLoggedOnceThenOnceAMinuteThenBack(t *testing.T) {
 		t.Errorf("leader %d, down %d, still %d, back %d lines; want 1, 1, 9, 1:\n%s", leader, down, still, back, logs.String())
 	}
 }
+
+// TestPeerRepairedUnderItsOldIDIsNotLeftDown: a member removed while its
+// heartbeats failed, and added again under the same id (the repair of a
+// damaged member), never gets a resumed heartbeat (its old replication
+// ended, the new one never failed): the leader's health must not count it
+// unreached for good. Raft's peer observations, on removal and on
+// addition, clear it.
+func TestPeerRepairedUnderItsOldIDIsNotLeftDown(t *testing.T) {
+	var logs apitest.LogBuffer
+	w := newRaftWatch(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs}), "n1")
+	term := func() uint64 { return 7 }
+	w.observe(raft.LeaderObservation{LeaderID: "n1", LeaderAddr: "127.0.0.1:1"}, term)
+	for _, removed := range []bool{true, false} {
+		w.observe(raft.FailedHeartbeatObservation{PeerID: "n3"}, term)
+		if !w.isDown("n3") {
+			t.Fatal("n3 not down after a failed heartbeat")
+		}
+		w.observe(raft.PeerObservation{Peer: raft.Server{ID: "n3", Address: "127.0.0.3:1"}, Removed: removed}, term)
+		if w.isDown("n3") {
+			t.Errorf("n3 still down after Raft %s replicating to it", map[bool]string{true: "stopped", false: "started"}[removed])
+		}
+	}
+}

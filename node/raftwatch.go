@@ -41,7 +41,8 @@ func (w *raftWatch) run(r *raft.Raft, stop <-chan struct{}) {
 	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
-		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation:
+		case raft.LeaderObservation, raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation,
+			raft.PeerObservation:
 			return true
 		}
 		return false
@@ -77,7 +78,22 @@ func (w *raftWatch) observe(data any, term func() uint64) {
 		w.failed(d.PeerID, d.LastContact)
 	case raft.ResumedHeartbeatObservation:
 		w.resumed(d.PeerID)
+	case raft.PeerObservation:
+		w.forget(d.Peer.ID)
 	}
+}
+
+// forget drops what the watch knew of peer id: the leader started or
+// stopped replicating to it (it joined, was removed, or was removed and
+// added again under the same id, as a repaired member is). Replication to
+// a removed peer ends without a resumed heartbeat, and a new one starts
+// with no failure to resume from: without this, a member repaired under
+// its old id stayed down in health for good ("leader reaches 1 of 3
+// voters") while it served.
+func (w *raftWatch) forget(id raft.ServerID) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.down, id)
 }
 
 func (w *raftWatch) failed(id raft.ServerID, lastContact time.Time) {
