@@ -53,10 +53,18 @@ func (c *cluster) adminCall(ctx context.Context, f func(ctx context.Context, cl 
 }
 
 // wipe deletes n's data dir (n is stopped): it can come back only as a
-// new member, with --join.
+// new member, with --join. On a disk of the disk faults, the deletion is
+// made durable at once: crashfs keeps removed files until a crash (or a
+// sync), and a real disk would have freed their space (repeated repairs
+// otherwise filled its tmpfs with old raft-wal segments).
 func (c *cluster) wipe(n *nodeProc) error {
 	if err := os.RemoveAll(n.dataDir); err != nil {
 		return fmt.Errorf("wipe %s: %w", n.id, err)
+	}
+	if n.disk != nil {
+		if err := n.disk.fs.Sync(); err != nil {
+			return fmt.Errorf("wipe %s: %w", n.id, err)
+		}
 	}
 	n.join = true
 	return nil

@@ -116,7 +116,6 @@ func (c *FS) mount() error {
 		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, c: c}
 	}
 	rootNode := lr.NewNode(lr, nil, "", &st) //lint:ignore SA1019 see above
-
 	lr.RootNode = rootNode
 	zero := time.Duration(0)
 	server, err := fs.Mount(c.mnt, rootNode, &fs.Options{
@@ -223,6 +222,30 @@ func (c *FS) Crash() error {
 		return fmt.Errorf("crashfs: crash: %w", err)
 	}
 	return c.mount()
+}
+
+// Sync makes everything the filesystem holds durable, as sync(2) and a
+// fsync of every directory would: a later Crash keeps it all. The
+// graveyard of removed files is emptied, so that the space they held is
+// free again (on a real filesystem a removal frees its blocks at once;
+// here they stay buried until a crash, or until Sync).
+func (c *FS) Sync() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	files, dirs := c.files, c.dirs
+	c.files = make(map[uint64]*fileState)
+	c.dirs = make(map[uint64]*dirState)
+	if err := c.recordTree(c.root()); err != nil {
+		c.files, c.dirs = files, dirs
+		return fmt.Errorf("crashfs: sync: %w", err)
+	}
+	if err := os.RemoveAll(c.grave()); err != nil {
+		return fmt.Errorf("crashfs: sync: %w", err)
+	}
+	if err := os.Mkdir(c.grave(), 0o755); err != nil {
+		return fmt.Errorf("crashfs: sync: %w", err)
+	}
+	return nil
 }
 
 // SetSyncDelay makes every fsync take d longer (0: as fast as it can).

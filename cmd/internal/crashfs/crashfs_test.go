@@ -3,6 +3,7 @@ package crashfs
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -161,5 +162,36 @@ func TestCrashRestoresOverwrittenBytesAndSize(t *testing.T) {
 	crash(t, c)
 	if s, _ := content(t, p); s != "0123456789" {
 		t.Fatalf("f = %q, want the fsynced 0123456789", s)
+	}
+}
+
+// TestSyncMakesEverythingDurableAndFreesRemovedFiles: Sync is sync(2) for
+// the whole filesystem: a later crash keeps every write, name and removal
+// made before it, and the removed files no longer hold space in the
+// graveyard.
+func TestSyncMakesEverythingDurableAndFreesRemovedFiles(t *testing.T) {
+	c := mountT(t)
+	d := c.Dir()
+	write(t, filepath.Join(d, "gone"), strings.Repeat("x", 1<<20), true)
+	syncDir(t, d)
+	if err := os.Remove(filepath.Join(d, "gone")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(d, "kept"), "k", false) // neither content nor name fsynced
+	if ents, _ := os.ReadDir(c.grave()); len(ents) != 1 {
+		t.Fatalf("graveyard holds %d entries before Sync, want the removed file", len(ents))
+	}
+	if err := c.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(c.grave()); len(ents) != 0 {
+		t.Fatalf("graveyard holds %d entries after Sync, want none", len(ents))
+	}
+	crash(t, c)
+	if s, ok := content(t, filepath.Join(d, "kept")); !ok || s != "k" {
+		t.Fatalf("kept = %q %v after Sync and a crash, want k", s, ok)
+	}
+	if _, ok := content(t, filepath.Join(d, "gone")); ok {
+		t.Fatal("a file removed before Sync came back after a crash")
 	}
 }
