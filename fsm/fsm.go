@@ -537,52 +537,42 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 	if cmd.Now > f.now {
 		f.now = cmd.Now
 	}
-	r := Result{Index: index}
-	switch cmd.Type {
-	case CmdOpenSession:
-		r.Status, r.Refusal = f.openSession(cmd.OpenSession)
-	case CmdCloseSession:
-		r.Status = f.removeSession(index, cmd.CloseSession.ID, endClose)
-	case CmdExpireSession:
-		r.Status = f.removeSession(index, cmd.ExpireSession.ID, endExpire)
-	case CmdAcquire:
-		r = f.acquire(index, cmd.Acquire)
-	case CmdRelease:
-		r.Status = f.release(index, cmd.Release)
-	case CmdCancelWait:
-		r = f.cancelWait(index, cmd.CancelWait)
-	case CmdEndDelay:
-		r.Status = f.endDelay(index, cmd.EndDelay)
-	case CmdSetMember:
-		f.members[cmd.SetMember.ID] = *cmd.SetMember
-	case CmdACLBootstrap:
-		if f.bootstrapped {
-			r.Status = StatusAlreadyBootstrapped
-			break
-		}
-		if r.Status = f.createToken(cmd.ACLBootstrap); r.Status == StatusOK {
-			f.bootstrapped, f.bootstrapIndex = true, index
-		}
-	case CmdACLBootstrapReset:
-		// Once more, only with the current reset index: a reset file
-		// left behind never allows a second one.
-		if f.bootstrapped && cmd.ACLBootstrapReset.ResetIndex != f.bootstrapIndex {
-			r.Status = StatusAlreadyBootstrapped
-			break
-		}
-		if r.Status = f.createToken(&cmd.ACLBootstrapReset.Token); r.Status == StatusOK {
-			f.bootstrapped, f.bootstrapIndex = true, index
-		}
-	case CmdCreateToken:
-		r.Status = f.createToken(cmd.CreateToken)
-	case CmdDeleteToken:
-		r.Status = f.deleteToken(index, cmd.DeleteToken.ID)
-	case CmdEndHold:
-		f.endHold(index, cmd.EndHold)
-	default:
-		r.Status = StatusInvalid
+	s, ok := commands[cmd.Type]
+	if !ok {
+		return Result{Index: index, Status: StatusInvalid}
 	}
-	return r
+	return s.apply(f, index, &cmd)
+}
+
+// setMember records a member's addresses.
+func (f *FSM) setMember(_ uint64, m *Member) Status {
+	f.members[m.ID] = *m
+	return StatusOK
+}
+
+// aclBootstrap creates the management token, once per cluster.
+func (f *FSM) aclBootstrap(index uint64, t *Token) Status {
+	if f.bootstrapped {
+		return StatusAlreadyBootstrapped
+	}
+	st := f.createToken(t)
+	if st == StatusOK {
+		f.bootstrapped, f.bootstrapIndex = true, index
+	}
+	return st
+}
+
+// aclBootstrapReset bootstraps once more, only with the current reset
+// index: a reset file left behind never allows a second one.
+func (f *FSM) aclBootstrapReset(index uint64, c *ACLBootstrapReset) Status {
+	if f.bootstrapped && c.ResetIndex != f.bootstrapIndex {
+		return StatusAlreadyBootstrapped
+	}
+	st := f.createToken(&c.Token)
+	if st == StatusOK {
+		f.bootstrapped, f.bootstrapIndex = true, index
+	}
+	return st
 }
 
 func (f *FSM) openSession(c *OpenSession) (Status, string) {
