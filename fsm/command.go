@@ -1,11 +1,3 @@
-// Package fsm is raftlock's replicated state machine: sessions, locks, their
-// holders and FIFO waiters, lock-delays and cluster member addresses.
-//
-// Apply is deterministic: it reads no clock, draws no random numbers and does
-// no I/O. Time and ids arrive inside commands, stamped by the leader before it
-// proposes them. Business outcomes (busy, not holder, ...) are returned as
-// typed Results; Apply panics only on a log entry it cannot decode, which
-// would mean a corrupt log.
 package fsm
 
 import (
