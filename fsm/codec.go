@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/sequencer"
 )
 
 // The binary command format (VersionBinary, VersionTokenLimits):
@@ -79,25 +78,32 @@ func (c *Command) encodeBinary(version byte) []byte {
 	e := binaryEncoder{b: make([]byte, 0, 96), tokenLimits: version >= VersionTokenLimits}
 	e.b = append(e.b, version, byte(c.Type))
 	e.int(c.Now)
-	commands[c.Type].encode(&e, c)
+	e = commands[c.Type].encode(e, *c)
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
 
-func (e *binaryEncoder) sessionRef(p *SessionRef) { e.str(p.ID) }
+// sessionRef, lockRef and token append a payload's fields and return the
+// encoder (the command table's encode functions take it by value).
+func (e binaryEncoder) sessionRef(p *SessionRef) binaryEncoder {
+	e.str(p.ID)
+	return e
+}
 
-func (e *binaryEncoder) lockRef(p *LockRef) {
+func (e binaryEncoder) lockRef(p *LockRef) binaryEncoder {
 	e.str(p.Lock)
 	e.str(p.Session)
 	e.str(p.Holder)
 	e.uint(p.WaitSet)
+	return e
 }
 
-func (e *binaryEncoder) token(p *Token) {
+func (e binaryEncoder) token(p *Token) binaryEncoder {
 	e.str(p.ID)
 	e.str(p.Name)
 	e.str(p.Hash)
 	e.strs(p.Rules)
 	e.int(p.Created)
+	return e
 }
 
 // errTruncated is a field that runs past the end of the entry.
@@ -233,33 +239,35 @@ func (d *binaryDecoder) limits(field string) *api.Limits {
 	return &l
 }
 
-func (d *binaryDecoder) sessionRef() *SessionRef { return &SessionRef{ID: d.str("id")} }
-
-func (d *binaryDecoder) acquire() *Acquire {
-	return &Acquire{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
-		Mode: sequencer.Mode(d.byte("mode")), Wait: d.bool("wait"), WaitFor: d.int("wait_for"),
-		Value: d.str("value"), Limits: d.limits("limits")}
+// sessionRef, lockRef and token read a payload's fields and return the
+// decoder (the command table's decode functions take it by value).
+func (d binaryDecoder) sessionRef() (*SessionRef, binaryDecoder) {
+	p := &SessionRef{ID: d.str("id")}
+	return p, d
 }
 
-func (d *binaryDecoder) lockRef() *LockRef {
-	return &LockRef{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"), WaitSet: d.uint("wait_set")}
+func (d binaryDecoder) lockRef() (*LockRef, binaryDecoder) {
+	p := &LockRef{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"), WaitSet: d.uint("wait_set")}
+	return p, d
 }
 
-func (d *binaryDecoder) token() *Token {
-	return &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
+func (d binaryDecoder) token() (*Token, binaryDecoder) {
+	p := &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
+	return p, d
 }
 
 // decodeBinary parses a binary command's body of format version: data
 // without its version byte and checksum, starting at the type byte.
 func decodeBinary(data []byte, version byte) (Command, error) {
-	c := Command{Type: CommandType(data[0])}
-	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
-	s, err := spec(c.Type)
+	t := CommandType(data[0])
+	s, err := spec(t)
 	if err != nil {
 		return Command{}, err
 	}
-	c.Now = d.int("now")
-	s.decode(&d, &c)
+	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
+	now := d.int("now")
+	c, d := s.decode(d)
+	c.Type, c.Now = t, now
 	if d.err != nil {
 		return Command{}, fmt.Errorf("%s: %w", c.Type, d.err)
 	}

@@ -232,9 +232,12 @@ func (c *Command) variant(alloc bool) (any, bool, error) {
 		return nil, false, err
 	}
 	if alloc {
-		return s.alloc(c), true, nil
+		fresh, p := s.fresh()
+		fresh.Type, fresh.Now = c.Type, c.Now
+		*c = fresh
+		return p, true, nil
 	}
-	p, set := s.payload(c)
+	p, set := s.payload(*c)
 	return p, set, nil
 }
 
@@ -249,7 +252,7 @@ func (c *Command) EncodeAs(version byte) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)
 	}
-	if _, set := s.payload(c); !set {
+	if _, set := s.payload(*c); !set {
 		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
 	}
 	if version < s.since {

@@ -201,7 +201,7 @@ func (f *FSM) apply(index uint64, cmd Command) Result {
 	if !ok {
 		return Result{Index: index, Status: StatusInvalid}
 	}
-	return s.apply(f, index, &cmd)
+	return s.apply(f, index, cmd)
 }
 
 // AppliedIndex is the index of the last entry applied.
