@@ -182,8 +182,9 @@ func (f *FSM) Halted() error {
 	return f.halted
 }
 
-// ApplyCommand applies a decoded command at the given index (tests and
-// benchmarks feed entries straight in).
+// ApplyCommand applies a decoded command at the given index, outside the
+// digest chain (tests, benchmarks and the test fake api/apitest feed
+// entries straight in).
 func (f *FSM) ApplyCommand(index uint64, cmd Command) Result {
 	f.mu.Lock()
 	defer f.mu.Unlock()
