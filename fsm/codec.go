@@ -8,7 +8,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/sequencer"
 )
 
 // The binary command format (VersionBinary, VersionTokenLimits):
@@ -79,70 +78,32 @@ func (c *Command) encodeBinary(version byte) []byte {
 	e := binaryEncoder{b: make([]byte, 0, 96), tokenLimits: version >= VersionTokenLimits}
 	e.b = append(e.b, version, byte(c.Type))
 	e.int(c.Now)
-	switch c.Type {
-	case CmdOpenSession:
-		p := c.OpenSession
-		e.str(p.ID)
-		e.str(p.Name)
-		e.int(p.TTL)
-		e.int(p.LockDelay)
-		e.limits(p.Limits)
-		e.str(p.Owner)
-	case CmdCloseSession:
-		e.str(c.CloseSession.ID)
-	case CmdExpireSession:
-		e.str(c.ExpireSession.ID)
-	case CmdAcquire:
-		p := c.Acquire
-		e.str(p.Lock)
-		e.str(p.Session)
-		e.str(p.Holder)
-		e.b = append(e.b, byte(p.Mode))
-		e.bool(p.Wait)
-		e.int(p.WaitFor)
-		e.str(p.Value)
-		e.limits(p.Limits)
-	case CmdRelease:
-		e.lockRef(c.Release)
-	case CmdCancelWait:
-		e.lockRef(c.CancelWait)
-	case CmdEndDelay:
-		e.str(c.EndDelay.Lock)
-		e.int(c.EndDelay.Until)
-	case CmdSetMember:
-		p := c.SetMember
-		e.str(p.ID)
-		e.str(p.RaftAddr)
-		e.str(p.HTTPAddr)
-		e.b = append(e.b, p.Commands)
-	case CmdACLBootstrap:
-		e.token(c.ACLBootstrap)
-	case CmdCreateToken:
-		e.token(c.CreateToken)
-	case CmdDeleteToken:
-		e.str(c.DeleteToken.ID)
-	case CmdEndHold:
-		e.int(c.EndHold.Until)
-	case CmdACLBootstrapReset:
-		e.uint(c.ACLBootstrapReset.ResetIndex)
-		e.token(&c.ACLBootstrapReset.Token)
-	}
+	e = commands[c.Type].encode(e, *c)
 	return binary.BigEndian.AppendUint32(e.b, crc32.Checksum(e.b, castagnoli))
 }
 
-func (e *binaryEncoder) lockRef(p *LockRef) {
+// sessionRef, lockRef and token append a payload's fields and return the
+// encoder (the command table's encode functions take it by value).
+func (e binaryEncoder) sessionRef(p *SessionRef) binaryEncoder {
+	e.str(p.ID)
+	return e
+}
+
+func (e binaryEncoder) lockRef(p *LockRef) binaryEncoder {
 	e.str(p.Lock)
 	e.str(p.Session)
 	e.str(p.Holder)
 	e.uint(p.WaitSet)
+	return e
 }
 
-func (e *binaryEncoder) token(p *Token) {
+func (e binaryEncoder) token(p *Token) binaryEncoder {
 	e.str(p.ID)
 	e.str(p.Name)
 	e.str(p.Hash)
 	e.strs(p.Rules)
 	e.int(p.Created)
+	return e
 }
 
 // errTruncated is a field that runs past the end of the entry.
@@ -278,55 +239,35 @@ func (d *binaryDecoder) limits(field string) *api.Limits {
 	return &l
 }
 
-func (d *binaryDecoder) lockRef() *LockRef {
-	return &LockRef{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"), WaitSet: d.uint("wait_set")}
+// sessionRef, lockRef and token read a payload's fields and return the
+// decoder (the command table's decode functions take it by value).
+func (d binaryDecoder) sessionRef() (*SessionRef, binaryDecoder) {
+	p := &SessionRef{ID: d.str("id")}
+	return p, d
 }
 
-func (d *binaryDecoder) token() *Token {
-	return &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
+func (d binaryDecoder) lockRef() (*LockRef, binaryDecoder) {
+	p := &LockRef{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"), WaitSet: d.uint("wait_set")}
+	return p, d
+}
+
+func (d binaryDecoder) token() (*Token, binaryDecoder) {
+	p := &Token{ID: d.str("id"), Name: d.str("name"), Hash: d.str("hash"), Rules: d.strs("rules"), Created: d.int("created")}
+	return p, d
 }
 
 // decodeBinary parses a binary command's body of format version: data
 // without its version byte and checksum, starting at the type byte.
 func decodeBinary(data []byte, version byte) (Command, error) {
-	c := Command{Type: CommandType(data[0])}
-	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
-	c.Now = d.int("now")
-	switch c.Type {
-	case CmdOpenSession:
-		c.OpenSession = &OpenSession{ID: d.str("id"), Name: d.str("name"), TTL: d.int("ttl"),
-			LockDelay: d.int("lock_delay"), Limits: d.limits("limits"), Owner: d.str("owner")}
-	case CmdCloseSession:
-		c.CloseSession = &SessionRef{ID: d.str("id")}
-	case CmdExpireSession:
-		c.ExpireSession = &SessionRef{ID: d.str("id")}
-	case CmdAcquire:
-		c.Acquire = &Acquire{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
-			Mode: sequencer.Mode(d.byte("mode")), Wait: d.bool("wait"), WaitFor: d.int("wait_for"),
-			Value: d.str("value"), Limits: d.limits("limits")}
-	case CmdRelease:
-		c.Release = d.lockRef()
-	case CmdCancelWait:
-		c.CancelWait = d.lockRef()
-	case CmdEndDelay:
-		c.EndDelay = &EndDelay{Lock: d.str("lock"), Until: d.int("until")}
-	case CmdSetMember:
-		c.SetMember = &Member{ID: d.str("id"), RaftAddr: d.str("raft_addr"), HTTPAddr: d.str("http_addr"), Commands: d.byte("commands")}
-	case CmdACLBootstrap:
-		c.ACLBootstrap = d.token()
-	case CmdCreateToken:
-		c.CreateToken = d.token()
-	case CmdDeleteToken:
-		c.DeleteToken = &TokenRef{ID: d.str("id")}
-	case CmdEndHold:
-		c.EndHold = &EndHold{Until: d.int("until")}
-	case CmdACLBootstrapReset:
-		r := &ACLBootstrapReset{ResetIndex: d.uint("reset_index")}
-		r.Token = *d.token()
-		c.ACLBootstrapReset = r
-	default:
-		return Command{}, fmt.Errorf("unknown command type %d", uint8(c.Type))
+	t := CommandType(data[0])
+	s, err := spec(t)
+	if err != nil {
+		return Command{}, err
 	}
+	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
+	now := d.int("now")
+	c, d := s.decode(d)
+	c.Type, c.Now = t, now
 	if d.err != nil {
 		return Command{}, fmt.Errorf("%s: %w", c.Type, d.err)
 	}

@@ -1,11 +1,3 @@
-// Package fsm is raftlock's replicated state machine: sessions, locks, their
-// holders and FIFO waiters, lock-delays and cluster member addresses.
-//
-// Apply is deterministic: it reads no clock, draws no random numbers and does
-// no I/O. Time and ids arrive inside commands, stamped by the leader before it
-// proposes them. Business outcomes (busy, not holder, ...) are returned as
-// typed Results; Apply panics only on a log entry it cannot decode, which
-// would mean a corrupt log.
 package fsm
 
 import (
@@ -86,38 +78,12 @@ const (
 	CmdACLBootstrapReset CommandType = 13
 )
 
-// String names the command type.
+// String names the command type (its name in the command table).
 func (t CommandType) String() string {
-	switch t {
-	case CmdOpenSession:
-		return "open_session"
-	case CmdCloseSession:
-		return "close_session"
-	case CmdExpireSession:
-		return "expire_session"
-	case CmdAcquire:
-		return "acquire"
-	case CmdRelease:
-		return "release"
-	case CmdCancelWait:
-		return "cancel_wait"
-	case CmdEndDelay:
-		return "end_delay"
-	case CmdSetMember:
-		return "set_member"
-	case CmdACLBootstrap:
-		return "acl_bootstrap"
-	case CmdCreateToken:
-		return "create_token"
-	case CmdDeleteToken:
-		return "delete_token"
-	case CmdEndHold:
-		return "end_hold"
-	case CmdACLBootstrapReset:
-		return "acl_bootstrap_reset"
-	default:
-		return fmt.Sprintf("command(%d)", uint8(t))
+	if s, ok := commands[t]; ok {
+		return s.name
 	}
+	return fmt.Sprintf("command(%d)", uint8(t))
 }
 
 // Command is one replicated operation: a tagged union in which exactly the
@@ -261,75 +227,18 @@ var ErrChecksum = errors.New("checksum mismatch")
 // variant returns the payload of c's Type and whether it is set; with alloc
 // it first allocates a fresh payload (for decoding into).
 func (c *Command) variant(alloc bool) (any, bool, error) {
-	switch c.Type {
-	case CmdOpenSession:
-		if alloc {
-			c.OpenSession = new(OpenSession)
-		}
-		return c.OpenSession, c.OpenSession != nil, nil
-	case CmdCloseSession:
-		if alloc {
-			c.CloseSession = new(SessionRef)
-		}
-		return c.CloseSession, c.CloseSession != nil, nil
-	case CmdExpireSession:
-		if alloc {
-			c.ExpireSession = new(SessionRef)
-		}
-		return c.ExpireSession, c.ExpireSession != nil, nil
-	case CmdAcquire:
-		if alloc {
-			c.Acquire = new(Acquire)
-		}
-		return c.Acquire, c.Acquire != nil, nil
-	case CmdRelease:
-		if alloc {
-			c.Release = new(LockRef)
-		}
-		return c.Release, c.Release != nil, nil
-	case CmdCancelWait:
-		if alloc {
-			c.CancelWait = new(LockRef)
-		}
-		return c.CancelWait, c.CancelWait != nil, nil
-	case CmdEndDelay:
-		if alloc {
-			c.EndDelay = new(EndDelay)
-		}
-		return c.EndDelay, c.EndDelay != nil, nil
-	case CmdSetMember:
-		if alloc {
-			c.SetMember = new(Member)
-		}
-		return c.SetMember, c.SetMember != nil, nil
-	case CmdACLBootstrap:
-		if alloc {
-			c.ACLBootstrap = new(Token)
-		}
-		return c.ACLBootstrap, c.ACLBootstrap != nil, nil
-	case CmdCreateToken:
-		if alloc {
-			c.CreateToken = new(Token)
-		}
-		return c.CreateToken, c.CreateToken != nil, nil
-	case CmdDeleteToken:
-		if alloc {
-			c.DeleteToken = new(TokenRef)
-		}
-		return c.DeleteToken, c.DeleteToken != nil, nil
-	case CmdEndHold:
-		if alloc {
-			c.EndHold = new(EndHold)
-		}
-		return c.EndHold, c.EndHold != nil, nil
-	case CmdACLBootstrapReset:
-		if alloc {
-			c.ACLBootstrapReset = new(ACLBootstrapReset)
-		}
-		return c.ACLBootstrapReset, c.ACLBootstrapReset != nil, nil
-	default:
-		return nil, false, fmt.Errorf("unknown command type %d", uint8(c.Type))
+	s, err := spec(c.Type)
+	if err != nil {
+		return nil, false, err
 	}
+	if alloc {
+		fresh, p := s.fresh()
+		fresh.Type, fresh.Now = c.Type, c.Now
+		*c = fresh
+		return p, true, nil
+	}
+	p, set := s.payload(*c)
+	return p, set, nil
 }
 
 // Encode serialises c in this build's format, Version.
@@ -339,14 +248,14 @@ func (c *Command) Encode() ([]byte, error) { return c.EncodeAs(Version) }
 // ([3][Type][fields][CRC-32C]) or VersionJSON ([2][Type][JSON
 // envelope][CRC-32C]).
 func (c *Command) EncodeAs(version byte) ([]byte, error) {
-	_, set, err := c.variant(false)
+	s, err := spec(c.Type)
 	if err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)
 	}
-	if !set {
+	if _, set := s.payload(*c); !set {
 		return nil, fmt.Errorf("encode command: %s command without its payload", c.Type)
 	}
-	if c.Type == CmdACLBootstrapReset && version < VersionTokenLimits {
+	if version < s.since {
 		return nil, fmt.Errorf("encode %s: version %d does not carry it (a replica that reads no more would halt on it)", c.Type, version)
 	}
 	switch version {

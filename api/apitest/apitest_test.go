@@ -421,3 +421,49 @@ func TestFaultsAndHook(t *testing.T) {
 		t.Fatalf("log: %+v", l)
 	}
 }
+
+// The fake's rules are the state machine's: a release repeated after its
+// first attempt took effect is done (the first freed the lock, which then
+// went to someone else), as a cluster answers it, not not_holder; a try
+// that finds the lock busy and a retried wait change nothing but the
+// wait's deadline, so the index stays.
+func TestRulesAreTheStateMachines(t *testing.T) {
+	ctx := context.Background()
+	b := apitest.New()
+	s1, s2 := open(t, b, api.OpenRequest{}), open(t, b, api.OpenRequest{})
+	if _, err := b.Acquire(ctx, acq("x", s1, "a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, api.ReleaseRequest{Name: "x", Session: s1, Holder: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx, acq("x", s2, "b", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, api.ReleaseRequest{Name: "x", Session: s1, Holder: "a"}); err != nil {
+		t.Fatalf("repeated release after the lock moved on: %v, want done", err)
+	}
+	if err := b.Release(ctx, api.ReleaseRequest{Name: "x", Session: s1, Holder: "other"}); api.CodeOf(err) != api.CodeNotHolder {
+		t.Fatalf("release by a holder that never held it: %v, want not_holder", err)
+	}
+	waitCtx, cancel := context.WithCancel(ctx)
+	cancel() // the place is kept; the call does not wait
+	wait := acq("x", s1, "c", 0)
+	wait.Wait = time.Minute
+	if _, err := b.Acquire(waitCtx, wait); !errors.Is(err, context.Canceled) {
+		t.Fatalf("queued acquire with a done ctx: %v", err)
+	}
+	before := b.Dump()
+	if _, err := b.Acquire(ctx, acq("x", s1, "c", 0)); api.CodeOf(err) != api.CodeLockBusy {
+		t.Fatalf("try by a queued holder: %v, want lock_busy", err)
+	}
+	if _, err := b.Acquire(waitCtx, wait); !errors.Is(err, context.Canceled) {
+		t.Fatalf("retried wait with a done ctx: %v", err)
+	}
+	if after := b.Dump(); after != before {
+		t.Fatalf("a busy try and a retried wait changed the state:\n%s\n%s", before, after)
+	}
+	if st := b.Peek("x"); st.Waiters != 1 || len(st.Queue) != 1 || st.Queue[0].Holder != "c" {
+		t.Fatalf("queue: %+v", st)
+	}
+}
