@@ -181,7 +181,7 @@ func caseErrorCodes(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err := wantCode("open with lock-delay 61s", r, err, api.CodeInvalidArgument); err != nil {
 		return "", err
 	}
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0), Name: "conformance"}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0), Name: "conformance"}); err != nil {
 		return "", err
 	}
 	r, err = w.call(ctx, message{Op: "lock", Session: "s", Lock: "l0", Name: ""})
@@ -231,7 +231,7 @@ func caseKeepaliveCadence(ctx context.Context, s *suite, w *worker) (string, err
 		return "", err
 	}
 	const ttl = 1.5
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0)}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0)}); err != nil {
 		return "", err
 	}
 	start := time.Now()
@@ -280,7 +280,7 @@ func caseJeopardyExpired(ctx context.Context, s *suite, w *worker) (string, erro
 		return "", err
 	}
 	const ttl, grace = 1.0, 1.5
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: grace}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: grace}); err != nil {
 		return "", err
 	}
 	opened := time.Now()
@@ -320,7 +320,7 @@ func caseJeopardySafe(ctx context.Context, s *suite, w *worker) (string, error) 
 		return "", err
 	}
 	const ttl, grace = 2.0, 30.0
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: grace}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: grace}); err != nil {
 		return "", err
 	}
 	if err := s.firstKeepalive(ctx, time.Now()); err != nil {
@@ -370,7 +370,7 @@ func caseLatency(ctx context.Context, s *suite, w *worker) (string, error) {
 	const ttl = 2.0
 	s.px.SetLatency(100 * time.Millisecond)
 	defer s.px.SetLatency(0)
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0)}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0)}); err != nil {
 		return "", err
 	}
 	from := w.mark()
@@ -423,7 +423,7 @@ func lostRound(ctx context.Context, s *suite, w *worker, ttl, delay float64, rou
 	for i := range par {
 		ref := fmt.Sprintf("r%d-%d", round, i)
 		names[i] = s.lockName(fmt.Sprintf("lost-%g-%g", ttl, delay), ref)
-		if _, err := w.do(ctx, message{Op: "open", Session: ref, TTL: ttl, LockDelay: ptr(delay), Grace: 30}); err != nil {
+		if _, err := w.open(ctx, message{Op: "open", Session: ref, TTL: ttl, LockDelay: ptr(delay), Grace: 30}); err != nil {
 			return nil, err
 		}
 		if _, err := w.do(ctx, message{Op: "lock", Session: ref, Lock: ref, Name: names[i]}); err != nil {
@@ -491,7 +491,7 @@ func caseAcquireAnswerLost(ctx context.Context, s *suite, w *worker) (string, er
 	if err := s.connect(ctx, w, 1.5); err != nil {
 		return "", err
 	}
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: 10, LockDelay: ptr(0.0)}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 10, LockDelay: ptr(0.0)}); err != nil {
 		return "", err
 	}
 	name := s.lockName("retry", "acquire")
@@ -522,7 +522,7 @@ func caseReleaseAnswerLost(ctx context.Context, s *suite, w *worker) (string, er
 	if err := s.connect(ctx, w, 1.5); err != nil {
 		return "", err
 	}
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: 10, LockDelay: ptr(0.0)}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 10, LockDelay: ptr(0.0)}); err != nil {
 		return "", err
 	}
 	name := s.lockName("retry", "release")
@@ -552,7 +552,7 @@ func caseReset(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err := s.connect(ctx, w, 2); err != nil {
 		return "", err
 	}
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0)}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0)}); err != nil {
 		return "", err
 	}
 	name := s.lockName("reset")
@@ -598,7 +598,7 @@ func caseFIFO(ctx context.Context, s *suite, w *worker) (string, error) {
 		return "", err
 	}
 	const ttl = 1.0
-	if _, err := w.do(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: 30}); err != nil {
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: ttl, LockDelay: ptr(0.0), Grace: 30}); err != nil {
 		return "", err
 	}
 	name := s.lockName("fifo")

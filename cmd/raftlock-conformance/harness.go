@@ -150,6 +150,26 @@ func (w *worker) do(ctx context.Context, m message) (message, error) {
 	return r, nil
 }
 
+// open is do for an "open" request, a case's setup: it is asked again,
+// up to three times, when the cluster could not say whether it opened the
+// session (unknown_outcome, no_leader: a leader change on a loaded
+// machine). Opening a session is not idempotent, so a client reports
+// that; a session opened twice leaves one to expire.
+func (w *worker) open(ctx context.Context, m message) (message, error) {
+	for attempt := 1; ; attempt++ {
+		r, err := w.call(ctx, m)
+		if err != nil {
+			return r, err
+		}
+		if r.OK != nil && *r.OK {
+			return r, nil
+		}
+		if attempt == 3 || (r.Code != "unknown_outcome" && r.Code != "no_leader") {
+			return r, fmt.Errorf("open: %s: %s", r.Code, r.Message)
+		}
+	}
+}
+
 // await waits for the first event since index from for which match is
 // true, and returns it with its index.
 func (w *worker) await(ctx context.Context, from int, match func(event) bool) (event, int, error) {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -50,6 +51,7 @@ type config struct {
 	env       []string
 	worker    []string
 	verbose   bool
+	exec      string
 }
 
 // suite is one run: the cluster, the proxy, the suite's own Go client.
@@ -89,10 +91,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	timeout := fs.Duration("case-timeout", 3*time.Minute, "the longest a case may take")
 	broken := fs.String("broken", "", "make the Go worker a broken client, to see the suite fail (late-lost, new-holder)")
 	verbose := fs.Bool("v", false, "show the worker's stderr after every case, not only after a failed one")
+	execCmd := fs.String("exec", "", "instead of the cases, run this shell command against the cluster (its HTTP addresses in RAFTLOCK_ENDPOINTS, comma-separated) and exit with its status")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	cfg := config{raftlockd: *raftlockd, vectors: *vectors, rounds: 3, parallel: 5, timeout: *timeout, verbose: *verbose}
+	cfg := config{raftlockd: *raftlockd, vectors: *vectors, rounds: 3, parallel: 5, timeout: *timeout, verbose: *verbose, exec: *execCmd}
 	if *full {
 		cfg.rounds, cfg.parallel = 20, 20
 	}
@@ -202,6 +205,9 @@ func runSuite(ctx context.Context, cfg config, out io.Writer) (int, error) {
 		addrs = s.cl.Addrs()
 		fmt.Fprintf(out, "cluster: 3 raftlockd processes at %s, up in %v\n", strings.Join(addrs, ","), time.Since(start).Round(time.Millisecond))
 	}
+	if cfg.exec != "" {
+		return runExec(ctx, cfg.exec, addrs, out)
+	}
 	s.direct, err = transport.NewClient(addrs)
 	if err != nil {
 		return 0, err
@@ -273,4 +279,21 @@ func (s *suite) runCase(ctx context.Context, c testCase) (string, error, string)
 
 func indent(s string) string {
 	return "      | " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n      | ")
+}
+
+// runExec runs command with sh against the cluster at addrs; a failed
+// command counts as one failed case.
+func runExec(ctx context.Context, command string, addrs []string, out io.Writer) (int, error) {
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Env = append(cmd.Environ(), "RAFTLOCK_ENDPOINTS="+strings.Join(addrs, ","))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			fmt.Fprintf(out, "-exec: %v\n", err)
+			return 1, nil
+		}
+		return 0, err
+	}
+	return 0, nil
 }
