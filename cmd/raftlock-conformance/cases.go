@@ -47,6 +47,9 @@ func cases(cfg config) []testCase {
 		testCase{name: "retry/release-answer-lost", run: caseReleaseAnswerLost},
 		testCase{name: "retry/blocked-acquire-survives-reset", run: caseReset},
 		testCase{name: "fifo/place-kept-across-3-ttl-and-failover", cluster: true, run: caseFIFO},
+		testCase{name: "watch/reports-grant-and-release", run: caseWatch},
+		testCase{name: "election/observe-reports-every-leader-in-order", run: caseObserve},
+		testCase{name: "election/campaign-is-fifo", run: caseCampaign},
 	)
 	return cs
 }
@@ -707,4 +710,164 @@ func (s *suite) restart(i int) error {
 	defer cancel()
 	_, err := s.cl.Leader(ctx)
 	return err
+}
+
+func caseWatch(ctx context.Context, s *suite, w *worker) (string, error) {
+	if err := s.connect(ctx, w, 2); err != nil {
+		return "", err
+	}
+	name := s.lockName("watch")
+	from := w.mark()
+	if _, err := w.do(ctx, message{Op: "watch", Watch: "w", Name: name}); err != nil {
+		return "", err
+	}
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if _, _, err := w.await(actx, from, func(e event) bool { return e.Event == "lock_state" && e.Watch == "w" }); err != nil {
+		return "", fmt.Errorf("no first state: %w", err)
+	}
+	other, err := s.openDirect(ctx, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer other.Close(context.WithoutCancel(ctx))
+	l, err := other.TryLock(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	tok := uint64(l.Token())
+	granted := time.Now()
+	held, i, err := w.await(actx, from, func(e event) bool {
+		return e.Event == "lock_state" && e.Watch == "w" && len(e.Holders) == 1 && e.Holders[0] == tok
+	})
+	if err != nil {
+		return "", fmt.Errorf("the grant (token %d) was not reported: %w", tok, err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		return "", err
+	}
+	released := time.Now()
+	free, _, err := w.await(actx, i+1, func(e event) bool {
+		return e.Event == "lock_state" && e.Watch == "w" && len(e.Holders) == 0
+	})
+	if err != nil {
+		return "", fmt.Errorf("the release was not reported: %w", err)
+	}
+	w.do(ctx, message{Op: "stop", Watch: "w"})
+	return fmt.Sprintf("grant reported %v after it, release %v after it",
+		held.at.Sub(granted).Round(time.Millisecond), free.at.Sub(released).Round(time.Millisecond)), nil
+}
+
+func caseObserve(ctx context.Context, s *suite, w *worker) (string, error) {
+	if err := s.connect(ctx, w, 2); err != nil {
+		return "", err
+	}
+	name := s.lockName("election", "observe")
+	var sessions []*session.Session
+	defer func() {
+		for _, ss := range sessions {
+			ss.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	// A leader before the observation starts, reported first; then three
+	// leaders in a row, each resigning at once, faster than any
+	// observer's query: it learns of the middle ones from the history.
+	values := []string{"0", "a", "b", "c"}
+	var tokens []uint64
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	from := w.mark()
+	for i, v := range values {
+		ss, err := s.openDirect(ctx, 10*time.Second)
+		if err != nil {
+			return "", err
+		}
+		sessions = append(sessions, ss)
+		ld, err := ss.Campaign(ctx, name, v)
+		if err != nil {
+			return "", err
+		}
+		tokens = append(tokens, uint64(ld.Token()))
+		if i == 0 {
+			if _, err := w.do(ctx, message{Op: "observe", Watch: "o", Name: name}); err != nil {
+				return "", err
+			}
+			if _, _, err := w.await(actx, from, func(e event) bool { return e.Event == "leader" && e.Watch == "o" }); err != nil {
+				return "", fmt.Errorf("the current leader was not reported: %w", err)
+			}
+		}
+		if v != "c" {
+			if err := ld.Resign(ctx); err != nil {
+				return "", err
+			}
+		}
+	}
+	if _, _, err := w.await(actx, from, func(e event) bool { return e.Event == "leader" && e.Watch == "o" && e.Value == "c" }); err != nil {
+		return "", fmt.Errorf("leader c was not reported: %w", err)
+	}
+	w.do(ctx, message{Op: "stop", Watch: "o"})
+	var got []string
+	var gotTokens []uint64
+	w.mu.Lock()
+	for _, e := range w.events[from:] {
+		if e.Event == "leader" && e.Watch == "o" {
+			got = append(got, e.Value)
+			gotTokens = append(gotTokens, e.Token)
+		}
+	}
+	w.mu.Unlock()
+	if fmt.Sprint(gotTokens) != fmt.Sprint(tokens) || fmt.Sprint(got) != fmt.Sprint(values) {
+		return "", fmt.Errorf("reported leaders %v (tokens %v), want %v (tokens %v) in order, each once", got, gotTokens, values, tokens)
+	}
+	return fmt.Sprintf("leaders %v reported in order, each once", got), nil
+}
+
+func caseCampaign(ctx context.Context, s *suite, w *worker) (string, error) {
+	if err := s.connect(ctx, w, 2); err != nil {
+		return "", err
+	}
+	name := s.lockName("election", "campaign")
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0)}); err != nil {
+		return "", err
+	}
+	first, err := s.openDirect(ctx, 10*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer first.Close(context.WithoutCancel(ctx))
+	ld, err := first.Campaign(ctx, name, "first")
+	if err != nil {
+		return "", err
+	}
+	reply := make(chan message, 1)
+	errc := make(chan error, 1)
+	go func() {
+		r, err := w.call(ctx, message{Op: "campaign", Session: "s", Lock: "l", Name: name, Value: "worker", Wait: 30})
+		reply <- r
+		errc <- err
+	}()
+	if _, err := s.queueOf(ctx, name, 1); err != nil {
+		return "", err
+	}
+	if err := ld.Resign(ctx); err != nil {
+		return "", err
+	}
+	r, err := <-reply, <-errc
+	if err != nil {
+		return "", err
+	}
+	if r.OK == nil || !*r.OK {
+		return "", fmt.Errorf("campaign: %s: %s", r.Code, r.Message)
+	}
+	cur, err := session.CurrentLeader(ctx, s.direct, name)
+	if err != nil {
+		return "", err
+	}
+	if cur.Value != "worker" || uint64(cur.Token()) != r.Token {
+		return "", fmt.Errorf("the election's leader is %q (token %d), want the worker's campaign (token %d)", cur.Value, cur.Token(), r.Token)
+	}
+	if _, err := w.do(ctx, message{Op: "unlock", Lock: "l"}); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("elected after the leader resigned, with its value; token %d", r.Token), nil
 }

@@ -28,6 +28,9 @@ type message struct {
 	Wait           float64  `json:"wait,omitempty"`
 	Value          string   `json:"value,omitempty"`
 	Fence          string   `json:"fence,omitempty"`
+	// Watch names a watch or an observation (requests watch, observe,
+	// stop; events lock_state, leader).
+	Watch string `json:"watch,omitempty"`
 
 	// Reply fields.
 	OK        *bool  `json:"ok,omitempty"`
@@ -39,9 +42,13 @@ type message struct {
 	State     string `json:"state,omitempty"`
 	Verdict   string `json:"verdict,omitempty"`
 	Client    string `json:"client,omitempty"`
+	// Holders are the tokens of a lock's holders (event lock_state; none:
+	// the lock is free).
+	Holders []uint64 `json:"holders,omitempty"`
 
 	// Event is the kind of an event: "lost" (Lock), "state" (Session,
-	// State).
+	// State), "lock_state" (Watch, Holders), "leader" (Watch, Value,
+	// Token, Sequencer).
 	Event string `json:"event,omitempty"`
 	// At is when the event happened in the worker, in seconds since the
 	// Unix epoch (the host's clock, which the suite shares); the suite

@@ -40,6 +40,7 @@ type goWorker struct {
 	sessions map[string]*session.Session
 	locks    map[string]*session.Lock
 	fences   map[string]*sequencer.Fence
+	streams  map[string]context.CancelFunc
 	ctx      context.Context
 	// attempt bounds one attempt of the "new-holder" variant: half the
 	// request timeout, so the client's own same-holder retry never runs.
@@ -51,7 +52,7 @@ type goWorker struct {
 // "quit" arrives.
 func runGoWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	w := &goWorker{out: json.NewEncoder(out), broken: os.Getenv("RAFTLOCK_CONFORMANCE_BROKEN"), ctx: ctx,
-		sessions: map[string]*session.Session{}, locks: map[string]*session.Lock{}, fences: map[string]*sequencer.Fence{}}
+		sessions: map[string]*session.Session{}, locks: map[string]*session.Lock{}, fences: map[string]*sequencer.Fence{}, streams: map[string]context.CancelFunc{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var wg sync.WaitGroup
@@ -125,6 +126,36 @@ func (w *goWorker) handle(m message) message {
 		return w.open(ctx, m)
 	case "lock":
 		return w.lock(ctx, m)
+	case "campaign":
+		s := w.session(m.Session)
+		if s == nil {
+			return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no session %q", m.Session))
+		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if m.Wait > 0 {
+			cctx, cancel = context.WithTimeout(ctx, seconds(m.Wait))
+		}
+		defer cancel()
+		ld, err := s.Campaign(cctx, m.Name, m.Value)
+		if err != nil {
+			return w.fail(m, err)
+		}
+		w.mu.Lock()
+		w.locks[m.Lock] = ld.Lock
+		w.mu.Unlock()
+		go w.watchLost(m.Lock, ld.Lock)
+		return message{ID: m.ID, OK: ptr(true), Sequencer: ld.Sequencer().String(), Token: uint64(ld.Token()), Holder: ld.Holder()}
+	case "watch", "observe":
+		return w.stream(m)
+	case "stop":
+		w.mu.Lock()
+		stop := w.streams[m.Watch]
+		delete(w.streams, m.Watch)
+		w.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		return ok
 	case "unlock":
 		w.mu.Lock()
 		l := w.locks[m.Lock]
@@ -175,6 +206,51 @@ func (w *goWorker) handle(m message) message {
 	default:
 		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "unknown op %q", m.Op))
 	}
+}
+
+// stream starts a watch (lock_state events) or an observation (leader
+// events) of m.Name, named m.Watch, until "stop".
+func (w *goWorker) stream(m message) message {
+	w.mu.Lock()
+	c := w.client
+	w.mu.Unlock()
+	if c == nil {
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "connect first"))
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	ref := m.Watch
+	if m.Op == "watch" {
+		states, err := session.Watch(ctx, c, m.Name)
+		if err != nil {
+			cancel()
+			return w.fail(m, err)
+		}
+		go func() {
+			for st := range states {
+				var hs []uint64
+				for _, h := range st.Holders {
+					hs = append(hs, uint64(h.Token))
+				}
+				w.send(message{Event: "lock_state", Watch: ref, Holders: hs, At: unixSeconds(time.Now())})
+			}
+		}()
+	} else {
+		leaders, err := session.Observe(ctx, c, m.Name)
+		if err != nil {
+			cancel()
+			return w.fail(m, err)
+		}
+		go func() {
+			for ld := range leaders {
+				w.send(message{Event: "leader", Watch: ref, Value: ld.Value, Token: uint64(ld.Token()),
+					Sequencer: ld.Sequencer.String(), At: unixSeconds(time.Now())})
+			}
+		}()
+	}
+	w.mu.Lock()
+	w.streams[ref] = cancel
+	w.mu.Unlock()
+	return message{ID: m.ID, OK: ptr(true)}
 }
 
 func (w *goWorker) session(ref string) *session.Session {

@@ -14,8 +14,9 @@ import secrets
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 from . import _duration
 from ._duration import Duration
@@ -96,9 +97,102 @@ class Client:
 
     def lock_state(self, name: str, *, timeout: Duration = 30.0) -> dict[str, Any]:
         """The lock's state as the leader sees it (the JSON of GET /v1/lock)."""
-        from urllib.parse import quote
-
         return self._t.call("GET", "/v1/lock?name=" + quote(name, safe=""), deadline=_deadline(timeout), idempotent=True)
+
+    def watch(self, name: str, *, stop: threading.Event | None = None, wait: Duration = 10.0) -> Iterator[dict[str, Any]]:
+        """Yields the state of lock ``name`` (GET /v1/lock's JSON): first its
+        current state, then each change, from blocking queries (nothing
+        polls). A slow reader skips intermediate states. Failures are retried
+        a second later; the iteration ends when ``stop`` is set (checked
+        between queries, so within ``wait`` seconds) or the caller stops."""
+        try:
+            check_name(name)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
+        w = _duration.seconds(wait)
+        index, last = 0, None
+        while stop is None or not stop.is_set():
+            path = "/v1/lock?name=" + quote(name, safe="")
+            if index:
+                path += f"&index={index}&wait={_duration.to_wire(w)}"
+            try:
+                st = self._t.call(
+                    "GET", path, deadline=time.monotonic() + w + 5, idempotent=True, attempt_timeout=w + 2
+                )
+            except InvalidArgument:
+                raise
+            except RaftlockError:
+                if stop is not None:
+                    stop.wait(1.0)
+                else:
+                    time.sleep(1.0)
+                continue
+            index = max(index, int(st.get("index", 0)))
+            same = {k: v for k, v in st.items() if k != "index"}
+            if same != last:
+                last = same
+                yield st
+
+    def observe(self, name: str, *, stop: threading.Event | None = None) -> Iterator[Leader]:
+        """Yields the leaders of election ``name``: the current one (if any),
+        then every leader elected after it, in grant order, each once, from
+        the lock's grant history; ``gap`` is set on a leader when leaders
+        before it may be missing (the history did not reach back)."""
+        started, known, gap = False, 0, False
+        for st in self.watch(name, stop=stop):
+            nxt: list[Leader] = []
+            if not started:
+                started = True
+                ld = _leader_of(st)
+                if ld is not None:
+                    nxt.append(ld)
+            else:
+                since = int(st.get("grants_since", 0))
+                if since == 0:
+                    ld = _leader_of(st)
+                    if ld is not None and ld.token > known:
+                        nxt.append(ld)
+                else:
+                    for g in st.get("grants") or []:
+                        if g.get("mode") == EXCLUSIVE and int(g["token"]) > known:
+                            nxt.append(Leader(st.get("name", name), g.get("value", ""), int(g["token"]), g.get("session_name", "")))
+                    nxt.sort(key=lambda ld: ld.token)
+                    gap = gap or since > known + 1
+            for ld in nxt:
+                ld.gap = gap
+                gap = False
+                known = max(known, ld.token)
+                yield ld
+            known = max(known, int(st.get("index", 0)))
+
+
+class Leader:
+    """A leader of an election: what it campaigned with (``value``), its
+    term's ``token`` and ``sequencer``, its session's name, and ``gap``:
+    leaders elected between the previous one reported and this one may be
+    missing."""
+
+    def __init__(self, election: str, value: str, token: int, session_name: str = "") -> None:
+        self.election = election
+        self.value = value
+        self.token = token
+        self.session_name = session_name
+        self.gap = False
+
+    @property
+    def sequencer(self) -> Sequencer:
+        return Sequencer(self.election, EXCLUSIVE, self.token)
+
+    def __repr__(self) -> str:
+        return f"Leader({self.election!r}, value={self.value!r}, token={self.token}, gap={self.gap})"
+
+
+def _leader_of(st: dict[str, Any]) -> Leader | None:
+    holders = st.get("holders") or []
+    if st.get("mode") != EXCLUSIVE or len(holders) != 1:
+        return None
+    h = holders[0]
+    return Leader(st.get("name", ""), h.get("value", ""), int(h["token"]), h.get("session_name", ""))
 
 
 def _deadline(timeout: Duration | None) -> float | None:
@@ -328,6 +422,15 @@ class Session:
         release()."""
         return Lock(self, name, SHARED if shared else EXCLUSIVE, wait, value)
 
+    def campaign(self, name: str, value: str = "", *, wait: Duration | None = None) -> Lock:
+        """Blocks until this session leads election ``name`` (campaigners are
+        elected in the order they began, FIFO), publishing ``value`` to
+        observers; returns the leadership, a Lock: act as leader while its
+        ``lost`` is clear, and resign() (release()) to hand over at once."""
+        lk = Lock(self, name, EXCLUSIVE, wait, value)
+        lk.acquire()
+        return lk
+
     def try_lock(self, name: str, shared: bool = False, *, value: str = "") -> Lock:
         """Acquires ``name`` if it is free now; raises LockBusy otherwise."""
         lk = Lock(self, name, SHARED if shared else EXCLUSIVE, 0, value)
@@ -491,6 +594,11 @@ class Lock:
             s._t.call("POST", "/v1/release", body, deadline=time.monotonic() + max(s.ttl, s._t.request_timeout), idempotent=True)
         except (NotHolder, SessionNotFound):
             pass
+
+    def resign(self) -> None:
+        """Gives a leadership up (release): the next campaigner is elected
+        at once."""
+        self.release()
 
     def release(self) -> None:
         """Releases the lock (setting ``lost`` first). Once it has
