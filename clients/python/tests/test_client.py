@@ -57,7 +57,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(n) or b"{}")
         self.server.seen.append((self.path, body, dict(self.headers)))
-        status, ans, hdrs = self.server.script.pop(0)
+        if self.server.auto_keepalive and self.path.endswith("/keepalive"):
+            status, ans, hdrs = 200, {"ttl": "1s"}, {}
+        else:
+            status, ans, hdrs = self.server.script.pop(0)
         if status is None:
             self.server.hold.wait(5)  # an answer that never comes (until the test ends)
             return
@@ -79,6 +82,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def server():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.script, srv.seen, srv.hold = [], [], threading.Event()
+    srv.auto_keepalive = True  # keepalives answered apart from the script
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield srv
@@ -128,6 +132,7 @@ def test_error_codes_become_their_classes(server):
 def test_the_leader_named_by_an_answer_gets_the_next_call(server):
     other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     other.script, other.seen, other.hold = [], [], threading.Event()
+    other.auto_keepalive = False
     threading.Thread(target=other.serve_forever, daemon=True).start()
     try:
         server.script = [(200, {}, {"X-Raftlock-Leader-Addr": addr(other)})]
@@ -166,6 +171,7 @@ def test_a_lock_is_lost_before_its_lease_plus_delay_when_keepalives_stop(server)
         if st == raftlock.EXPIRED:
             expired.set()
 
+    server.auto_keepalive = False  # keepalives take the script's held answers
     start = time.monotonic()
     s = open_session(server, on_state=on_state)
     server.script.append((200, {"name": "a", "mode": "exclusive", "token": 3, "sequencer": "rl1:x:3:a"}, {}))
@@ -195,3 +201,20 @@ def test_bad_lock_names_are_refused_before_sending(server):
         with pytest.raises(raftlock.InvalidArgument):
             s.try_lock(bad)
     assert not [p for p, _, _ in server.seen[n:] if p == "/v1/acquire"]
+
+
+def test_a_long_wait_is_reissued_in_slices_with_the_same_holder(server, monkeypatch):
+    # A waiting acquire whose request goes unanswered past its slice asks
+    # again with the same holder id: the cluster finds its queue place.
+    monkeypatch.setattr(raftlock.client, "LOCK_POLL_SLICE", 0.2)
+    s = open_session(server)
+    server.script.extend(
+        [(None, None, {}), (200, {"name": "q", "mode": "exclusive", "token": 5, "sequencer": "rl1:x:5:q"}, {})]
+    )
+    lk = s.lock("q", wait=30.0)
+    lk.acquire()
+    acquires = [b for p, b, _ in server.seen if p == "/v1/acquire"]
+    assert len(acquires) == 2
+    assert acquires[0]["holder"] == acquires[1]["holder"] == lk.holder
+    assert all("wait" in b for b in acquires)
+    assert lk.token == 5
