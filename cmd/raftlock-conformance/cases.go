@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
 )
 
@@ -50,6 +53,7 @@ func cases(cfg config) []testCase {
 		testCase{name: "watch/reports-grant-and-release", run: caseWatch},
 		testCase{name: "election/observe-reports-every-leader-in-order", run: caseObserve},
 		testCase{name: "election/campaign-is-fifo", run: caseCampaign},
+		testCase{name: "secure/mutual-tls-and-acl-token", cluster: true, run: caseSecure},
 	)
 	return cs
 }
@@ -870,4 +874,92 @@ func caseCampaign(ctx context.Context, s *suite, w *worker) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("elected after the leader resigned, with its value; token %d", r.Token), nil
+}
+
+// secureCluster is a second cluster of the run, started on first use:
+// mutual TLS (--client-cert-auth) and ACLs, its certificates from
+// raftlock tls init, its management token bootstrapped.
+type secureCluster struct {
+	cl     *proccluster.Cluster
+	dir    string
+	secret string
+}
+
+func (s *suite) secure(ctx context.Context) (*secureCluster, error) {
+	if s.sec != nil {
+		return s.sec, nil
+	}
+	sc := &secureCluster{}
+	var failed error
+	if !s.tb.guard(func() {
+		cli := proccluster.Build(s.tb, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
+		sc.dir = filepath.Join(s.tb.TempDir(), "tls")
+		args := []string{"tls", "init", sc.dir, "--client", "client"}
+		for i := 1; i <= 3; i++ {
+			args = append(args, "--node", fmt.Sprintf("n%d=127.0.0.1", i))
+		}
+		if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
+			s.tb.Fatalf("raftlock %q: %v\n%s", args, err, out)
+		}
+		sc.cl = proccluster.StartTLS(s.tb, s.bin, sc.dir, 3, "--client-cert-auth", "--acl")
+	}) {
+		failed = fmt.Errorf("start the TLS and ACL cluster: %s", strings.Join(s.tb.Messages(), "; "))
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := sc.cl.Leader(lctx); err != nil {
+		return nil, err
+	}
+	boot, err := sc.cl.Client().ACLBootstrap(lctx)
+	if err != nil {
+		return nil, fmt.Errorf("acl bootstrap: %w", err)
+	}
+	sc.secret = boot.Secret
+	s.sec = sc
+	return sc, nil
+}
+
+func caseSecure(ctx context.Context, s *suite, w *worker) (string, error) {
+	sc, err := s.secure(ctx)
+	if err != nil {
+		return "", err
+	}
+	certs := message{Op: "connect", Endpoints: sc.cl.Addrs(), RequestTimeout: 5,
+		CA: filepath.Join(sc.dir, "ca.pem"), Cert: filepath.Join(sc.dir, "client.pem"), Key: filepath.Join(sc.dir, "client-key.pem")}
+	// Without the token: every call is unauthenticated.
+	if _, err := w.do(ctx, certs); err != nil {
+		return "", err
+	}
+	r, err := w.call(ctx, message{Op: "open", Session: "anon", TTL: 5, LockDelay: ptr(0.0)})
+	if err := wantCode("open without a token", r, err, api.CodeUnauthenticated); err != nil {
+		return "", err
+	}
+	withToken := certs
+	withToken.ACLToken = sc.secret
+	if _, err := w.do(ctx, withToken); err != nil {
+		return "", err
+	}
+	if _, err := w.open(ctx, message{Op: "open", Session: "s", TTL: 5, LockDelay: ptr(0.0), Name: "secure"}); err != nil {
+		return "", err
+	}
+	lr, err := w.do(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: s.lockName("secure")})
+	if err != nil {
+		return "", err
+	}
+	if _, err := w.do(ctx, message{Op: "unlock", Lock: "l"}); err != nil {
+		return "", err
+	}
+	if _, err := w.do(ctx, message{Op: "close", Session: "s"}); err != nil {
+		return "", err
+	}
+	for what, text := range map[string]string{"stdout": w.stdout.String(), "stderr": w.stderr.String()} {
+		// The suite sent the secret in its own requests, not the worker.
+		if strings.Contains(text, sc.secret) {
+			return "", fmt.Errorf("the ACL secret appears in the worker's %s", what)
+		}
+	}
+	return fmt.Sprintf("over mutual TLS: unauthenticated without the token; with it, a session and lock (token %d); the secret in nothing the worker wrote", lr.Token), nil
 }

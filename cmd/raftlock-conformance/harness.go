@@ -18,6 +18,7 @@ type worker struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *lockedBuffer
+	stdout *lockedBuffer // every line it wrote, to look for secrets in
 
 	mu      sync.Mutex
 	nextID  int
@@ -58,7 +59,7 @@ func (b *lockedBuffer) String() string {
 func startWorker(argv []string, env []string) (*worker, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(cmd.Environ(), env...)
-	w := &worker{cmd: cmd, stderr: &lockedBuffer{}, waiting: map[int]chan message{},
+	w := &worker{cmd: cmd, stderr: &lockedBuffer{}, stdout: &lockedBuffer{}, waiting: map[int]chan message{},
 		changed: make(chan struct{}), exited: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	in, err := cmd.StdinPipe()
@@ -84,6 +85,7 @@ func (w *worker) read(out io.Reader) {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		now := time.Now()
+		w.stdout.Write(append(sc.Bytes(), '\n'))
 		var m message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			fmt.Fprintf(w.stderr, "[suite] worker wrote a line that is not JSON: %q\n", sc.Text())

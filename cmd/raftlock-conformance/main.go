@@ -62,6 +62,10 @@ type suite struct {
 	px     *proxy
 	direct *transport.Client
 	runID  string
+	// bin is the raftlockd binary of the clusters the suite starts; sec
+	// the TLS and ACL cluster, once a case started it.
+	bin string
+	sec *secureCluster
 }
 
 func main() {
@@ -185,11 +189,11 @@ func runSuite(ctx context.Context, cfg config, out io.Writer) (int, error) {
 		start := time.Now()
 		var setupErr error
 		if !tb.guard(func() {
-			bin := cfg.raftlockd
-			if bin == "" {
-				bin = proccluster.BuildDaemon(tb)
+			s.bin = cfg.raftlockd
+			if s.bin == "" {
+				s.bin = proccluster.BuildDaemon(tb)
 			}
-			s.cl = proccluster.Start(tb, bin, 3)
+			s.cl = proccluster.Start(tb, s.bin, 3)
 		}) {
 			setupErr = fmt.Errorf("start the cluster: %s", strings.Join(tb.Messages(), "; "))
 		}

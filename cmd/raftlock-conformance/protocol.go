@@ -18,16 +18,23 @@ type message struct {
 	// Request fields.
 	Endpoints      []string `json:"endpoints,omitempty"`
 	RequestTimeout float64  `json:"request_timeout,omitempty"`
-	Session        string   `json:"session,omitempty"`
-	TTL            float64  `json:"ttl,omitempty"`
-	LockDelay      *float64 `json:"lock_delay,omitempty"`
-	Grace          float64  `json:"grace,omitempty"`
-	Lock           string   `json:"lock,omitempty"`
-	Name           string   `json:"name,omitempty"`
-	Mode           string   `json:"mode,omitempty"`
-	Wait           float64  `json:"wait,omitempty"`
-	Value          string   `json:"value,omitempty"`
-	Fence          string   `json:"fence,omitempty"`
+	// CA, Cert and Key are PEM files for a TLS cluster (https://
+	// endpoints): its CA, and the client's certificate and key; ACLToken
+	// is an ACL secret, sent as a bearer token (connect).
+	CA        string   `json:"ca,omitempty"`
+	Cert      string   `json:"cert,omitempty"`
+	Key       string   `json:"key,omitempty"`
+	ACLToken  string   `json:"acl_token,omitempty"`
+	Session   string   `json:"session,omitempty"`
+	TTL       float64  `json:"ttl,omitempty"`
+	LockDelay *float64 `json:"lock_delay,omitempty"`
+	Grace     float64  `json:"grace,omitempty"`
+	Lock      string   `json:"lock,omitempty"`
+	Name      string   `json:"name,omitempty"`
+	Mode      string   `json:"mode,omitempty"`
+	Wait      float64  `json:"wait,omitempty"`
+	Value     string   `json:"value,omitempty"`
+	Fence     string   `json:"fence,omitempty"`
 	// Watch names a watch or an observation (requests watch, observe,
 	// stop; events lock_state, leader).
 	Watch string `json:"watch,omitempty"`

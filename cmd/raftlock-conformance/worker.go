@@ -112,6 +112,16 @@ func (w *goWorker) handle(m message) message {
 		if m.RequestTimeout > 0 {
 			opts = append(opts, transport.WithRequestTimeout(seconds(m.RequestTimeout)))
 		}
+		if m.CA != "" {
+			cfg, err := transport.ClientConfig(m.CA, m.Cert, m.Key)
+			if err != nil {
+				return w.fail(m, api.Errorf(api.CodeInvalidArgument, "tls: %v", err))
+			}
+			opts = append(opts, transport.WithTLS(cfg))
+		}
+		if m.ACLToken != "" {
+			opts = append(opts, transport.WithToken(m.ACLToken))
+		}
 		c, err := transport.NewClient(m.Endpoints, opts...)
 		if err != nil {
 			return w.fail(m, err)
