@@ -236,7 +236,7 @@ func runSuite(ctx context.Context, cfg config, out io.Writer) (int, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		detail, err, stderr := s.runCase(ctx, c)
+		detail, stderr, err := s.runCase(ctx, c)
 		if err != nil {
 			failed++
 			fmt.Fprintf(out, "FAIL  %s: %v\n", c.name, err)
@@ -259,26 +259,26 @@ func runSuite(ctx context.Context, cfg config, out io.Writer) (int, error) {
 	return failed, ctx.Err()
 }
 
-// runCase runs c against a new worker and returns its detail or error,
-// and the worker's stderr.
-func (s *suite) runCase(ctx context.Context, c testCase) (string, error, string) {
+// runCase runs c against a new worker and returns its detail, the
+// worker's stderr, and the case's error.
+func (s *suite) runCase(ctx context.Context, c testCase) (detail, stderr string, err error) {
 	start := time.Now()
 	w, err := startWorker(s.cfg.worker, s.cfg.env)
 	if err != nil {
-		return "", err, ""
+		return "", "", err
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
-	detail, err := c.run(cctx, s, w)
+	detail, err = c.run(cctx, s, w)
 	s.px.Heal()
 	s.px.SetLatency(0)
 	s.px.DropAnswerTo("")
 	w.stop()
 	took := time.Since(start).Round(10 * time.Millisecond)
 	if err != nil {
-		return "", fmt.Errorf("%w (after %v)", err, took), w.stderr.String()
+		return "", w.stderr.String(), fmt.Errorf("%w (after %v)", err, took)
 	}
-	return fmt.Sprintf("%s (%v)", detail, took), nil, w.stderr.String()
+	return fmt.Sprintf("%s (%v)", detail, took), w.stderr.String(), nil
 }
 
 func indent(s string) string {
