@@ -319,7 +319,12 @@ func caseJeopardyExpired(ctx context.Context, s *suite, w *worker) (string, erro
 	if x < grace-0.2 || x > grace+1 {
 		return "", fmt.Errorf("%s: want expiry %gs..%gs after jeopardy", detail, grace-0.2, grace+1)
 	}
-	return detail, nil
+	s.px.Heal()
+	r, err := w.call(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: s.lockName("expired")})
+	if err := wantCode("lock on the expired session", r, err, api.CodeSessionNotFound); err != nil {
+		return "", fmt.Errorf("%s; %w", detail, err)
+	}
+	return detail + "; then a lock: session_not_found", nil
 }
 
 func caseJeopardySafe(ctx context.Context, s *suite, w *worker) (string, error) {
