@@ -15,6 +15,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -199,14 +200,48 @@ def _deadline(timeout: Duration | None) -> float | None:
     return None if timeout is None else time.monotonic() + _duration.seconds(timeout)
 
 
+@dataclass(frozen=True)
+class _Opened:
+    """What opening a session on the cluster gave: Session's constructor
+    arguments (the id a secret, never in a repr)."""
+
+    transport: Transport
+    session_id: str = field(repr=False)
+    name: str
+    ttl: float
+    lock_delay: float
+    grace: float
+    on_state: Callable[[str], None] | None
+    sent: float
+
+
 class Session:
     """A session: a lease kept alive by keepalives from a thread of its own.
 
     Use it as a context manager (``with client.session(ttl=3.0) as s:``), or
     call close(). Its methods are safe for concurrent use."""
 
-    def __init__(self) -> None:  # use Client.session
-        raise TypeError("use Client.session() to open a session")
+    def __init__(self, _opened: _Opened) -> None:
+        """Use Client.session(), which opens the session on the cluster."""
+        if not isinstance(_opened, _Opened):
+            raise TypeError("use Client.session() to open a session")
+        self._t = _opened.transport
+        self.__id = _opened.session_id
+        self.name = _opened.name
+        self.ttl = _opened.ttl
+        self.lock_delay = _opened.lock_delay
+        self.grace = _opened.grace
+        self._on_state = _opened.on_state
+        self._cv = threading.Condition()
+        self._state = SAFE
+        self._acked_sent = _opened.sent  # send time of the last acknowledged request
+        self._last_send = _opened.sent  # send time of the last keepalive
+        self._lapsed = False  # past the lost deadline: locks are lost
+        self._locks: set[Lock] = set()
+        self._stop = False
+        self._events: list[str] = []
+        for target, name in ((self._keep, "keepalive"), (self._watch, "lease"), (self._notify, "events")):
+            threading.Thread(target=target, name="raftlock-" + name, daemon=True).start()
 
     @classmethod
     def _open(
@@ -226,29 +261,18 @@ class Session:
             body["lock_delay"] = _duration.to_wire(lock_delay)
         sent = time.monotonic()
         ans = client._t.call("POST", "/v1/sessions", body, deadline=sent + timeout)
-        s = object.__new__(cls)
-        s._t = client._t
-        s.__id = str(ans["id"])
-        s.name = name
-        s.ttl = _duration.from_wire(ans.get("ttl", "15s"))
-        s.lock_delay = _duration.from_wire(ans.get("lock_delay", "0s"))
-        s.grace = grace
-        s._on_state = on_state
-        s._cv = threading.Condition()
-        s._state = SAFE
-        s._acked_sent = sent  # send time of the last acknowledged request
-        s._last_send = sent  # send time of the last keepalive
-        s._lapsed = False  # past the lost deadline: locks are lost
-        s._locks: set[Lock] = set()
-        s._stop = False
-        s._events: list[str] = []
-        s._keeper = threading.Thread(target=s._keep, name="raftlock-keepalive", daemon=True)
-        s._watchdog = threading.Thread(target=s._watch, name="raftlock-lease", daemon=True)
-        s._notifier = threading.Thread(target=s._notify, name="raftlock-events", daemon=True)
-        s._keeper.start()
-        s._watchdog.start()
-        s._notifier.start()
-        return s
+        return cls(
+            _Opened(
+                transport=client._t,
+                session_id=str(ans["id"]),
+                name=name,
+                ttl=_duration.from_wire(ans.get("ttl", "15s")),
+                lock_delay=_duration.from_wire(ans.get("lock_delay", "0s")),
+                grace=grace,
+                on_state=on_state,
+                sent=sent,
+            )
+        )
 
     def __repr__(self) -> str:
         return f"Session(name={self.name!r}, ttl={self.ttl}, state={self.state!r})"
