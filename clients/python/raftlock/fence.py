@@ -1,0 +1,136 @@
+"""Sequencers and the fence a protected resource checks them with.
+
+The rules are those of the Go package ``sequencer`` (docs/DESIGN.md,
+"Sequencers"), pinned by the shared vectors in testdata/fence-vectors.json.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass
+
+EXCLUSIVE = "exclusive"
+SHARED = "shared"
+
+#: The longest lock name, in bytes of UTF-8, a sequencer may carry.
+MAX_NAME_BYTES = 512
+_MAX_TOKEN = 2**64 - 1
+_TOKEN = re.compile(r"[1-9][0-9]*", re.ASCII)
+
+
+class MalformedSequencer(ValueError):
+    """Text that is not a canonical sequencer, or an invalid Sequencer."""
+
+
+class StaleSequencer(Exception):
+    """A sequencer whose grant has been superseded (see Fence)."""
+
+
+def check_name(name: str) -> None:
+    """Raises MalformedSequencer unless ``name`` is a valid lock name:
+    1 to 512 bytes of UTF-8 without control characters."""
+    if not name:
+        raise MalformedSequencer("lock name must not be empty")
+    try:
+        n = len(name.encode("utf-8"))
+    except UnicodeEncodeError as e:  # a lone surrogate
+        raise MalformedSequencer("lock name is not valid UTF-8") from e
+    if n > MAX_NAME_BYTES:
+        raise MalformedSequencer(f"lock name is {n} bytes; the limit is {MAX_NAME_BYTES}")
+    for ch in name:
+        if unicodedata.category(ch) == "Cc":
+            raise MalformedSequencer(f"lock name contains control character U+{ord(ch):04X}")
+
+
+@dataclass(frozen=True)
+class Sequencer:
+    """One grant of one lock: its name, mode and fencing token.
+
+    ``str(seq)`` is the stable printable form ``rl1:<x|s>:<token>:<name>``."""
+
+    name: str
+    mode: str
+    token: int
+
+    def __str__(self) -> str:
+        m = "s" if self.mode == SHARED else "x"
+        return f"rl1:{m}:{self.token}:{self.name}"
+
+    def validate(self) -> None:
+        """Raises MalformedSequencer unless this could have come from parse."""
+        check_name(self.name)
+        if self.mode not in (EXCLUSIVE, SHARED):
+            raise MalformedSequencer(f"lock {self.name!r}: invalid mode {self.mode!r}")
+        if not isinstance(self.token, int) or not 0 < self.token <= _MAX_TOKEN:
+            raise MalformedSequencer(f"lock {self.name!r}: token must be a positive 64-bit integer")
+
+    @staticmethod
+    def parse(text: str) -> Sequencer:
+        """Parses the printable form; accepts exactly the canonical form."""
+        parts = text.split(":", 3)
+        if len(parts) != 4 or parts[0] != "rl1":
+            raise MalformedSequencer(f"{text!r}: want rl1:<x|s>:<token>:<name>")
+        if parts[1] == "x":
+            mode = EXCLUSIVE
+        elif parts[1] == "s":
+            mode = SHARED
+        else:
+            raise MalformedSequencer(f"{text!r}: mode must be x or s")
+        if not _TOKEN.fullmatch(parts[2]) or int(parts[2]) > _MAX_TOKEN:
+            raise MalformedSequencer(f"{text!r}: token must be a positive decimal integer")
+        try:
+            check_name(parts[3])
+        except MalformedSequencer as e:
+            raise MalformedSequencer(f"{text!r}: {e}") from None
+        return Sequencer(parts[3], mode, int(parts[2]))
+
+
+class Fence:
+    """What a protected resource uses to validate fencing tokens.
+
+    Per lock name it keeps two marks, the highest exclusive token and the
+    highest token of any mode it admitted:
+
+    * a shared sequencer is current unless a higher exclusive token was
+      admitted (readers are admitted in any order until a writer takes over);
+    * an exclusive sequencer is current unless a higher token of either mode
+      was admitted.
+
+    A token equal to a mark is admitted. For strict fencing, call check and
+    do the protected write under one critical section. Safe for concurrent
+    use; marks live in memory only.
+    """
+
+    def __init__(self) -> None:
+        self._mu = threading.Lock()
+        self._marks: dict[str, tuple[int, int]] = {}  # name -> (any, exclusive)
+
+    def check(self, seq: Sequencer | str) -> None:
+        """Admits ``seq`` and raises the marks, or raises StaleSequencer
+        (superseded) or MalformedSequencer (not a valid sequencer)."""
+        s = Sequencer.parse(seq) if isinstance(seq, str) else seq
+        s.validate()
+        with self._mu:
+            any_, excl = self._marks.get(s.name, (0, 0))
+            if s.mode == SHARED:
+                if s.token < excl:
+                    raise StaleSequencer(
+                        f"lock {s.name!r}: shared token {s.token} is lower than the highest exclusive token seen, {excl}"
+                    )
+                self._marks[s.name] = (max(any_, s.token), excl)
+                return
+            if s.token < any_:
+                raise StaleSequencer(f"lock {s.name!r}: token {s.token} is lower than the highest seen, {any_}")
+            self._marks[s.name] = (s.token, s.token)
+
+    def highest(self, name: str) -> int:
+        """The highest token of either mode admitted for ``name`` (0: none)."""
+        with self._mu:
+            return self._marks.get(name, (0, 0))[0]
+
+    def highest_exclusive(self, name: str) -> int:
+        """The highest exclusive token admitted for ``name`` (0: none)."""
+        with self._mu:
+            return self._marks.get(name, (0, 0))[1]

@@ -1,0 +1,220 @@
+"""Unit tests of the client's arithmetic and its transport, against a local
+HTTP server on 127.0.0.1 (no cluster)."""
+
+import http.server
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+import raftlock
+from raftlock import _duration
+from raftlock._transport import Transport, _public
+
+
+def test_lost_after_is_lease_plus_delay_minus_margin():
+    # 1% of ttl + lock-delay, plus 100 ms, as the Go client (session.LostAfter).
+    assert raftlock.lost_margin(15, 10) == pytest.approx(0.35)
+    assert raftlock.lost_after(15, 10) == pytest.approx(24.65)
+    assert raftlock.lost_after(1, 0) == pytest.approx(0.89)
+
+
+@pytest.mark.parametrize(
+    "text,secs",
+    [("15s", 15), ("1m0s", 60), ("1.5s", 1.5), ("500ms", 0.5), ("0s", 0), ("1h2m3s", 3723), ("250us", 0.00025)],
+)
+def test_durations_from_the_wire(text, secs):
+    assert _duration.from_wire(text) == pytest.approx(secs)
+
+
+@pytest.mark.parametrize("bad", ["", "s", "15", "1x", "1.5.s"])
+def test_bad_durations_are_refused(bad):
+    with pytest.raises(ValueError):
+        _duration.from_wire(bad)
+
+
+def test_durations_to_the_wire_take_seconds_or_timedelta():
+    assert _duration.to_wire(3) == "3s"
+    assert _duration.to_wire(1.5) == "1500ms"
+    assert _duration.to_wire(timedelta(minutes=1)) == "60s"
+    with pytest.raises(TypeError):
+        _duration.to_wire("3s")
+
+
+def test_session_ids_are_left_out_of_paths_in_errors():
+    assert _public("/v1/sessions/secret123/keepalive") == "/v1/sessions/*/keepalive"
+    assert _public("/v1/sessions/secret123") == "/v1/sessions/*"
+    assert _public("/v1/acquire") == "/v1/acquire"
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    """Answers as scripted by the server's ``script``: a list of (status,
+    body, headers) consumed per request; records requests."""
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        self.server.seen.append((self.path, body, dict(self.headers)))
+        if self.server.auto_keepalive and self.path.endswith("/keepalive"):
+            status, ans, hdrs = 200, {"ttl": "1s"}, {}
+        else:
+            status, ans, hdrs = self.server.script.pop(0)
+        if status is None:
+            self.server.hold.wait(5)  # an answer that never comes (until the test ends)
+            return
+        raw = json.dumps(ans).encode()
+        self.send_response(status)
+        for k, v in hdrs.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    do_DELETE = do_POST
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.script, srv.seen, srv.hold = [], [], threading.Event()
+    srv.auto_keepalive = True  # keepalives answered apart from the script
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.hold.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def addr(srv):
+    return f"127.0.0.1:{srv.server_address[1]}"
+
+
+def test_an_idempotent_request_is_retried_after_unknown_outcome_with_the_same_body(server):
+    server.script = [
+        (503, {"error": {"code": "unknown_outcome", "message": "leadership lost"}}, {}),
+        (200, {"name": "a", "mode": "exclusive", "token": 7, "sequencer": "rl1:x:7:a"}, {}),
+    ]
+    t = Transport([addr(server)], request_timeout=2)
+    ans = t.call("POST", "/v1/acquire", {"holder": "h1"}, deadline=time.monotonic() + 5, idempotent=True)
+    assert ans["token"] == 7
+    assert [b["holder"] for _, b, _ in server.seen] == ["h1", "h1"]
+
+
+def test_a_lost_answer_of_an_idempotent_request_is_retried(server):
+    server.script = [(None, None, {}), (200, {"released": True}, {})]
+    t = Transport([addr(server)], request_timeout=0.3)
+    assert t.call("POST", "/v1/release", {"holder": "h"}, deadline=time.monotonic() + 5, idempotent=True) == {
+        "released": True
+    }
+
+
+def test_a_lost_answer_of_a_non_idempotent_request_is_an_unknown_outcome(server):
+    server.script = [(None, None, {})]
+    t = Transport([addr(server)], request_timeout=0.3)
+    with pytest.raises(raftlock.UnknownOutcome):
+        t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)
+
+
+def test_error_codes_become_their_classes(server):
+    server.script = [(409, {"error": {"code": "lock_busy", "message": "held"}}, {})]
+    t = Transport([addr(server)])
+    with pytest.raises(raftlock.LockBusy) as e:
+        t.call("POST", "/v1/acquire", {}, deadline=time.monotonic() + 5)
+    assert e.value.code == "lock_busy"
+
+
+def test_the_leader_named_by_an_answer_gets_the_next_call(server):
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    other.script, other.seen, other.hold = [], [], threading.Event()
+    other.auto_keepalive = False
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        server.script = [(200, {}, {"X-Raftlock-Leader-Addr": addr(other)})]
+        other.script = [(200, {}, {})]
+        t = Transport([addr(server), addr(other)])
+        t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 5)
+        t.call("POST", "/v1/y", {}, deadline=time.monotonic() + 5)
+        assert [p for p, _, _ in other.seen] == ["/v1/y"]
+    finally:
+        other.shutdown()
+        other.server_close()
+
+
+def test_the_token_is_sent_and_never_shown(server):
+    server.script = [(403, {"error": {"code": "permission_denied", "message": "no"}}, {})]
+    t = Transport([addr(server)], token="s3cret-token")
+    with pytest.raises(raftlock.RaftlockError) as e:
+        t.call("POST", "/v1/acquire", {}, deadline=time.monotonic() + 5)
+    assert server.seen[0][2]["Authorization"] == "Bearer s3cret-token"
+    assert "s3cret" not in str(e.value) and "s3cret" not in repr(t)
+
+
+def open_session(server, ttl="1s", lock_delay="0s", on_state=None):
+    server.script.append((200, {"id": "sid-secret", "ttl": ttl, "lock_delay": lock_delay}, {}))
+    c = raftlock.Client([addr(server)], request_timeout=0.2)
+    return c.session(ttl=1.0, lock_delay=0, grace=0.5, on_state=on_state)
+
+
+def test_a_lock_is_lost_before_its_lease_plus_delay_when_keepalives_stop(server):
+    # Keepalives are never answered (the script holds them): the lock's
+    # lost event must be set lost_after(ttl, delay) after the open's send.
+    states, expired = [], threading.Event()
+
+    def on_state(st):
+        states.append(st)
+        if st == raftlock.EXPIRED:
+            expired.set()
+
+    server.auto_keepalive = False  # keepalives take the script's held answers
+    start = time.monotonic()
+    s = open_session(server, on_state=on_state)
+    server.script.append((200, {"name": "a", "mode": "exclusive", "token": 3, "sequencer": "rl1:x:3:a"}, {}))
+    server.script.extend([(None, None, {})] * 50)
+    lk = s.try_lock("a")
+    assert lk.sequencer == raftlock.Sequencer("a", "exclusive", 3)
+    assert lk.lost.wait(3)
+    assert time.monotonic() - start < 1.0  # lost at lost_after(1, 0) = 0.89 s after the open's send at the latest
+    assert expired.wait(3)
+    assert states == [raftlock.JEOPARDY, raftlock.EXPIRED]
+    assert "sid-secret" not in repr(s) and "sid-secret" not in repr(lk)
+
+
+def test_an_acquire_on_a_closed_session_is_session_not_found(server):
+    s = open_session(server)
+    server.script.extend([(200, {"closed": True}, {})] + [(200, {"ttl": "1s"}, {})] * 10)
+    s.close()
+    with pytest.raises(raftlock.SessionNotFound):
+        s.try_lock("a")
+
+
+def test_bad_lock_names_are_refused_before_sending(server):
+    s = open_session(server)
+    server.script.extend([(200, {"ttl": "1s"}, {})] * 10)
+    n = len(server.seen)
+    for bad in ["", "a\x01b", "x" * 513]:
+        with pytest.raises(raftlock.InvalidArgument):
+            s.try_lock(bad)
+    assert not [p for p, _, _ in server.seen[n:] if p == "/v1/acquire"]
+
+
+def test_a_long_wait_is_reissued_in_slices_with_the_same_holder(server, monkeypatch):
+    # A waiting acquire whose request goes unanswered past its slice asks
+    # again with the same holder id: the cluster finds its queue place.
+    monkeypatch.setattr(raftlock.client, "LOCK_POLL_SLICE", 0.2)
+    s = open_session(server)
+    server.script.extend(
+        [(None, None, {}), (200, {"name": "q", "mode": "exclusive", "token": 5, "sequencer": "rl1:x:5:q"}, {})]
+    )
+    lk = s.lock("q", wait=30.0)
+    lk.acquire()
+    acquires = [b for p, b, _ in server.seen if p == "/v1/acquire"]
+    assert len(acquires) == 2
+    assert acquires[0]["holder"] == acquires[1]["holder"] == lk.holder
+    assert all("wait" in b for b in acquires)
+    assert lk.token == 5

@@ -1,0 +1,51 @@
+"""The fence against the shared vectors (testdata/fence-vectors.json)."""
+
+import json
+import os
+
+import pytest
+
+from raftlock import Fence, MalformedSequencer, Sequencer, StaleSequencer
+
+VECTORS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "testdata", "fence-vectors.json")
+
+
+def load():
+    with open(VECTORS, encoding="utf-8") as f:
+        return json.load(f)["vectors"]
+
+
+def verdict(fence, text):
+    try:
+        fence.check(text)
+    except StaleSequencer:
+        return "stale"
+    except MalformedSequencer:
+        return "malformed"
+    return "admit"
+
+
+@pytest.mark.parametrize("vector", load(), ids=lambda v: v["name"])
+def test_fence_gives_the_shared_vectors_verdicts(vector):
+    f = Fence()
+    got = [verdict(f, st["sequencer"]) for st in vector["steps"]]
+    assert got == [st["verdict"] for st in vector["steps"]]
+
+
+def test_sequencer_round_trips_its_printable_form():
+    for text in ["rl1:x:5:jobs/a", "rl1:s:18446744073709551615:a:b", "rl1:x:1:日本"]:
+        assert str(Sequencer.parse(text)) == text
+
+
+def test_fence_refuses_an_invalid_sequencer_object():
+    with pytest.raises(MalformedSequencer):
+        Fence().check(Sequencer("a", "exclusive", 0))
+    with pytest.raises(MalformedSequencer):
+        Fence().check(Sequencer("a", "upgrade", 3))
+
+
+def test_fence_marks():
+    f = Fence()
+    f.check("rl1:s:4:a")
+    f.check("rl1:x:6:a")
+    assert (f.highest("a"), f.highest_exclusive("a"), f.highest("b")) == (6, 6, 0)

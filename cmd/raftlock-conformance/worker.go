@@ -1,0 +1,437 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/session"
+	"github.com/raftlock/raftlock/transport"
+)
+
+// goWorker is the reference worker: the line protocol served with the Go
+// client (package session over transport.Client). Broken variants, for the
+// suite's own tests, are chosen with the environment variable
+// RAFTLOCK_CONFORMANCE_BROKEN:
+//   - "late-lost": a lock's lost event is reported at the lease's end plus
+//     lock-delay plus half a second, counted from when the worker learned of
+//     the grant or keepalive, as a client that counts from the wrong moment
+//     and without a margin would;
+//   - "new-holder": a lock whose answer was lost is asked for again with a
+//     new holder id, as a client without holder-id retries would.
+type goWorker struct {
+	out    *json.Encoder
+	outMu  sync.Mutex
+	broken string
+
+	mu       sync.Mutex
+	client   *transport.Client
+	sessions map[string]*session.Session
+	locks    map[string]*session.Lock
+	fences   map[string]*sequencer.Fence
+	streams  map[string]context.CancelFunc
+	ctx      context.Context
+	// attempt bounds one attempt of the "new-holder" variant: half the
+	// request timeout, so the client's own same-holder retry never runs.
+	attempt   time.Duration
+	endpoints []string
+}
+
+// runGoWorker serves the protocol on stdin/stdout until stdin ends or
+// "quit" arrives.
+func runGoWorker(ctx context.Context, in io.Reader, out io.Writer) error {
+	w := &goWorker{out: json.NewEncoder(out), broken: os.Getenv("RAFTLOCK_CONFORMANCE_BROKEN"), ctx: ctx,
+		sessions: map[string]*session.Session{}, locks: map[string]*session.Lock{}, fences: map[string]*sequencer.Fence{}, streams: map[string]context.CancelFunc{}}
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for sc.Scan() {
+		var m message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			w.send(message{OK: ptr(false), Code: "invalid_argument", Message: "bad request line: " + err.Error()})
+			continue
+		}
+		if m.Op == "quit" {
+			w.closeAll()
+			w.send(message{ID: m.ID, OK: ptr(true)})
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.send(w.handle(m))
+		}()
+	}
+	w.closeAll()
+	return sc.Err()
+}
+
+func (w *goWorker) send(m message) {
+	w.outMu.Lock()
+	defer w.outMu.Unlock()
+	w.out.Encode(m)
+}
+
+// fail is the reply to request m failing with err, named by its code; a
+// session's id (a secret) is never in a message.
+func (w *goWorker) fail(m message, err error) message {
+	code := string(api.CodeOf(err))
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = string(api.CodeWaitTimeout)
+	}
+	msg := err.Error()
+	w.mu.Lock()
+	for _, s := range w.sessions {
+		msg = strings.ReplaceAll(msg, s.ID(), "(handle "+s.Handle()+")")
+	}
+	w.mu.Unlock()
+	return message{ID: m.ID, OK: ptr(false), Code: code, Message: msg}
+}
+
+func (w *goWorker) handle(m message) message {
+	ok := message{ID: m.ID, OK: ptr(true)}
+	ctx := w.ctx
+	switch m.Op {
+	case "hello":
+		ok.Client = "go: github.com/raftlock/raftlock/session"
+		return ok
+	case "connect":
+		opts := []transport.ClientOption{}
+		if m.RequestTimeout > 0 {
+			opts = append(opts, transport.WithRequestTimeout(seconds(m.RequestTimeout)))
+		}
+		if m.CA != "" {
+			cfg, err := transport.ClientConfig(m.CA, m.Cert, m.Key)
+			if err != nil {
+				return w.fail(m, api.Errorf(api.CodeInvalidArgument, "tls: %v", err))
+			}
+			opts = append(opts, transport.WithTLS(cfg))
+		}
+		if m.ACLToken != "" {
+			opts = append(opts, transport.WithToken(m.ACLToken))
+		}
+		c, err := transport.NewClient(m.Endpoints, opts...)
+		if err != nil {
+			return w.fail(m, err)
+		}
+		w.mu.Lock()
+		w.client = c
+		w.endpoints = m.Endpoints
+		w.attempt = seconds(m.RequestTimeout) / 2
+		w.mu.Unlock()
+		return ok
+	case "open":
+		return w.open(ctx, m)
+	case "lock":
+		return w.lock(ctx, m)
+	case "campaign":
+		s := w.session(m.Session)
+		if s == nil {
+			return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no session %q", m.Session))
+		}
+		cctx, cancel := ctx, context.CancelFunc(func() {})
+		if m.Wait > 0 {
+			cctx, cancel = context.WithTimeout(ctx, seconds(m.Wait))
+		}
+		defer cancel()
+		ld, err := s.Campaign(cctx, m.Name, m.Value)
+		if err != nil {
+			return w.fail(m, err)
+		}
+		w.mu.Lock()
+		w.locks[m.Lock] = ld.Lock
+		w.mu.Unlock()
+		go w.watchLost(m.Lock, ld.Lock)
+		return message{ID: m.ID, OK: ptr(true), Sequencer: ld.Sequencer().String(), Token: uint64(ld.Token()), Holder: ld.Holder()}
+	case "watch", "observe":
+		return w.stream(m)
+	case "stop":
+		w.mu.Lock()
+		stop := w.streams[m.Watch]
+		delete(w.streams, m.Watch)
+		w.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		return ok
+	case "unlock":
+		w.mu.Lock()
+		l := w.locks[m.Lock]
+		w.mu.Unlock()
+		if l == nil {
+			return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no lock %q", m.Lock))
+		}
+		if err := l.Unlock(ctx); err != nil {
+			return w.fail(m, err)
+		}
+		return ok
+	case "close":
+		s := w.session(m.Session)
+		if s == nil {
+			return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no session %q", m.Session))
+		}
+		if err := s.Close(ctx); err != nil {
+			return w.fail(m, err)
+		}
+		return ok
+	case "state":
+		s := w.session(m.Session)
+		if s == nil {
+			return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no session %q", m.Session))
+		}
+		ok.State = s.State().String()
+		return ok
+	case "fence_check":
+		w.mu.Lock()
+		f := w.fences[m.Fence]
+		if f == nil {
+			f = sequencer.NewFence()
+			w.fences[m.Fence] = f
+		}
+		w.mu.Unlock()
+		err := f.CheckString(m.Sequencer)
+		switch {
+		case err == nil:
+			ok.Verdict = "admit"
+		case errors.Is(err, sequencer.ErrStale):
+			ok.Verdict = "stale"
+		case errors.Is(err, sequencer.ErrMalformed):
+			ok.Verdict = "malformed"
+		default:
+			return w.fail(m, err)
+		}
+		return ok
+	default:
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "unknown op %q", m.Op))
+	}
+}
+
+// stream starts a watch (lock_state events) or an observation (leader
+// events) of m.Name, named m.Watch, until "stop".
+func (w *goWorker) stream(m message) message {
+	w.mu.Lock()
+	c := w.client
+	w.mu.Unlock()
+	if c == nil {
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "connect first"))
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	ref := m.Watch
+	if m.Op == "watch" {
+		states, err := session.Watch(ctx, c, m.Name)
+		if err != nil {
+			cancel()
+			return w.fail(m, err)
+		}
+		go func() {
+			for st := range states {
+				var hs []uint64
+				for _, h := range st.Holders {
+					hs = append(hs, uint64(h.Token))
+				}
+				w.send(message{Event: "lock_state", Watch: ref, Holders: hs, At: unixSeconds(time.Now())})
+			}
+		}()
+	} else {
+		leaders, err := session.Observe(ctx, c, m.Name)
+		if err != nil {
+			cancel()
+			return w.fail(m, err)
+		}
+		go func() {
+			for ld := range leaders {
+				w.send(message{Event: "leader", Watch: ref, Value: ld.Value, Token: uint64(ld.Token()),
+					Sequencer: ld.Sequencer.String(), At: unixSeconds(time.Now())})
+			}
+		}()
+	}
+	w.mu.Lock()
+	w.streams[ref] = cancel
+	w.mu.Unlock()
+	return message{ID: m.ID, OK: ptr(true)}
+}
+
+func (w *goWorker) session(ref string) *session.Session {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sessions[ref]
+}
+
+func (w *goWorker) open(ctx context.Context, m message) message {
+	w.mu.Lock()
+	c := w.client
+	w.mu.Unlock()
+	if c == nil {
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "connect first"))
+	}
+	opts := []session.Option{session.TTL(seconds(m.TTL)), session.Name(m.Name)}
+	if m.LockDelay != nil {
+		if *m.LockDelay == 0 {
+			opts = append(opts, session.LockDelay(api.NoLockDelay))
+		} else {
+			opts = append(opts, session.LockDelay(seconds(*m.LockDelay)))
+		}
+	}
+	if m.Grace > 0 {
+		opts = append(opts, session.GracePeriod(seconds(m.Grace)))
+	}
+	ref := m.Session
+	opts = append(opts, session.OnEvent(func(e session.Event) {
+		w.send(message{Event: "state", Session: ref, State: e.State.String(), At: unixSeconds(time.Now())})
+	}))
+	if m.TTL == 0 {
+		opts[0] = session.TTL(0)
+	}
+	s, err := session.Open(ctx, c, opts...)
+	if err != nil {
+		return w.fail(m, err)
+	}
+	w.mu.Lock()
+	w.sessions[ref] = s
+	w.mu.Unlock()
+	return message{ID: m.ID, OK: ptr(true)}
+}
+
+func (w *goWorker) lock(ctx context.Context, m message) message {
+	s := w.session(m.Session)
+	if s == nil {
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "no session %q", m.Session))
+	}
+	mode, err := sequencer.ParseMode(m.Mode)
+	if err != nil {
+		return w.fail(m, api.Errorf(api.CodeInvalidArgument, "%v", err))
+	}
+	var l *session.Lock
+	opts := []session.LockOption{session.Value(m.Value)}
+	if w.broken == "new-holder" {
+		return w.lockNewHolder(ctx, s, m, mode)
+	}
+	switch {
+	case m.Wait > 0:
+		wctx, cancel := context.WithTimeout(ctx, seconds(m.Wait))
+		defer cancel()
+		if mode == sequencer.Shared {
+			l, err = s.RLock(wctx, m.Name, opts...)
+		} else {
+			l, err = s.Lock(wctx, m.Name, opts...)
+		}
+	case mode == sequencer.Shared:
+		l, err = s.TryRLock(ctx, m.Name, opts...)
+	default:
+		l, err = s.TryLock(ctx, m.Name, opts...)
+	}
+	if err != nil {
+		return w.fail(m, err)
+	}
+	w.mu.Lock()
+	w.locks[m.Lock] = l
+	w.mu.Unlock()
+	go w.watchLost(m.Lock, l)
+	return message{ID: m.ID, OK: ptr(true), Sequencer: l.Sequencer().String(), Token: uint64(l.Token()), Holder: l.Holder()}
+}
+
+// watchLost reports the lock's lost event when its Lost channel closes
+// (late, in the "late-lost" broken variant).
+func (w *goWorker) watchLost(ref string, l *session.Lock) {
+	if w.broken == "late-lost" {
+		w.lateLost(ref, l)
+		return
+	}
+	select {
+	case <-l.Lost():
+		w.send(message{Event: "lost", Lock: ref, At: unixSeconds(time.Now())})
+	case <-w.ctx.Done():
+	}
+}
+
+// lateLost is the broken "late-lost" variant: lost is reported
+// ttl + lock-delay + 0.5 s after the session's lost deadline was last
+// renewed, as seen by polling it.
+func (w *goWorker) lateLost(ref string, l *session.Lock) {
+	s := l.Session()
+	late := s.TTL() + s.LockDelay() + 500*time.Millisecond
+	renewed := time.Now()
+	last := s.LostDeadline()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond): // polling is the bug's model, not a sync
+		}
+		if d := s.LostDeadline(); d.After(last) {
+			last, renewed = d, time.Now()
+		}
+		if time.Since(renewed) >= late {
+			w.send(message{Event: "lost", Lock: ref, At: unixSeconds(time.Now())})
+			return
+		}
+	}
+}
+
+// lockNewHolder is the broken "new-holder" variant of a try lock: it
+// speaks HTTP itself (the Go client would retry with the same holder id),
+// each attempt with a new holder id and a deadline of half the request
+// timeout, so an attempt whose answer was lost is followed by one that the
+// cluster sees as somebody else's.
+func (w *goWorker) lockNewHolder(ctx context.Context, s *session.Session, m message, mode sequencer.Mode) message {
+	w.mu.Lock()
+	addrs, per := w.endpoints, w.attempt
+	w.mu.Unlock()
+	if per <= 0 {
+		per = time.Second
+	}
+	hc := &http.Client{Timeout: per}
+	var last error
+	for attempt := range 5 {
+		holder := fmt.Sprintf("broken-%d-%d", time.Now().UnixNano(), attempt)
+		body, _ := json.Marshal(map[string]string{"name": m.Name, "session": s.ID(), "holder": holder, "mode": mode.String()})
+		resp, err := hc.Post("http://"+addrs[attempt%len(addrs)]+"/v1/acquire", "application/json", bytes.NewReader(body))
+		if err != nil {
+			last = err
+			continue
+		}
+		var ans struct {
+			Token     uint64
+			Sequencer string
+			Error     *struct{ Code, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			last = err
+		case ans.Error != nil && ans.Error.Code != string(api.CodeUnknownOutcome) && ans.Error.Code != string(api.CodeNoLeader):
+			return w.fail(m, api.Errorf(api.Code(ans.Error.Code), "%s", ans.Error.Message))
+		case ans.Error == nil:
+			return message{ID: m.ID, OK: ptr(true), Sequencer: ans.Sequencer, Token: ans.Token, Holder: holder}
+		}
+	}
+	return w.fail(m, api.Errorf(api.CodeUnknownOutcome, "gave up after 5 attempts: %v", last))
+}
+
+func (w *goWorker) closeAll() {
+	w.mu.Lock()
+	ss := w.sessions
+	w.sessions = map[string]*session.Session{}
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, s := range ss {
+		s.Close(ctx)
+	}
+}
+
+// seconds converts the protocol's float seconds.
+func seconds(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
