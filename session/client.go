@@ -327,7 +327,7 @@ func (s *Session) loseAllLocked() {
 
 // overErr is the error of an operation on a session that is over.
 func (s *Session) overErr() error {
-	return api.Errorf(api.CodeSessionNotFound, "session %s is %s", s.id, s.State())
+	return api.Errorf(api.CodeSessionNotFound, "session (handle %s) is %s", api.SessionHandle(s.id), s.State())
 }
 
 // ---- keepalive loop ----
@@ -420,7 +420,7 @@ func (s *Session) run(opened time.Time) {
 			lapsed = true
 		}
 		if state == Jeopardy && !now.Before(jeopardyEnd) {
-			cause := fmt.Errorf("session %s: no keepalive acknowledged within the %v grace period after the lease ended", s.id, s.grace)
+			cause := fmt.Errorf("session (handle %s): no keepalive acknowledged within the %v grace period after the lease ended", api.SessionHandle(s.id), s.grace)
 			if lastErr != nil {
 				cause = fmt.Errorf("%w (last keepalive error: %w)", cause, lastErr)
 			}
@@ -805,7 +805,7 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 	defer s.mu.Unlock()
 	if s.state.over() {
 		// Closed: CloseSession released it; expired: it is gone anyway.
-		return nil, api.Errorf(api.CodeSessionNotFound, "session %s is %s", s.id, s.state)
+		return nil, api.Errorf(api.CodeSessionNotFound, "session (handle %s) is %s", api.SessionHandle(s.id), s.state)
 	}
 	s.locks[l] = struct{}{}
 	if s.lapsed {

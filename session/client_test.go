@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1223,6 +1224,37 @@ func TestAbandonedReleaseStopsAtTheClustersAnswer(t *testing.T) {
 		r.runTo(waiter, start.Add(60*time.Second))
 		if got := r.fb.Calls("Release"); got != 2 {
 			t.Fatalf("%d Release calls, want 2: one cut by the outage, one answered not_holder", got)
+		}
+	})
+}
+
+// A session id is a secret: no error the client returns, nor the cause of
+// its expiry, may contain it (they name the session by its handle).
+func TestErrorsNeverContainTheSessionID(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		s := r.open(TTL(3*time.Second), GracePeriod(2*time.Second))
+		id := s.ID()
+		r.setKA(kaBehavior{err: errors.New("connection refused")})
+		r.runTo(s, at(10*time.Second)) // lease and grace over: expired
+		if s.State() != Expired {
+			t.Fatalf("state %v, want expired", s.State())
+		}
+		var errs []error
+		for _, e := range drain(s) {
+			errs = append(errs, e.Err)
+		}
+		_, err := s.TryLock(context.Background(), "a")
+		errs = append(errs, err)
+		_, err = s.Lock(context.Background(), "a")
+		errs = append(errs, err)
+		if len(errs) < 3 || errs[len(errs)-1] == nil {
+			t.Fatalf("errors %v: want the expiry's cause and two refusals", errs)
+		}
+		for _, err := range errs {
+			if err != nil && strings.Contains(err.Error(), id) {
+				t.Errorf("error %q contains the session id", err)
+			}
 		}
 	})
 }
