@@ -461,7 +461,36 @@ func (c *FS) syncDir(p string) syscall.Errno {
 	}
 	c.dirs[st.Ino] = &dirState{durable: ents}
 	c.syncs++
+	c.freeBuried()
 	return 0
+}
+
+// freeBuried deletes the buried files and directories that no durable
+// directory entry names any more: their removal is durable, so no crash
+// can bring them back, and a real disk would have freed their space
+// already. (Without it, a long run on a small disk filled it with the
+// raft-wal segments and snapshots its node had removed.) c.mu is held.
+func (c *FS) freeBuried() {
+	ents, err := os.ReadDir(c.grave())
+	if err != nil || len(ents) == 0 {
+		return
+	}
+	named := make(map[uint64]bool)
+	for _, d := range c.dirs {
+		for _, ino := range d.durable {
+			named[ino] = true
+		}
+	}
+	for _, e := range ents {
+		ino, err := strconv.ParseUint(e.Name(), 10, 64)
+		if err != nil || named[ino] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(c.grave(), e.Name())); err == nil {
+			delete(c.files, ino)
+			delete(c.dirs, ino)
+		}
+	}
 }
 
 // bury moves p (a file, or an empty directory) into the graveyard rather

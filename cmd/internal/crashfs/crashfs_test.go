@@ -195,3 +195,27 @@ func TestSyncMakesEverythingDurableAndFreesRemovedFiles(t *testing.T) {
 		t.Fatal("a file removed before Sync came back after a crash")
 	}
 }
+
+// TestDurableRemovalFreesTheBuriedFile: a removed file stays buried (a
+// crash may bring it back) until the removal is durable, a fsync of its
+// directory; then its space is free, and a crash leaves it removed.
+func TestDurableRemovalFreesTheBuriedFile(t *testing.T) {
+	c := mountT(t)
+	d := c.Dir()
+	write(t, filepath.Join(d, "old"), strings.Repeat("x", 1<<20), true)
+	syncDir(t, d)
+	if err := os.Remove(filepath.Join(d, "old")); err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(c.grave()); len(ents) != 1 {
+		t.Fatalf("graveyard holds %d entries, want the removed file until its removal is durable", len(ents))
+	}
+	syncDir(t, d)
+	if ents, _ := os.ReadDir(c.grave()); len(ents) != 0 {
+		t.Fatalf("graveyard holds %d entries after the removal was made durable, want none", len(ents))
+	}
+	crash(t, c)
+	if _, ok := content(t, filepath.Join(d, "old")); ok {
+		t.Fatal("a durably removed file came back after a crash")
+	}
+}
