@@ -9,6 +9,13 @@
 // With --tls-cert, --tls-key and --tls-ca it serves HTTPS on --http-addr
 // and mutual TLS on --raft-addr; a node on an address other machines can
 // reach refuses to start without them, unless --insecure.
+//
+// Its other commands work offline, on a stopped node's data dir, each
+// with only its own flags (commands.go; raftlockd help COMMAND):
+//
+//	raftlockd recover --peers-file peers.json --data-dir D --min-token N
+//	raftlockd migrate-log-store --data-dir D --to wal
+//	raftlockd check-data --data-dir D
 package main
 
 import (
