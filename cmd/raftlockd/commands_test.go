@@ -322,3 +322,15 @@ func TestCheckDataPrintsTheVerdictOfAStoppedDataDir(t *testing.T) {
 		}
 	})
 }
+
+// serve is the default command: raftlockd serve FLAGS is raftlockd FLAGS,
+// refusals included.
+func TestServeIsTheDefaultCommand(t *testing.T) {
+	for _, args := range [][]string{{"--id", "n1"}, {"--dev", "extra"}, {"--log-level", "loud", "--dev"}} {
+		code, out, errOut := runOut(args...)
+		scode, sout, serrOut := runOut(append([]string{"serve"}, args...)...)
+		if code != 2 || scode != code || sout != out || serrOut != errOut {
+			t.Errorf("%q: exit %d, %q, %q; with serve: %d, %q, %q", args, code, out, errOut, scode, sout, serrOut)
+		}
+	}
+}
