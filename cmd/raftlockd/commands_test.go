@@ -219,7 +219,7 @@ func TestDeprecatedSpellingsWarnOnceNamingTheNewOne(t *testing.T) {
 	}
 	code := mainIO(getenv, []string{"--dev"}, &stdout, &stderr)
 	if code != 0 || strings.Count(stderr.String(), "[WARN]") != 1 ||
-		!strings.Contains(stderr.String(), "RAFTLOCKD_CHECK_DATA_DIR=DIR raftlockd is deprecated and goes in the next release: run `raftlockd check-data --data-dir DIR` instead") {
+		!strings.Contains(stderr.String(), "RAFTLOCKD_CHECK_DATA_DIR is deprecated and goes in the next release: run `raftlockd check-data --data-dir DIR` instead") {
 		t.Errorf("RAFTLOCKD_CHECK_DATA_DIR: exit %d, stderr %q", code, stderr.String())
 	}
 	// The new spellings print no warning.

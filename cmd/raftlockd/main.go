@@ -49,7 +49,7 @@ func main() {
 // mainIO is main with its environment and output given.
 func mainIO(getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	if dir := getenv(checkEnv); dir != "" {
-		deprecated(stderr, checkEnv+"=DIR raftlockd", "raftlockd check-data --data-dir DIR")
+		deprecated(stderr, checkEnv, "raftlockd check-data --data-dir DIR")
 		return runCheckChild(dir, stderr)
 	}
 	return runIO(args, stdout, stderr)
@@ -157,10 +157,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 		return o, reportedError{err}
 	}
 	if o.backup.recover != "" {
-		deprecated(stderr, "raftlockd --recover", "raftlockd recover --peers-file FILE --data-dir DIR --min-token N")
+		deprecated(stderr, "--recover", "raftlockd recover --peers-file FILE --data-dir DIR --min-token N")
 	}
 	if o.logStore.migrate != "" {
-		deprecated(stderr, "raftlockd --migrate-log-store", "raftlockd migrate-log-store --data-dir DIR --to STORE")
+		deprecated(stderr, "--migrate-log-store", "raftlockd migrate-log-store --data-dir DIR --to STORE")
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
