@@ -146,7 +146,8 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 
 // parse parses and checks the serve flags. A flag the flag package
 // refuses is printed to stderr, with a hint (reportedError); -h comes
-// back as flag.ErrHelp, printed by nothing.
+// back as flag.ErrHelp, unprinted: runServe prints the help on stdout. A
+// deprecated flag prints its WARN line here.
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := serveFlags(&o, stderr)
