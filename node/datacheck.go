@@ -192,7 +192,7 @@ func walkBucket(b *bbolt.Bucket) error {
 // opens each writable as a node does (which rebuilds the freelist by
 // scanning every page). Both run goroutines of bbolt's own, where a
 // damaged page can crash the process beyond recovery: call it in a child
-// process (raftlockd --check-data-dir) and treat its crash as the damage.
+// process (raftlockd check-data) and treat its crash as the damage.
 // Its error names the damaged file.
 func CheckDataDirDeep(dir string) error {
 	for _, path := range DeepCheckedFiles(dir) {

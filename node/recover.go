@@ -79,7 +79,7 @@ func recoverConfiguration(servers []RecoverServer) (raft.Configuration, error) {
 }
 
 // Recover rewrites the Raft state of the stopped node in dataDir for a
-// cluster that lost its quorum for good (raftlockd --recover): it
+// cluster that lost its quorum for good (raftlockd recover): it
 // replays the node's latest snapshot and every log entry it holds, as
 // hashicorp/raft's RecoverCluster does, and writes the result as a
 // snapshot whose configuration is servers, with an empty log. Unlike

@@ -287,8 +287,10 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 	}
 	minToken := uint64(ga.Token) + 1_000_000
 	survivor := c.Flag(s, "--data-dir")
-	if out, err := exec.Command(bin, "--recover", file, "--data-dir", survivor, "--min-token", fmt.Sprint(minToken), "--restore-hold", "0s").CombinedOutput(); err != nil {
-		t.Fatalf("raftlockd --recover: %v: %s", err, out)
+	// raftlockd recover here; TestRecoverLastNodeKeepsStateAndRaisesTokens
+	// runs its deprecated spelling, --recover.
+	if out, err := exec.Command(bin, "recover", "--peers-file", file, "--data-dir", survivor, "--min-token", fmt.Sprint(minToken), "--restore-hold", "0s").CombinedOutput(); err != nil {
+		t.Fatalf("raftlockd recover: %v: %s", err, out)
 	}
 	for i := range c.Nodes {
 		if i == s {

@@ -87,7 +87,13 @@ func TestADataDirKeepsItsLogStoreUntilMigrated(t *testing.T) {
 	}
 	migrate := func(to string) {
 		t.Helper()
-		out, err := exec.Command(bin, "--data-dir", dir, "--migrate-log-store", to).CombinedOutput()
+		// To wal with raftlockd migrate-log-store, back to boltdb with
+		// its deprecated spelling, which still works.
+		args := []string{"migrate-log-store", "--data-dir", dir, "--to", to}
+		if to == "boltdb" {
+			args = []string{"--data-dir", dir, "--migrate-log-store", to}
+		}
+		out, err := exec.Command(bin, args...).CombinedOutput()
 		if err != nil || !strings.Contains(string(out), "moved from") {
 			t.Fatalf("--migrate-log-store %s: %v\n%s", to, err, out)
 		}

@@ -9,6 +9,13 @@
 // With --tls-cert, --tls-key and --tls-ca it serves HTTPS on --http-addr
 // and mutual TLS on --raft-addr; a node on an address other machines can
 // reach refuses to start without them, unless --insecure.
+//
+// Its other commands work offline, on a stopped node's data dir, each
+// with only its own flags (commands.go; raftlockd help COMMAND):
+//
+//	raftlockd recover --peers-file peers.json --data-dir D --min-token N
+//	raftlockd migrate-log-store --data-dir D --to wal
+//	raftlockd check-data --data-dir D
 package main
 
 import (
@@ -31,16 +38,21 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
-	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/transport"
 )
 
 func main() {
-	if dir := os.Getenv(checkEnv); dir != "" {
-		os.Exit(runCheckChild(dir, os.Stderr))
+	os.Exit(mainIO(os.Getenv, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// mainIO is main with its environment and output given.
+func mainIO(getenv func(string) string, args []string, stdout, stderr io.Writer) int {
+	if dir := getenv(checkEnv); dir != "" {
+		deprecated(stderr, checkEnv, "raftlockd check-data --data-dir DIR")
+		return runCheckChild(dir, stderr)
 	}
-	os.Exit(run(os.Args[1:], os.Stderr))
+	return runIO(args, stdout, stderr)
 }
 
 type options struct {
@@ -81,10 +93,9 @@ type options struct {
 	debugRemote bool
 }
 
-func parse(args []string, stderr io.Writer) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("raftlockd", flag.ContinueOnError)
-	fs.SetOutput(flaghint.Writer(stderr))
+// serveFlags returns the flag set of serve, bound to o.
+func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
+	fs := newFlagSet("raftlockd", stderr)
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.id, "id", "", "this node's id (e.g. n1)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the Raft log, stable store and snapshots (--dev: default a new temp dir)")
@@ -130,8 +141,27 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
 	addLogStoreFlags(fs, &o.logStore)
+	return fs
+}
+
+// parse parses and checks the serve flags. A flag the flag package
+// refuses is printed to stderr, with a hint (reportedError); -h comes
+// back as flag.ErrHelp, unprinted: runServe prints the help on stdout. A
+// deprecated flag prints its WARN line here.
+func parse(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := serveFlags(&o, stderr)
 	if err := fs.Parse(args); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stderr, "raftlockd: %s\n", flagErrorHint(err, fs, "raftlockd --help"))
+		}
 		return o, reportedError{err}
+	}
+	if o.backup.recover != "" {
+		deprecated(stderr, "--recover", "raftlockd recover --peers-file FILE --data-dir DIR --min-token N")
+	}
+	if o.logStore.migrate != "" {
+		deprecated(stderr, "--migrate-log-store", "raftlockd migrate-log-store --data-dir DIR --to STORE")
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -271,15 +301,22 @@ func parsePeers(s string) ([]node.Peer, error) {
 	return peers, nil
 }
 
-// run runs raftlockd with args; --version prints to os.Stdout, all else
-// goes to stderr.
+// run runs raftlockd with args; --version and the help print to
+// os.Stdout, all else goes to stderr.
 func run(args []string, stderr io.Writer) int { return runIO(args, os.Stdout, stderr) }
 
-// runIO is run with the standard output given.
-func runIO(args []string, stdout, stderr io.Writer) int {
+// runIO is run with the standard output given: the command args name
+// (commands.go), or serve.
+func runIO(args []string, stdout, stderr io.Writer) int { return dispatch(args, stdout, stderr) }
+
+// runServe is raftlockd serve: it runs one node, or with --dev three, until
+// a signal. The deprecated --recover and --migrate-log-store run those
+// commands instead.
+func runServe(args []string, stdout, stderr io.Writer) int {
 	o, err := parse(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printOverview(stdout)
 			return 0
 		}
 		if !errors.As(err, new(reportedError)) {
@@ -292,10 +329,11 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if o.backup.recover != "" {
-		return runRecover(o, stderr)
+		return runRecover(recoverOptions{dataDir: o.dataDir, peersFile: o.backup.recover, minToken: o.backup.minToken,
+			minTokenSet: o.backup.minTokenSet, hold: o.backup.hold, log: logOptions{o.logLevel, o.logJSON}}, true, stderr)
 	}
 	if o.logStore.migrate != "" {
-		return runMigrate(o, stderr)
+		return runMigrate(migrateOptions{dataDir: o.dataDir, to: o.logStore.migrate, log: logOptions{o.logLevel, o.logJSON}}, true, stderr)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raftlockd", Level: hclog.LevelFromString(o.logLevel),
 		JSONFormat: o.logJSON, Output: stderr})

@@ -26,7 +26,8 @@ type backupOptions struct {
 	// trailingLogs: node.Config.TrailingLogs.
 	trailingLogs uint64
 	// restore is a backup file to restore into the new cluster this node
-	// bootstraps; recover a peers file to recover the data dir with.
+	// bootstraps; recover a peers file to recover the data dir with
+	// (deprecated: raftlockd recover).
 	restore, recover string
 	// minToken is the token floor of --restore and --recover;
 	// minTokenSet: the flag was given.
@@ -48,20 +49,42 @@ func addBackupFlags(fs *flag.FlagSet, o *backupOptions) {
 	fs.Uint64Var(&o.trailingLogs, "snapshot-trailing-logs", node.DefaultTrailingLogs,
 		"log entries a snapshot leaves in the log, so that a follower lagging by fewer catches up without a snapshot")
 	fs.StringVar(&o.restore, "restore", "", "restore this backup file (raftlock snapshot save) into the new cluster this node bootstraps (needs --min-token and an empty --data-dir)")
-	fs.StringVar(&o.recover, "recover", "", "recover --data-dir after a lost quorum with this peers file ([{\"id\",\"address\",\"non_voter\"}]), then exit (needs --min-token; the node must be stopped)")
-	fs.DurationVar(&o.hold, "restore-hold", DefaultRestoreHold,
-		"with --restore or --recover: grant no lock for this long after the new cluster starts, so that every client of the old cluster "+
-			"has been told or has reached the end of its lease plus lock-delay (0s: none, when the old cluster has served no client for at least that long)")
-	fs.Func("min-token", "with --restore or --recover: every token granted afterwards is above `N` (the highest token any fence or client saw, or a generous bound above it)", func(s string) error {
-		var err error
-		_, err = fmt.Sscan(s, &o.minToken)
-		o.minTokenSet = err == nil
+	fs.StringVar(&o.recover, "recover", "", "deprecated: raftlockd recover --peers-file FILE --data-dir DIR --min-token N")
+	holdFlag(fs, &o.hold, "with --restore or --recover: grant no lock for this long after the new cluster starts, so that every client of the old cluster "+
+		"has been told or has reached the end of its lease plus lock-delay (0s: none, when the old cluster has served no client for at least that long)")
+	minTokenFlag(fs, &o.minToken, &o.minTokenSet,
+		"with --restore or --recover: every token granted afterwards is above `N` (the highest token any fence or client saw, or a generous bound above it)")
+}
+
+// holdFlag adds --restore-hold, of serve (--restore) and recover.
+func holdFlag(fs *flag.FlagSet, hold *time.Duration, usage string) {
+	fs.DurationVar(hold, "restore-hold", DefaultRestoreHold, usage)
+}
+
+// checkHold refuses a --restore-hold out of [0s, DefaultRestoreHold].
+func checkHold(hold time.Duration) error {
+	if hold < 0 || hold > DefaultRestoreHold {
+		return api.Errorf(api.CodeInvalidArgument, "--restore-hold %v out of range [0s, %v]", hold, DefaultRestoreHold)
+	}
+	return nil
+}
+
+// minTokenFlag adds --min-token, of serve (--restore) and recover; set
+// records that it was given.
+func minTokenFlag(fs *flag.FlagSet, minToken *uint64, set *bool, usage string) {
+	fs.Func("min-token", usage, func(s string) error {
+		_, err := fmt.Sscan(s, minToken)
+		*set = err == nil
 		if err != nil {
 			return fmt.Errorf("%q is not a token (a non-negative integer)", s)
 		}
 		return nil
 	})
 }
+
+// minTokenWhy says why --min-token is required and how to choose it.
+const minTokenWhy = "every token granted afterwards is above N, so N must be at least " +
+	"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see README, Backup and restore)"
 
 // check checks the flags, and reads and checks the --restore file, before
 // anything starts.
@@ -75,9 +98,10 @@ func (o *backupOptions) check(dev bool, dataDir string) error {
 	if err := api.CheckDuration("--snapshot-interval", o.snapshotInterval, node.MinSnapshotInterval, node.MaxSnapshotInterval); err != nil {
 		return err
 	}
+	if err := checkHold(o.hold); err != nil {
+		return err
+	}
 	switch {
-	case o.hold < 0 || o.hold > DefaultRestoreHold:
-		return api.Errorf(api.CodeInvalidArgument, "--restore-hold %v out of range [0s, %v]", o.hold, DefaultRestoreHold)
 	case o.restore == "" && o.recover == "":
 		if o.minTokenSet {
 			return errors.New("--min-token is for --restore and --recover")
@@ -88,8 +112,7 @@ func (o *backupOptions) check(dev bool, dataDir string) error {
 	case o.restore != "" && o.recover != "":
 		return errors.New("--restore and --recover do not go together")
 	case !o.minTokenSet:
-		return errors.New("--restore and --recover need --min-token N: every token granted afterwards is above N, so N must be at least " +
-			"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see README, Backup and restore)")
+		return errors.New("--restore and --recover need --min-token N: " + minTokenWhy)
 	case o.minToken > node.MaxMinToken:
 		return fmt.Errorf("--min-token %d is above %d (2^62): pick a bound closer to the tokens issued", o.minToken, uint64(node.MaxMinToken))
 	case dataDir == "":
