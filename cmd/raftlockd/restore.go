@@ -84,7 +84,7 @@ func minTokenFlag(fs *flag.FlagSet, minToken *uint64, set *bool, usage string) {
 
 // minTokenWhy says why --min-token is required and how to choose it.
 const minTokenWhy = "every token granted afterwards is above N, so N must be at least " +
-	"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see README, Backup and restore)"
+	"the highest token the old cluster issued (the highest a fence or client saw, or a generous bound: tokens are 64-bit; see docs/OPERATIONS.md, Backup, restore and recovery)"
 
 // check checks the flags, and reads and checks the --restore file, before
 // anything starts.
