@@ -7,7 +7,7 @@ import (
 )
 
 // Bounds of the node's duration settings. Like the session limits, they are
-// part of the documented contract (README "Limits and defaults"); raftlockd
+// part of the documented contract (docs/OPERATIONS.md, "Limits and defaults"); raftlockd
 // checks its flags against them with the same validators.
 const (
 	// MaxFailoverGrace bounds Config.FailoverGrace. A grace longer than the
