@@ -106,21 +106,26 @@ func (c *keepAliveConfirmer) pendingWaiters() int {
 }
 
 // confirmKeepAlive is verifyRead for a keepalive: the leadership
-// confirmation is shared with the keepalives that arrive meanwhile
-// (keepAliveConfirmer).
-func (n *Node) confirmKeepAlive(ctx context.Context) error {
+// confirmation is shared with the keepalives of the same term that arrive
+// meanwhile (keepAliveConfirmer). It returns the term confirmed, whose
+// lease table the keepalive extends.
+func (n *Node) confirmKeepAlive(ctx context.Context) (*leaderTerm, error) {
+	t := n.leadership()
+	if t == nil {
+		return nil, n.noLeader()
+	}
 	if n.cfg.Faults.localReads() {
-		return ctx.Err()
+		return t, ctx.Err()
 	}
 	if !n.ready.Load() {
-		return n.noLeader()
+		return nil, n.noLeader()
 	}
-	err := n.kaConfirm.confirm(ctx, func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
+	err := t.kaConfirm.confirm(ctx, func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
 	if err == nil {
-		return nil
+		return t, nil
 	}
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
-		return cerr
+		return nil, cerr
 	}
-	return api.Errorf(api.CodeNoLeader, "leadership not confirmed: %v", err)
+	return nil, api.Errorf(api.CodeNoLeader, "leadership not confirmed: %v", err)
 }

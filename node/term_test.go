@@ -1,0 +1,96 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+func newBareTerm() *leaderTerm { return newLeaderTerm(&Node{cfg: Config{Now: time.Now}}) }
+
+// A term that has ended arms no timer: an event applied after the end, or
+// the retry of a proposal that failed as leadership ended, leaves nothing
+// running.
+func TestEndedTermArmsNoTimer(t *testing.T) {
+	term := newBareTerm()
+	term.end()
+	term.scheduleTimer(holdKey{1}, time.Hour)
+	if due, armed := term.due(holdKey{1}); armed {
+		t.Fatalf("an ended term armed a timer due %v", due)
+	}
+}
+
+// Ending a term stops every timer it armed and closes its done channel;
+// ending it again changes nothing.
+func TestEndingTermStopsItsTimersAndClosesDone(t *testing.T) {
+	term := newBareTerm()
+	keys := []leaderTimer{holdKey{1}, delayKey{"a", 2}, waitTimerKey{waitKey{"a", "s", "h"}, 3}}
+	for _, k := range keys {
+		term.scheduleTimer(k, time.Hour)
+		if _, armed := term.due(k); !armed {
+			t.Fatalf("%s: not armed by a live term", k.what())
+		}
+	}
+	term.end()
+	term.end()
+	select {
+	case <-term.done():
+	default:
+		t.Fatal("done is open after the term ended")
+	}
+	for _, k := range keys {
+		if _, armed := term.due(k); armed {
+			t.Errorf("%s: still armed after the term ended", k.what())
+		}
+	}
+	if len(term.timers) != 0 {
+		t.Fatalf("%d timers left after the term ended", len(term.timers))
+	}
+}
+
+// A node that loses leadership drops its term: the term ends, so that an
+// acquire waiting on it is answered unknown_outcome, and the node no
+// longer holds it; the new leader holds one of its own, whose lease
+// table tracks every session.
+func TestLeadershipChangeDropsTheTerm(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	ctx := ctxT(t)
+	old, _ := c.leader()
+	holder := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
+	waiter := mustOpen(t, c, api.OpenRequest{TTL: time.Minute})
+	const L = "term/lock"
+	if _, err := old.Acquire(ctx, api.AcquireRequest{Name: L, Session: holder.ID, Holder: "h1"}); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		_, err := old.Acquire(ctx, api.AcquireRequest{Name: L, Session: waiter.ID, Holder: "q1", Wait: time.Minute})
+		waited <- err
+	}()
+	c.awaitQueue(t, L, "q1")
+	term := old.leadership()
+	if term == nil {
+		t.Fatal("the leader holds no term")
+	}
+	if _, err := old.transferLeadership(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; api.CodeOf(err) != api.CodeUnknownOutcome {
+		t.Fatalf("the waiting acquire answered %v; want unknown_outcome", err)
+	}
+	select {
+	case <-term.done():
+	default:
+		t.Fatal("the old term did not end")
+	}
+	if old.leadership() == term {
+		t.Fatal("a deposed leader still holds its term")
+	}
+	now, _ := c.leader()
+	for i, s := range []api.Info{holder, waiter} {
+		if _, ok := now.leadership().leases.Deadline(s.ID); !ok {
+			t.Errorf("session %d: not in the new leader's lease table", i+1)
+		}
+	}
+}
