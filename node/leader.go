@@ -86,12 +86,9 @@ func (t *leaderTerm) lead() {
 		ttls[s.ID] = time.Duration(s.TTL)
 	}
 	t.leases.Reset(ttls, n.cfg.FailoverGrace)
-	select {
-	case <-done:
+	if !t.serve() {
 		return
-	default:
 	}
-	n.ready.Store(true)
 	// Like the leases, every lock-delay restarts for its full length on
 	// this node's monotonic clock: how much of it ran under the previous
 	// leader is unknown here (DelayUntil is another node's wall clock,

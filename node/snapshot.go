@@ -160,7 +160,6 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	if !n.ready.Load() || t == nil {
 		return transport.RestoreInfo{}, n.noLeader()
 	}
-	done := t.done()
 	// Refuse proposals and pause expiries while the state is replaced,
 	// then drain what Raft already has: the last index read next is then
 	// final but for a proposal on its way in (restoreMargin).
@@ -168,11 +167,7 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	n.ready.Store(false)
 	defer func() {
 		n.snap.restoring.Store(false)
-		select {
-		case <-done:
-		default:
-			n.ready.Store(true)
-		}
+		t.serve()
 	}()
 	if err := waitFuture(ctx, n.raft.Barrier(DefaultApplyTimeout)); err != nil {
 		return transport.RestoreInfo{}, mapRaftError(err)

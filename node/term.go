@@ -78,6 +78,21 @@ func (t *leaderTerm) end() {
 	t.stopTimersLocked()
 }
 
+// serve makes the node serve (ready) in this term, unless the term has
+// ended, and reports whether it does: an ended term never makes the node
+// serve, whatever its goroutines still do (a later term serves only after
+// its own Barrier).
+func (t *leaderTerm) serve() bool {
+	n := t.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.leadership() != t {
+		return false
+	}
+	n.ready.Store(true)
+	return true
+}
+
 // leadership returns the current term, nil when this node does not lead.
 func (n *Node) leadership() *leaderTerm { return n.term.Load() }
 

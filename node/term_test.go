@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/raftlock/raftlock/api"
 )
 
@@ -46,6 +48,25 @@ func TestEndingTermStopsItsTimersAndClosesDone(t *testing.T) {
 	}
 	if len(term.timers) != 0 {
 		t.Fatalf("%d timers left after the term ended", len(term.timers))
+	}
+}
+
+// Only the current term makes the node serve: a term's loop that finishes
+// its catching up (or a restore that ends) after the term ended leaves
+// the node not serving.
+func TestEndedTermNeverMakesTheNodeServe(t *testing.T) {
+	n := &Node{cfg: Config{Now: time.Now}, log: hclog.NewNullLogger()}
+	term := newLeaderTerm(n)
+	n.term.Store(term)
+	if !term.serve() || !n.IsLeader() {
+		t.Fatal("the current term does not make the node serve")
+	}
+	n.endLeadership()
+	if n.IsLeader() {
+		t.Fatal("the node serves after its term ended")
+	}
+	if term.serve() || n.IsLeader() {
+		t.Fatal("an ended term made the node serve")
 	}
 }
 
