@@ -201,8 +201,8 @@ func (n *Node) DeleteToken(ctx context.Context, id string) error {
 	if res.Status == fsm.StatusTokenNotFound {
 		return api.Errorf(api.CodeNotFound, "token %s: unknown", id)
 	}
-	if n.cfg.Faults.revokeWithoutNotice() {
-		n.endDelaysNow()
+	if t := n.leadership(); t != nil && n.cfg.Faults.revokeWithoutNotice() {
+		t.endDelaysNow()
 	}
 	return mapStatus(res, "delete token")
 }

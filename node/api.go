@@ -40,7 +40,7 @@ func (n *Node) verifyRead(ctx context.Context) error {
 // verifyLeading confirms with a quorum that this node leads, serving or
 // not yet (Cluster).
 func (n *Node) verifyLeading(ctx context.Context) error {
-	if !n.leading.Load() {
+	if !n.leading() {
 		return n.noLeader()
 	}
 	return n.confirmLeadership(ctx)
@@ -110,22 +110,26 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	if err := n.authorizeSession(ctx, id); err != nil {
 		return 0, err
 	}
-	gen, marked := n.leases.Arrive(id, arrived)
-	if r, err := n.confirmKeepAlive(ctx); err != nil {
+	t := n.leadership()
+	if t == nil {
+		return 0, n.noLeader()
+	}
+	gen, marked := t.leases.Arrive(id, arrived)
+	if r, err := n.confirmKeepAlive(ctx, t); err != nil {
 		switch {
 		case marked && r != nil:
-			go n.settleLate(r, id, gen, arrived)
+			go n.settleLate(t, r, id, gen, arrived)
 		case marked:
-			n.leases.Settle(id, gen, arrived, false)
+			t.leases.Settle(id, gen, arrived, false)
 		}
 		return 0, err
 	}
 	var ttl time.Duration
 	var ok bool
 	if marked {
-		ttl, ok = n.leases.Settle(id, gen, arrived, true)
+		ttl, ok = t.leases.Settle(id, gen, arrived, true)
 	} else {
-		ttl, ok = n.leases.KeepAliveArrived(id, arrived)
+		ttl, ok = t.leases.KeepAliveArrived(id, arrived)
 	}
 	if !ok {
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
@@ -135,11 +139,11 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 }
 
 // settleLate settles a keepalive whose caller gave up before its
-// leadership confirmation r was answered, once it is: a confirmed one
+// leadership confirmation r (in term t) was answered, once it is: a confirmed one
 // extends the lease from its arrival, as if it had been answered.
-func (n *Node) settleLate(r *confirmRound, id string, gen uint64, arrived time.Time) {
+func (n *Node) settleLate(t *leaderTerm, r *confirmRound, id string, gen uint64, arrived time.Time) {
 	<-r.done
-	if ttl, ok := n.leases.Settle(id, gen, arrived, r.err == nil); ok {
+	if ttl, ok := t.leases.Settle(id, gen, arrived, r.err == nil); ok {
 		n.metrics.keepalive.Inc()
 		n.log.Debug("a keepalive whose caller gave up extended its lease", "session", api.SessionHandle(id), "ttl", ttl)
 	}
@@ -218,14 +222,21 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		return api.Grant{}, err
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
+	// The wait belongs to this term: the term's end answers it
+	// (unknown_outcome). A node that does not lead answers no_leader
+	// below (propose), having waited for nothing.
+	t := n.leadership()
 	var ch chan waitResult
-	if req.Wait > 0 {
-		ch = n.addWait(key)
-		defer n.removeWait(key, ch)
+	var done <-chan struct{} = n.noTerm
+	if t != nil {
+		done = t.done()
+		if req.Wait > 0 {
+			ch = t.addWait(key)
+			defer t.removeWait(key, ch)
+		}
 	}
-	done := n.leadershipDone()
 	res := fsm.Result{Status: fsm.StatusQueued}
-	if req.Wait == 0 || !n.placeKept(key, req.Mode, req.Wait) {
+	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Wait) {
 		var err error
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
@@ -394,8 +405,9 @@ func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait ti
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
+		lost := n.leadershipDone()
 		n.mu.Lock()
-		changed, lost := n.changed, n.leaderCh
+		changed := n.changed
 		n.mu.Unlock()
 		st := n.lockState(name)
 		if index == 0 || st.Index > index {

@@ -114,11 +114,12 @@ func (c *keepAliveConfirmer) pendingWaiters() int {
 }
 
 // confirmKeepAlive is verifyRead for a keepalive: the leadership
-// confirmation is shared with the keepalives that arrive meanwhile
-// (keepAliveConfirmer). If ctx ends while the confirmation runs, it
-// returns ctx's error and the round, which goes on: its answer can still
-// settle the keepalive (leaseTable.Arrive). Otherwise the round is nil.
-func (n *Node) confirmKeepAlive(ctx context.Context) (*confirmRound, error) {
+// confirmation is shared with the keepalives of term t that arrive
+// meanwhile (keepAliveConfirmer). If ctx ends while the confirmation
+// runs, it returns ctx's error and the round, which goes on: its answer
+// can still settle the keepalive (leaseTable.Arrive). Otherwise the round
+// is nil.
+func (n *Node) confirmKeepAlive(ctx context.Context, t *leaderTerm) (*confirmRound, error) {
 	if n.cfg.Faults.localReads() {
 		return nil, ctx.Err()
 	}
@@ -128,7 +129,7 @@ func (n *Node) confirmKeepAlive(ctx context.Context) (*confirmRound, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := n.kaConfirm.join(func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
+	r := t.kaConfirm.join(func() raft.Future { return n.raft.VerifyLeader() }, n.stop)
 	select {
 	case <-r.done:
 	case <-ctx.Done():

@@ -16,84 +16,15 @@ import (
 	"github.com/raftlock/raftlock/transport"
 )
 
-// waitKey names one waiting acquire.
-type waitKey struct{ lock, session, holder string }
-
-// waitResult answers a waiting acquire: a grant (token > 0) or the end of
-// the wait without one.
-type waitResult struct {
-	token uint64
-	mode  sequencer.Mode
-	why   fsm.WaitEnd // without a grant: why the wait ended
-}
-
-// leaderTimer is a timer of the leader whose end is a proposal: the end of
-// a lock-delay, or of a wait that ran out. Keys are comparable values.
-type leaderTimer interface {
-	// command is the proposal made when the timer fires (idempotent).
-	command() *fsm.Command
-	// what names the timer in logs.
-	what() string
-}
-
-// delayKey names a lock-delay: the lock and the DelayUntil that EndDelay
-// carries.
-type delayKey struct {
-	lock  string
-	until int64
-}
-
-func (k delayKey) command() *fsm.Command {
-	return &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until}}
-}
-
-func (k delayKey) what() string { return "end lock-delay of " + k.lock }
-
-// holdKey names the restore hold (fsm.Hold) by the Until that EndHold
-// carries.
-type holdKey struct{ until int64 }
-
-func (k holdKey) command() *fsm.Command {
-	return &fsm.Command{Type: fsm.CmdEndHold, EndHold: &fsm.EndHold{Until: k.until}}
-}
-
-func (k holdKey) what() string { return "end the restore hold" }
-
-// waitTimerKey names one wait: the waiter and the index that set it.
-type waitTimerKey struct {
-	waitKey
-	set uint64
-}
-
-func (k waitTimerKey) command() *fsm.Command {
-	return &fsm.Command{Type: fsm.CmdCancelWait, CancelWait: &fsm.LockRef{Lock: k.lock, Session: k.session,
-		Holder: k.holder, WaitSet: k.set}}
-}
-
-func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
-
 // onEvent runs inside Apply with the FSM locked: it must not block or read
 // the FSM.
 func (n *Node) onEvent(e fsm.Event) {
 	n.metrics.count(e)
 	n.events.record(e)
+	if t := n.leadership(); t != nil {
+		t.onEvent(e)
+	}
 	switch e.Kind {
-	case fsm.EventGranted:
-		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
-	case fsm.EventWaitEnded:
-		n.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{why: e.Reason})
-	case fsm.EventWaitSet:
-		if n.leading.Load() {
-			n.scheduleTimer(waitTimerKey{waitKey{e.Lock, e.Session, e.Holder}, e.Index}, waitLength(e.WaitFor))
-		}
-	case fsm.EventSessionOpened:
-		n.leases.Add(e.Session, time.Duration(e.TTL))
-	case fsm.EventSessionRemoved:
-		n.leases.Remove(e.Session)
-	case fsm.EventDelayStarted:
-		if n.leading.Load() {
-			n.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
-		}
 	case fsm.EventHalted:
 		n.halt(e.Err)
 	case fsm.EventLockChanged, fsm.EventRestored:
@@ -104,115 +35,37 @@ func (n *Node) onEvent(e fsm.Event) {
 	}
 }
 
-func (n *Node) notifyWait(k waitKey, r waitResult) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, ch := range n.waits[k] {
-		select {
-		case ch <- r:
-		default:
-		}
+// onEvent is Node.onEvent's part for the term: it answers waiting
+// acquires, arms the timers of new waits and lock-delays, and tracks
+// sessions in the lease table. It runs inside Apply with the FSM locked:
+// it must not block or read the FSM.
+func (t *leaderTerm) onEvent(e fsm.Event) {
+	switch e.Kind {
+	case fsm.EventGranted:
+		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
+	case fsm.EventWaitEnded:
+		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{why: e.Reason})
+	case fsm.EventWaitSet:
+		t.scheduleTimer(waitTimerKey{waitKey{e.Lock, e.Session, e.Holder}, e.Index}, waitLength(e.WaitFor))
+	case fsm.EventSessionOpened:
+		t.leases.Add(e.Session, time.Duration(e.TTL))
+	case fsm.EventSessionRemoved:
+		t.leases.Remove(e.Session)
+	case fsm.EventDelayStarted:
+		t.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
 	}
-}
-
-// addWait registers a waiter before its acquire is proposed, so that no
-// grant can slip by unseen.
-func (n *Node) addWait(k waitKey) chan waitResult {
-	ch := make(chan waitResult, 1)
-	n.mu.Lock()
-	n.waits[k] = append(n.waits[k], ch)
-	n.mu.Unlock()
-	return ch
-}
-
-func (n *Node) removeWait(k waitKey, ch chan waitResult) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	chans := n.waits[k]
-	for i, c := range chans {
-		if c == ch {
-			chans = append(chans[:i:i], chans[i+1:]...)
-			break
-		}
-	}
-	if len(chans) == 0 {
-		delete(n.waits, k)
-	} else {
-		n.waits[k] = chans
-	}
-}
-
-// leadershipDone returns a channel closed when the current leadership ends.
-func (n *Node) leadershipDone() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.leaderCh
-}
-
-func (n *Node) watchLeadership() {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case isLeader := <-n.raft.LeaderCh():
-			if isLeader {
-				n.startLeadership()
-			} else {
-				n.endLeadership()
-			}
-		}
-	}
-}
-
-func (n *Node) startLeadership() {
-	n.mu.Lock()
-	if n.leading.Load() {
-		n.mu.Unlock()
-		return
-	}
-	n.leading.Store(true)
-	n.leaderCh = make(chan struct{})
-	done := n.leaderCh
-	n.mu.Unlock()
-	n.wg.Add(1)
-	go n.lead(done)
-}
-
-func (n *Node) endLeadership() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.leading.Load() {
-		return
-	}
-	n.leading.Store(false)
-	n.ready.Store(false)
-	close(n.leaderCh)
-	for k, t := range n.timers {
-		t.Stop()
-		delete(n.timers, k)
-		delete(n.timerDue, k)
-	}
-	n.log.Info("lost leadership")
 }
 
 // lead is the leader's loop: catch up with a Barrier, restart every session
 // deadline with the failover grace, serve, restart every lock-delay for its
 // full length, then expire sessions whose deadline passed.
-func (n *Node) lead(done <-chan struct{}) {
+func (t *leaderTerm) lead() {
+	n := t.n
 	defer n.wg.Done()
 	// ctx ends with the leadership: a Raft future the loop waits on may
 	// never be answered once Raft shuts down (an entry still in its apply
 	// queue), and Shutdown waits for this loop.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, done := t.ctx, t.done()
 	for {
 		err := waitFuture(ctx, n.raft.Barrier(n.cfg.ElectionTimeout*5))
 		if err == nil {
@@ -232,13 +85,10 @@ func (n *Node) lead(done <-chan struct{}) {
 	for _, s := range n.fsm.Sessions() {
 		ttls[s.ID] = time.Duration(s.TTL)
 	}
-	n.leases.Reset(ttls, n.cfg.FailoverGrace)
-	select {
-	case <-done:
+	t.leases.Reset(ttls, n.cfg.FailoverGrace)
+	if !t.serve() {
 		return
-	default:
 	}
-	n.ready.Store(true)
 	// Like the leases, every lock-delay restarts for its full length on
 	// this node's monotonic clock: how much of it ran under the previous
 	// leader is unknown here (DelayUntil is another node's wall clock,
@@ -246,7 +96,7 @@ func (n *Node) lead(done <-chan struct{}) {
 	// a timer that fires at once (SkipLockDelay) does not fail to propose.
 	// Waits likewise restart for their full length (a wait may run long
 	// after a failover, never forever).
-	n.restartLockTimers()
+	t.restartLockTimers()
 	n.log.Info("leading", "term", n.raft.CurrentTerm(), "sessions", len(ttls))
 	n.registerSelf()
 	n.wg.Add(1)
@@ -262,7 +112,7 @@ func (n *Node) lead(done <-chan struct{}) {
 		case <-done:
 			return
 		case <-tick.C:
-			n.expireDue(ctx)
+			t.expireDue(ctx)
 		}
 	}
 }
@@ -271,18 +121,20 @@ func (n *Node) lead(done <-chan struct{}) {
 // MaxExpiriesPerTick at a time, after confirming leadership with a quorum:
 // a leader that was paused must not expire sessions that a newer leader
 // keeps alive. A session with a keepalive that arrived before its deadline
-// and awaits its confirmation is not expired (leaseTable.Arrive). It waits for Raft until ctx (the leadership) ends.
-func (n *Node) expireDue(ctx context.Context) {
+// and awaits its confirmation is not expired (leaseTable.Arrive). It
+// waits for Raft until ctx (the leadership) ends.
+func (t *leaderTerm) expireDue(ctx context.Context) {
+	n := t.n
 	if n.snap.restoring.Load() {
 		return // a restore replaces the sessions (snapshot.go)
 	}
-	ids := n.leases.Expired(n.cfg.MaxExpiriesPerTick)
+	ids := t.leases.Expired(n.cfg.MaxExpiriesPerTick)
 	if len(ids) == 0 {
 		return
 	}
 	unmark := func(ids []string) {
 		for _, id := range ids {
-			n.leases.Unmark(id)
+			t.leases.Unmark(id)
 		}
 	}
 	if err := waitFuture(ctx, n.raft.VerifyLeader()); err != nil {
@@ -292,7 +144,7 @@ func (n *Node) expireDue(ctx context.Context) {
 	// A keepalive that came in time may have arrived while the expiry
 	// waited for its confirmation (slow on a slow disk): it keeps the
 	// session (leaseTable.Arrive).
-	if ids = n.leases.Reprieve(ids); len(ids) == 0 {
+	if ids = t.leases.Reprieve(ids); len(ids) == 0 {
 		return
 	}
 	futures := make([]raft.ApplyFuture, len(ids))
@@ -312,141 +164,11 @@ func (n *Node) expireDue(ctx context.Context) {
 			continue
 		}
 		if err := waitFuture(ctx, f); err != nil {
-			n.leases.Unmark(ids[i])
+			t.leases.Unmark(ids[i])
 			continue
 		}
 		n.logExpired(sessions[i])
 	}
-}
-
-// delayLength is how long a leader times a lock-delay whose replicated
-// length is delayFor (fsm.Lock.DelayFor, nanoseconds), from when it arms the
-// timer. A length of 0 is unknown (state written before lengths were
-// replicated): such a delay waits api.MaxLockDelay, the longest any
-// lock-delay can be, for a delay may run long but never short.
-func delayLength(delayFor int64) time.Duration {
-	if delayFor <= 0 {
-		return api.MaxLockDelay
-	}
-	return time.Duration(delayFor)
-}
-
-// restartedDelay is a lock-delay that a new leader times again.
-type restartedDelay struct {
-	key delayKey
-	d   time.Duration
-}
-
-// delaysToRestart lists the lock-delays running in locks (the state a new
-// leader takes over), each to be timed for its full length.
-func delaysToRestart(locks []fsm.Lock) []restartedDelay {
-	var out []restartedDelay
-	for _, l := range locks {
-		if l.Delayed {
-			out = append(out, restartedDelay{delayKey{l.Name, l.DelayUntil}, delayLength(l.DelayFor)})
-		}
-	}
-	return out
-}
-
-// endDelaysNow ends every running lock-delay at once: the broken build of
-// the fault switch revoke-without-notice (Faults), which frees the locks an
-// operator's action revoked before their holders can know. Never called
-// otherwise.
-func (n *Node) endDelaysNow() {
-	for _, r := range delaysToRestart(n.fsm.Locks("")) {
-		n.mu.Lock()
-		if t, ok := n.timers[r.key]; ok {
-			t.Stop()
-			delete(n.timers, r.key)
-			delete(n.timerDue, r.key)
-		}
-		n.mu.Unlock()
-		n.scheduleTimer(r.key, 0)
-	}
-}
-
-// armDelay schedules the end of the lock-delay k after d, on this node's
-// monotonic clock. k.until names the delay in the log (EndDelay carries
-// it); it is a wall-clock value stamped by whichever leader started the
-// delay and is never compared with this node's clock: d is the delay's
-// length, timed in full by the leader that starts it and again by every
-// new leader (a delay runs long after a failover, never short).
-func (n *Node) armDelay(k delayKey, d time.Duration) {
-	if n.cfg.Faults.skipLockDelay() {
-		d = 0
-	}
-	n.scheduleTimer(k, d)
-}
-
-// placeKept reports whether (lock, session, holder) waits in mode m on
-// this leader with at least half of a wait of d still to run: a renewal
-// (a client re-asking after its request slice) then needs no Raft write,
-// the request just waits for the outcome. A read of the local state on a
-// leader that may have been deposed without knowing is harmless here: it
-// grants nothing, and the request learns the outcome or ends.
-func (n *Node) placeKept(k waitKey, m sequencer.Mode, d time.Duration) bool {
-	if !n.ready.Load() {
-		return false
-	}
-	l, ok := n.fsm.Lock(k.lock)
-	if !ok {
-		return false
-	}
-	for _, w := range l.Waiters {
-		if w.Session != k.session || w.Holder != k.holder {
-			continue
-		}
-		if w.Mode != m {
-			return false
-		}
-		n.mu.Lock()
-		due, armed := n.timerDue[waitTimerKey{k, w.WaitSet}]
-		n.mu.Unlock()
-		return armed && !due.Before(time.Now().Add(d/2))
-	}
-	return false
-}
-
-// waitLength is how long a leader times a wait whose replicated length is
-// waitFor (nanoseconds) from when it arms the timer; 0 (a wait recorded
-// before lengths were replicated) waits api.MaxWait.
-func waitLength(waitFor int64) time.Duration {
-	if waitFor <= 0 {
-		return api.MaxWait
-	}
-	return time.Duration(waitFor)
-}
-
-// timerRetry is how soon the leader proposes a timer's end again after a
-// proposal failed.
-const timerRetry = 100 * time.Millisecond
-
-// scheduleTimer proposes k's command after d, unless a timer for k is
-// armed already or this node does not lead. A proposal that fails while
-// the node still leads (not serving yet right after a promotion, when a
-// timer armed by an entry applied before the Barrier fires at once under
-// SkipLockDelay; an apply queue that stays full) is tried again after
-// timerRetry: the commands are idempotent, and a delay or a wait that is
-// never ended would last until the next leader change. endLeadership stops
-// the timers.
-func (n *Node) scheduleTimer(k leaderTimer, d time.Duration) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if _, ok := n.timers[k]; ok || !n.leading.Load() {
-		return
-	}
-	n.timerDue[k] = time.Now().Add(d)
-	n.timers[k] = time.AfterFunc(d, func() {
-		n.mu.Lock()
-		delete(n.timers, k)
-		delete(n.timerDue, k)
-		n.mu.Unlock()
-		if _, err := n.propose(context.Background(), k.command()); err != nil {
-			n.log.Warn(k.what()+" failed; trying again", "retry_in", timerRetry, "error", err)
-			n.scheduleTimer(k, timerRetry)
-		}
-	})
 }
 
 // propose stamps the leader's time into cmd, replicates it and returns the
@@ -508,7 +230,7 @@ func (n *Node) noLeader() error {
 	default:
 	}
 	_, id := n.raft.LeaderWithID()
-	return noLeaderError(n.cfg.ID, string(id), n.leading.Load() || string(id) == n.cfg.ID, n.raft.CurrentTerm())
+	return noLeaderError(n.cfg.ID, string(id), n.leading() || string(id) == n.cfg.ID, n.raft.CurrentTerm())
 }
 
 // noLeaderError words the no_leader answer of node self, which knows
@@ -687,23 +409,5 @@ func (n *Node) registerLoop() {
 			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
 		}
 		cancel()
-	}
-}
-
-// restartLockTimers arms the timers of every lock-delay and every wait
-// for their full length: a new leader's, and a restore's (the deadlines
-// were another node's clock, or the backup's).
-func (n *Node) restartLockTimers() {
-	if h, ok := n.fsm.Hold(); ok {
-		n.scheduleTimer(holdKey{h.Until}, time.Duration(h.For))
-	}
-	locks := n.fsm.Locks("")
-	for _, r := range delaysToRestart(locks) {
-		n.armDelay(r.key, r.d)
-	}
-	for _, l := range locks {
-		for _, w := range l.Waiters {
-			n.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
-		}
 	}
 }

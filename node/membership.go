@@ -262,7 +262,7 @@ func (n *Node) TransferLeadership(ctx context.Context, to string) (transport.Tra
 
 func (n *Node) transferLeadership(ctx context.Context, to string) (transport.TransferReply, error) {
 	out := transport.TransferReply{From: n.cfg.ID}
-	if !n.leading.Load() {
+	if !n.leading() {
 		return out, n.noLeader()
 	}
 	var f raft.Future
@@ -327,7 +327,7 @@ func (n *Node) transferLeadership(ctx context.Context, to string) (transport.Tra
 // on SIGTERM before Shutdown). It answers the new leader ("" if none is
 // known); a node that does not lead returns at once.
 func (n *Node) StepDown(ctx context.Context) (string, error) {
-	if !n.leading.Load() {
+	if !n.leading() {
 		return "", nil
 	}
 	out, err := n.transferLeadership(ctx, "")

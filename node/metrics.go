@@ -152,11 +152,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		waiters += float64(len(l.Waiters))
-		if len(l.Waiters) > 0 && n.leading.Load() {
+		if t := n.leadership(); len(l.Waiters) > 0 && t != nil {
 			w := l.Waiters[0]
-			n.mu.Lock()
-			due, armed := n.timerDue[waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}]
-			n.mu.Unlock()
+			due, armed := t.due(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet})
 			if armed {
 				headWait = max(headWait, time.Since(due.Add(-waitLength(w.WaitFor))).Seconds())
 			}
@@ -166,7 +164,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	leader := 0.0
-	if n.leading.Load() {
+	if n.leading() {
 		leader = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(n.fsm.Sessions())))

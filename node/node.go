@@ -1,8 +1,11 @@
 // Package node is one raftlock replica: it wires hashicorp/raft (log and
-// stable store in bbolt, file snapshots), the lock state machine, the
-// leader's lease table and timers, and leader-only reads. Its methods are the
-// in-process API that the HTTP server and embedding applications use; they
-// implement api.Backend and transport.Service.
+// stable store in bbolt, file snapshots), the lock state machine and
+// leader-only reads. The leader's state of one leadership (the lease
+// table, the timers of lock-delays and waits, the waiting acquires, the
+// keepalives' shared confirmations) lives in a leaderTerm (term.go),
+// created when leadership starts and dropped when it ends. Its methods are
+// the in-process API that the HTTP server and embedding applications use;
+// they implement api.Backend and transport.Service.
 package node
 
 import (
@@ -288,7 +291,6 @@ type Node struct {
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *transport.RaftNet
 	peerSrv *transport.PeerServer
-	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
@@ -296,24 +298,20 @@ type Node struct {
 	// is lost (failover.go).
 	failover fastFailover
 
-	// kaConfirm shares leadership confirmations among keepalives
-	// (keepalive_confirm.go).
-	kaConfirm keepAliveConfirmer
-
 	// snaps is the snapshot store (snapstore.go).
 	snaps *snapshotStore
 
 	// ready is true while this node leads and has caught up (Barrier).
 	ready atomic.Bool
-	// leading is true from the moment Raft reports leadership.
-	leading atomic.Bool
+	// term is the leader-only state of the current leadership (term.go),
+	// from the moment Raft reports it until it ends; nil on a follower.
+	// It is set and cleared under mu.
+	term atomic.Pointer[leaderTerm]
+	// noTerm is a closed channel: the leadershipDone of a follower.
+	noTerm chan struct{}
 
-	mu       sync.Mutex
-	waits    map[waitKey][]chan waitResult
-	timers   map[leaderTimer]*time.Timer
-	timerDue map[leaderTimer]time.Time // when each armed timer fires
-	leaderCh chan struct{}             // closed when the current leadership ends
-	changed  chan struct{}             // closed and replaced on every lock change
+	mu      sync.Mutex
+	changed chan struct{} // closed and replaced on every lock change
 
 	events eventLog     // recent events for the status page (events.go)
 	probes memberProbes // the leader's last look at the members (overview.go)
@@ -363,18 +361,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
 	n := &Node{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("node"),
-		leases:   newLeaseTable(cfg.Now),
-		waits:    make(map[waitKey][]chan waitResult),
-		timers:   make(map[leaderTimer]*time.Timer),
-		timerDue: make(map[leaderTimer]time.Time),
-		leaderCh: make(chan struct{}),
-		changed:  make(chan struct{}),
-		stop:     make(chan struct{}),
-		fatal:    make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger.Named("node"),
+		noTerm:  make(chan struct{}),
+		changed: make(chan struct{}),
+		stop:    make(chan struct{}),
+		fatal:   make(chan struct{}),
 	}
-	close(n.leaderCh)
+	close(n.noTerm)
 	m, err := newNodeMetrics(n)
 	if err != nil {
 		return nil, err

@@ -59,9 +59,7 @@ func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for index != 0 {
-		n.mu.Lock()
-		lost := n.leaderCh
-		n.mu.Unlock()
+		lost := n.leadershipDone()
 		woken := n.events.wake()
 		if n.fsm.AppliedIndex() > index {
 			break

@@ -366,9 +366,13 @@ func TestRenewalOfAWaitWritesNothing(t *testing.T) {
 	applied := n.fsm.AppliedIndex()
 	renewed := goPost(ctx, addr, "/v1/acquire", acquireBody{Name: L, Session: s2.ID, Holder: "q1", Wait: "60s"})
 	eventually(t, 20*time.Second, "the renewal to wait beside the first request", func() error {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if w := len(n.waits[waitKey{L, s2.ID, "q1"}]); w != 2 {
+		t := n.leadership()
+		if t == nil {
+			return fmt.Errorf("no longer leads")
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if w := len(t.waits[waitKey{L, s2.ID, "q1"}]); w != 2 {
 			return fmt.Errorf("%d requests wait", w)
 		}
 		return nil

@@ -47,7 +47,7 @@ func (n *Node) watchDisk() {
 			continue
 		}
 		n.watched.probe()
-		if !n.leading.Load() || time.Since(handedOff) < slowLeaderCooldown {
+		if !n.leading() || time.Since(handedOff) < slowLeaderCooldown {
 			slow = 0
 			continue
 		}

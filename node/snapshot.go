@@ -156,10 +156,10 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	}
 	n.snap.mu.Lock()
 	defer n.snap.mu.Unlock()
-	if !n.ready.Load() {
+	t := n.leadership()
+	if !n.ready.Load() || t == nil {
 		return transport.RestoreInfo{}, n.noLeader()
 	}
-	done := n.leadershipDone()
 	// Refuse proposals and pause expiries while the state is replaced,
 	// then drain what Raft already has: the last index read next is then
 	// final but for a proposal on its way in (restoreMargin).
@@ -167,11 +167,7 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	n.ready.Store(false)
 	defer func() {
 		n.snap.restoring.Store(false)
-		select {
-		case <-done:
-		default:
-			n.ready.Store(true)
-		}
+		t.serve()
 	}()
 	if err := waitFuture(ctx, n.raft.Barrier(DefaultApplyTimeout)); err != nil {
 		return transport.RestoreInfo{}, mapRaftError(err)
@@ -192,9 +188,9 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	if err := n.raft.Restore(meta, bytes.NewReader(state), restoreTimeout); err != nil {
 		return transport.RestoreInfo{}, fmt.Errorf("restore: %w", mapRaftError(err))
 	}
-	n.afterRestore()
+	t.afterRestore()
 	if n.cfg.Faults.revokeWithoutNotice() {
-		n.endDelaysNow()
+		t.endDelaysNow()
 	}
 	index, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
 	n.log.Warn("state restored from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
@@ -210,30 +206,27 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 // session the restore ended is unknown from now on: its keepalives answer
 // session_not_found), and every lock-delay, wait and restore hold restarts
 // for its full length.
-func (n *Node) afterRestore() {
-	n.mu.Lock()
-	for k, t := range n.timers {
-		t.Stop()
-		delete(n.timers, k)
-		delete(n.timerDue, k)
-	}
-	waiting := make([]waitKey, 0, len(n.waits))
-	for k := range n.waits {
+func (t *leaderTerm) afterRestore() {
+	n := t.n
+	t.mu.Lock()
+	t.stopTimersLocked()
+	waiting := make([]waitKey, 0, len(t.waits))
+	for k := range t.waits {
 		waiting = append(waiting, k)
 	}
-	n.mu.Unlock()
+	t.mu.Unlock()
 	ttls := make(map[string]time.Duration)
 	for _, s := range n.fsm.Sessions() {
 		ttls[s.ID] = time.Duration(s.TTL)
 	}
-	n.leases.Reset(ttls, n.cfg.FailoverGrace)
-	n.restartLockTimers()
+	t.leases.Reset(ttls, n.cfg.FailoverGrace)
+	t.restartLockTimers()
 	// A waiting request whose place the restore did not keep is answered
 	// wait_timeout, so that its client asks again at once (finding its
 	// session gone, or queueing anew) instead of at the end of its slice.
 	for _, k := range waiting {
 		if !n.placeOrGrant(k) {
-			n.notifyWait(k, waitResult{why: fsm.WaitTimedOut})
+			t.notifyWait(k, waitResult{why: fsm.WaitTimedOut})
 		}
 	}
 }

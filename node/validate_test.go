@@ -203,7 +203,7 @@ func TestNoFailoverGraceRestartsDeadlinesAtNowPlusTTL(t *testing.T) {
 		c.stop(0)
 		c.start(0) // a new leadership: Reset from the replicated sessions
 		n, _ := c.leader()
-		if got, ok := n.leases.Deadline(s.ID); !ok || !got.Equal(tc.want) {
+		if got, ok := n.leadership().leases.Deadline(s.ID); !ok || !got.Equal(tc.want) {
 			t.Errorf("FailoverGrace %v: deadline after failover %v (tracked %v), want %v", tc.grace, got, ok, tc.want)
 		}
 		c.stopAll()
