@@ -409,7 +409,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = rn.Transport
 	}
 	if nt, ok := trans.(*raft.NetworkTransport); ok {
-		trans = drainingTransport{nt} // pipeline.go: hashicorp/raft#612
+		trans = newDrainingTransport(nt) // pipeline.go: hashicorp/raft#612 and #717
 	}
 	n.trans = trans
 	if n.peer != nil {

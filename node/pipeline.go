@@ -18,8 +18,62 @@ import (
 // (hashicorp/raft#612): it stays behind, and its storage error stays up,
 // for good. Here the responses are always read, so the send loop goes on,
 // sees the decoder's end and falls back to plain appends, which retry.
+//
+// It also gates the heartbeat fast path: hashicorp/raft runs a
+// heartbeat's handler on the transport's connection goroutine, which
+// Raft's Shutdown does not wait for, so a heartbeat in flight could reach
+// the stable store after the node closed it and panic ("failed to save
+// current term: database not open", hashicorp/raft#717). Close waits for
+// the handlers under way and drops every later heartbeat (the transport's
+// shutdown ends its wait for an answer).
 type drainingTransport struct {
 	*raft.NetworkTransport
+	gate *heartbeatGate
+}
+
+// heartbeatGate lets heartbeat handlers run until it is closed.
+type heartbeatGate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+// newDrainingTransport wraps t.
+func newDrainingTransport(t *raft.NetworkTransport) drainingTransport {
+	return drainingTransport{NetworkTransport: t, gate: &heartbeatGate{}}
+}
+
+// SetHeartbeatHandler implements raft.WithHeartbeat (hashicorp/raft's
+// fast path), through the gate.
+func (t drainingTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
+	if cb == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(t.gate.wrap(cb))
+}
+
+// Close implements raft.WithClose: no heartbeat handler runs after it.
+func (t drainingTransport) Close() error {
+	t.gate.close()
+	return t.NetworkTransport.Close()
+}
+
+// wrap returns cb, run only while the gate is open.
+func (g *heartbeatGate) wrap(cb func(rpc raft.RPC)) func(rpc raft.RPC) {
+	return func(rpc raft.RPC) {
+		g.mu.RLock()
+		defer g.mu.RUnlock()
+		if !g.closed {
+			cb(rpc)
+		}
+	}
+}
+
+// close closes the gate once every handler under way has returned.
+func (g *heartbeatGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 }
 
 // AppendEntriesPipeline implements raft.Transport.
