@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -145,7 +146,7 @@ type Config struct {
 	// transport.LoadTLS): Raft and the API for peers, in and out, with this
 	// node's certificate, every peer's verified against the CA. A PeerPort
 	// opened beforehand carries its own (transport.RaftTCPConfig.TLS).
-	TLS *transport.TLS
+	TLS *tlsconf.TLS
 	// PeerPort is the node's peer port (Raft and the API for peers),
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.

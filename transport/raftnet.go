@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // RaftTCPConfig configures the Raft network layer of one node.
@@ -30,7 +31,7 @@ type RaftTCPConfig struct {
 	// TLS, if set, makes the port mutual TLS: every connection, Raft's and
 	// the API's, in and out, is TLS with the node's certificate, and the
 	// other end must present a node certificate signed by the CA.
-	TLS *TLS
+	TLS *tlsconf.TLS
 }
 
 // RaftNet is a node's peer port: one TCP listener that carries Raft's RPCs
@@ -141,7 +142,7 @@ func NewRaftTCPTransport(cfg RaftTCPConfig) (*RaftNet, error) {
 	}
 	var serverTLS *tls.Config
 	if cfg.TLS != nil {
-		serverTLS, dialer.tls = cfg.TLS.peerServerConfig(), cfg.TLS.peerClientConfig()
+		serverTLS, dialer.tls = cfg.TLS.PeerServerConfig(), cfg.TLS.PeerClientConfig()
 	}
 	if cfg.MaxPool == 0 {
 		cfg.MaxPool = 3

@@ -16,16 +16,17 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // testPKI is a CA with the identities the TLS tests use.
 type testPKI struct {
-	ca *CA
+	ca *tlsconf.CA
 }
 
 func newTestPKI(t *testing.T) *testPKI {
 	t.Helper()
-	ca, err := NewCA("test CA", time.Hour)
+	ca, err := tlsconf.NewCA("test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func (p *testPKI) pool() *x509.CertPool {
 }
 
 // node returns a node identity of the CA (node true) or a client one.
-func (p *testPKI) identity(t *testing.T, name string, node bool) *TLS {
+func (p *testPKI) identity(t *testing.T, name string, node bool) *tlsconf.TLS {
 	t.Helper()
 	var certPEM, keyPEM []byte
 	var err error
@@ -55,12 +56,12 @@ func (p *testPKI) identity(t *testing.T, name string, node bool) *TLS {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &TLS{Cert: cert, CA: p.pool()}
+	return &tlsconf.TLS{Cert: cert, CA: p.pool()}
 }
 
 // newTLSPeerPort opens a peer port with identity id (nil: plaintext),
 // serving svc's API; both close at the end of the test.
-func newTLSPeerPort(t *testing.T, svc Service, id *TLS) *RaftNet {
+func newTLSPeerPort(t *testing.T, svc Service, id *tlsconf.TLS) *RaftNet {
 	t.Helper()
 	rn, err := NewRaftTCPTransport(RaftTCPConfig{BindAddr: "127.0.0.1:0", TLS: id})
 	if err != nil {
@@ -162,7 +163,7 @@ func (d dialingService) DialPeer(ctx context.Context, network, addr string) (net
 }
 
 // newHTTPSServer serves svc's API over HTTPS with identity id.
-func newHTTPSServer(t *testing.T, svc Service, id *TLS, clientCerts bool) string {
+func newHTTPSServer(t *testing.T, svc Service, id *tlsconf.TLS, clientCerts bool) string {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(NewServer(svc))
 	ts.TLS = id.APIConfig(clientCerts)
@@ -247,15 +248,6 @@ func TestClientAddressSchemes(t *testing.T) {
 	for _, bad := range [][]string{{"https://127.0.0.1"}, {"https://:1"}, {"127.0.0.1:1", "https://127.0.0.1:1"}} {
 		if _, err := NewClient(bad); err == nil {
 			t.Errorf("NewClient(%q) accepted", bad)
-		}
-	}
-}
-
-func TestIsLoopback(t *testing.T) {
-	for addr, want := range map[string]bool{"127.0.0.1:1": true, "[::1]:1": true, "localhost:1": true, "127.1.2.3:1": true,
-		":1": false, "0.0.0.0:1": false, "10.0.0.1:1": false, "example.com:1": false, "[::]:1": false} {
-		if got := IsLoopback(addr); got != want {
-			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
 		}
 	}
 }

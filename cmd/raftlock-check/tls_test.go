@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // TestTLSFlag: runs are with TLS unless --tls=false.
@@ -41,7 +42,7 @@ func TestRunCertificates(t *testing.T) {
 	}
 	for _, n := range c.nodes {
 		cert, key := c.certs.nodeCert(n.id)
-		nt, err := transport.LoadTLS(cert, key, c.certs.CA)
+		nt, err := tlsconf.LoadTLS(cert, key, c.certs.CA)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
@@ -129,7 +130,7 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	var tc *tls.Config
 	if cfg.TLSCA != "" {
 		var err error
-		if tc, err = transport.ClientConfig(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+		if tc, err = tlsconf.ClientConfig(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // Exit statuses (exec adds its own: exec.go).
@@ -397,7 +398,7 @@ func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
 // dialTo returns a client of addrs with opts and the CLI's TLS and token.
 func (c *cli) dialTo(addrs []string, opts ...transport.ClientOption) (*transport.Client, error) {
 	if c.caFile != "" || c.certFile != "" || c.keyFile != "" {
-		cfg, err := transport.ClientConfig(c.caFile, c.certFile, c.keyFile)
+		cfg, err := tlsconf.ClientConfig(c.caFile, c.certFile, c.keyFile)
 		if err != nil {
 			return nil, usagef("", "--ca, --cert, --key: %v", err)
 		}

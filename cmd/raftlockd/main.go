@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -63,7 +64,7 @@ type options struct {
 	insecure               bool
 	// acl: ACLs on (node.Config.ACL).
 	acl      bool
-	tlsFiles *transport.TLS // loaded by run
+	tlsFiles *tlsconf.TLS // loaded by run
 	// backup: snapshot, --restore and --recover flags (restore.go).
 	backup  backupOptions
 	members membershipOptions
@@ -139,7 +140,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.version {
 		return o, nil
 	}
-	if o.debugAddr != "" && !o.debugRemote && !transport.IsLoopback(o.debugAddr) {
+	if o.debugAddr != "" && !o.debugRemote && !tlsconf.IsLoopback(o.debugAddr) {
 		return o, fmt.Errorf("--debug-addr %s is not a loopback address: its profiling endpoints are plaintext and need no token; "+
 			"serve them on 127.0.0.1, or pass --debug-allow-remote", o.debugAddr)
 	}
@@ -210,7 +211,7 @@ func (o options) checkTLS() error {
 		return nil
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http-addr", o.httpAddr}, {"--raft-addr", o.raftAddr}, {"--raft-advertise", o.raftAdvertise}} {
-		if a.addr != "" && !transport.IsLoopback(a.addr) {
+		if a.addr != "" && !tlsconf.IsLoopback(a.addr) {
 			return fmt.Errorf("%s %s is not a loopback address: refusing to run without TLS (give --tls-cert, --tls-key and --tls-ca; "+
 				"raftlock tls init makes them), or pass --insecure to serve it in plaintext, to anyone who can reach it", a.flag, a.addr)
 		}
@@ -344,7 +345,7 @@ func runIO(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.tls() {
-		if o.tlsFiles, err = transport.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
+		if o.tlsFiles, err = tlsconf.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
 			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 			return 2
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // podIP is the loopback address standing for pod i's IP: a range of its own
@@ -172,7 +173,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	proccluster.Eventually(t, 60*time.Second, "every pod ready", allReady)
 
 	// ACL bootstrap, as docs/DEPLOYING.md does it, through any pod.
-	clientTLS, err := transport.ClientConfig(filepath.Join(tlsDir, "ca.pem"), "", "")
+	clientTLS, err := tlsconf.ClientConfig(filepath.Join(tlsDir, "ca.pem"), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // The TLS flags: all three files or none; --client-cert-auth needs them;
@@ -346,7 +347,7 @@ func pairs(ctx context.Context, b *testing.B, cl *transport.Client, clients int)
 // cluster over mutual TLS, and a follower's Backend, which reaches the
 // leader's peer port, opens a session and takes a lock there.
 func TestEmbeddedReplicasOverTLS(t *testing.T) {
-	ca, err := transport.NewCA("test CA", time.Hour)
+	ca, err := tlsconf.NewCA("test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +368,7 @@ func TestEmbeddedReplicasOverTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		id, err := transport.LoadTLS(filepath.Join(dir, p.ID+".pem"), filepath.Join(dir, p.ID+"-key.pem"), filepath.Join(dir, "ca.pem"))
+		id, err := tlsconf.LoadTLS(filepath.Join(dir, p.ID+".pem"), filepath.Join(dir, p.ID+"-key.pem"), filepath.Join(dir, "ca.pem"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 const election = "app/leader"
@@ -70,13 +70,13 @@ func run() error {
 	if id == "" || raftAddr == "" || dataDir == "" || peerList == "" {
 		return errors.New("--id, --raft, --data and --peers are required")
 	}
-	var tlsID *transport.TLS
+	var tlsID *tlsconf.TLS
 	if tlsCert != "" || tlsKey != "" || tlsCA != "" {
 		if tlsCert == "" || tlsKey == "" || tlsCA == "" {
 			return errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")
 		}
 		var err error
-		if tlsID, err = transport.LoadTLS(tlsCert, tlsKey, tlsCA); err != nil {
+		if tlsID, err = tlsconf.LoadTLS(tlsCert, tlsKey, tlsCA); err != nil {
 			return err
 		}
 	}

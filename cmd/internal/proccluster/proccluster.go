@@ -23,6 +23,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // BuildDaemon builds raftlockd into a temp dir and returns its path.
@@ -105,7 +106,7 @@ func StartTLS(t testing.TB, bin, certDir string, size int, extra ...string) *Clu
 // certificate.
 func ClientTLS(t testing.TB, certDir string) *tls.Config {
 	t.Helper()
-	cfg, err := transport.ClientConfig(filepath.Join(certDir, "ca.pem"),
+	cfg, err := tlsconf.ClientConfig(filepath.Join(certDir, "ca.pem"),
 		filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem"))
 	if err != nil {
 		t.Fatal(err)

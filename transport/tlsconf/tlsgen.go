@@ -1,4 +1,4 @@
-package transport
+package tlsconf
 
 import (
 	"crypto/ecdsa"

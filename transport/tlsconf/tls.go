@@ -1,4 +1,4 @@
-package transport
+package tlsconf
 
 import (
 	"crypto/tls"
@@ -93,34 +93,34 @@ func (t *TLS) APIConfig(requireClientCert bool) *tls.Config {
 	return cfg
 }
 
-// peerServerConfig is the TLS configuration of the peer port's listener:
+// PeerServerConfig is the TLS configuration of the peer port's listener:
 // mutual TLS, the peer's certificate a node certificate signed by the CA.
-func (t *TLS) peerServerConfig() *tls.Config {
+func (t *TLS) PeerServerConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS13,
 		Certificates:     []tls.Certificate{t.Cert},
 		ClientAuth:       tls.RequireAndVerifyClientCert,
 		ClientCAs:        t.CA,
-		VerifyConnection: requireNodeCert,
+		VerifyConnection: RequireNodeCert,
 	}
 }
 
-// peerClientConfig is the TLS configuration of a connection to a peer's
+// PeerClientConfig is the TLS configuration of a connection to a peer's
 // port: the node's certificate, the peer's verified against the CA (and
 // its address, which tls.Dialer takes for the server name).
-func (t *TLS) peerClientConfig() *tls.Config {
+func (t *TLS) PeerClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:       tls.VersionTLS13,
 		Certificates:     []tls.Certificate{t.Cert},
 		RootCAs:          t.CA,
-		VerifyConnection: requireNodeCert,
+		VerifyConnection: RequireNodeCert,
 	}
 }
 
-// requireNodeCert refuses a peer whose certificate is not a node's: one
+// RequireNodeCert refuses a peer whose certificate is not a node's: one
 // whose extended key usages leave out server authentication (a client
 // certificate of the same CA).
-func requireNodeCert(cs tls.ConnectionState) error {
+func RequireNodeCert(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("tls: peer presented no certificate")
 	}

@@ -1,4 +1,4 @@
-package transport
+package tlsconf
 
 import (
 	"bytes"
@@ -87,7 +87,7 @@ func (k *fuzzTLSKit) accepts(leaf []byte, peer bool) bool {
 	if _, ok := k.keyFor(leaf); !ok {
 		return false // the client cannot prove it holds the leaf's key
 	}
-	return !peer || requireNodeCert(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}) == nil
+	return !peer || RequireNodeCert(tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}) == nil
 }
 
 // handshake runs a TLS handshake over a pipe between a client presenting
@@ -141,7 +141,7 @@ func FuzzPresentedCertificates(f *testing.F) {
 	f.Fuzz(func(t *testing.T, leaf []byte, peer bool) {
 		cfg := k.srv.APIConfig(true)
 		if peer {
-			cfg = k.srv.peerServerConfig()
+			cfg = k.srv.PeerServerConfig()
 		}
 		key, _ := k.keyFor(leaf)
 		err := handshake(cfg, leaf, key)
