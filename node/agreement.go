@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -19,11 +20,11 @@ var _ transport.Digester = (*Node)(nil)
 
 // DigestReport implements transport.Digester: this replica's recent
 // digests (fsm.FSM.Digests).
-func (n *Node) DigestReport() transport.DigestReport {
+func (n *Node) DigestReport() api.DigestReport {
 	ds, origin := n.fsm.Digests()
-	rep := transport.DigestReport{ID: n.cfg.ID, Origin: origin, Applied: n.fsm.AppliedIndex()}
+	rep := api.DigestReport{ID: n.cfg.ID, Origin: origin, Applied: n.fsm.AppliedIndex()}
 	for _, d := range ds {
-		rep.Digests = append(rep.Digests, transport.DigestEntry{Index: d.Index, Digest: hex.EncodeToString(d.Digest[:])})
+		rep.Digests = append(rep.Digests, api.DigestEntry{Index: d.Index, Digest: hex.EncodeToString(d.Digest[:])})
 	}
 	return rep
 }
@@ -31,7 +32,7 @@ func (n *Node) DigestReport() transport.DigestReport {
 // Diverged implements transport.Digester: the leader found this replica's
 // state digest off the majority's. The replica records it (Divergence),
 // logs it, and gives up leadership if it holds it.
-func (n *Node) Diverged(d transport.DivergedNotice) {
+func (n *Node) Diverged(d api.DivergedNotice) {
 	err := fmt.Errorf("this replica's state diverged from the majority's at entry %d (digest %.16s…, the majority's %.16s…; %d of %d replicas agree; reported by %s): "+
 		"it is kept from leading and serving until repaired: "+repairHint, d.Index, d.Yours, d.Majority, d.Agreeing, d.Replicas, d.Reporting, n.cfg.ID)
 	if n.divergence.Swap(&err) == nil {
@@ -107,7 +108,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 	servers := cf.Configuration().Servers
 	var reports []report
 	for _, s := range servers {
-		var rep transport.DigestReport
+		var rep api.DigestReport
 		if string(s.ID) == n.cfg.ID {
 			rep = n.DigestReport()
 		} else {
@@ -162,7 +163,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 		if idx == 0 || r.digests[idx] == reports[best].digests[idx] {
 			continue
 		}
-		notice := transport.DivergedNotice{Index: idx, Leader: n.cfg.ID, Majority: reports[best].digests[idx], Yours: r.digests[idx],
+		notice := api.DivergedNotice{Index: idx, Leader: n.cfg.ID, Majority: reports[best].digests[idx], Yours: r.digests[idx],
 			Agreeing: agree[best], Replicas: len(servers), Reporting: n.cfg.ID}
 		if r.id == n.cfg.ID {
 			n.log.Error("this leader's state diverged from the majority's: handing leadership over", "index", idx, "agreeing", agree[best])

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 
 	"github.com/raftlock/raftlock/transport"
@@ -55,12 +56,12 @@ func (j *JoinConfig) client() (*transport.Client, error) {
 }
 
 // self is this node as a member record.
-func (n *Node) self() transport.Member {
+func (n *Node) self() api.Member {
 	reads := fsm.Version
 	if n.cfg.preBinary {
 		reads = 0
 	}
-	return transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
+	return api.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
 		Voter: n.cfg.Join == nil || !n.cfg.Join.NonVoter, Commands: reads}
 }
 

@@ -177,7 +177,7 @@ func TestReplaceGrowShrinkUnderLoadKeepsLocksSessionsAndTokens(t *testing.T) {
 	n6 := c.addNode(joinVia(c, true))
 	want[c.id(n5)], want[c.id(n6)] = true, false
 	awaitMembers(t, cl, want)
-	if err := cl.AddMember(ctx, transport.Member{ID: c.id(n6), RaftAddr: c.addrs[n6], HTTPAddr: c.httpAddrs[n6], Voter: true}); err != nil {
+	if err := cl.AddMember(ctx, api.Member{ID: c.id(n6), RaftAddr: c.addrs[n6], HTTPAddr: c.httpAddrs[n6], Voter: true}); err != nil {
 		t.Fatalf("promote %s: %v", c.id(n6), err)
 	}
 	want[c.id(n6)] = true
@@ -525,8 +525,8 @@ func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
 	awaitMembers(t, cl, map[string]bool{"n1": true, "n2": true, "n3": true})
 	_, lead := c.leader()
 	a, b := (lead+1)%3, (lead+2)%3
-	member := func(i int, voter bool) transport.Member {
-		return transport.Member{ID: c.id(i), RaftAddr: c.addrs[i], HTTPAddr: c.httpAddrs[i], Voter: voter}
+	member := func(i int, voter bool) api.Member {
+		return api.Member{ID: c.id(i), RaftAddr: c.addrs[i], HTTPAddr: c.httpAddrs[i], Voter: voter}
 	}
 	if err := cl.AddMember(ctx, member(a, false)); err != nil {
 		t.Fatalf("make %s a non-voter: %v", c.id(a), err)
@@ -542,7 +542,7 @@ func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
 	if err := cl.AddMember(ctx, moved); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("move and demote %s at once: %v, want invalid_argument", c.id(b), err)
 	}
-	taken := transport.Member{ID: "n9", RaftAddr: c.addrs[b], HTTPAddr: "127.0.0.1:2", Voter: true}
+	taken := api.Member{ID: "n9", RaftAddr: c.addrs[b], HTTPAddr: "127.0.0.1:2", Voter: true}
 	if err := cl.AddMember(ctx, taken); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("add n9 at %s's raft_addr: %v, want invalid_argument", c.id(b), err)
 	}

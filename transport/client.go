@@ -641,7 +641,7 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	if resp.StatusCode/100 == 2 || (cl.accept != nil && cl.accept(resp.StatusCode, data)) {
 		if cl.out != nil && !decodeFastAnswer(data, cl.out) {
 			if err := json.Unmarshal(data, cl.out); err != nil {
-				if resp.Header.Get(HeaderTerm) == "" {
+				if resp.Header.Get(api.HeaderTerm) == "" {
 					return nil, &attemptError{rotate: true, err: notRaftlock(addr, resp.StatusCode)}, nil
 				}
 				return nil, nil, fmt.Errorf("decode answer (HTTP %d): %w", resp.StatusCode, err)
@@ -649,7 +649,7 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 		}
 		return resp.Header, nil, nil
 	}
-	var er ErrorReply
+	var er api.ErrorReply
 	if err := json.Unmarshal(data, &er); err == nil && er.Error.Code != "" {
 		e := &api.Error{Code: api.Code(er.Error.Code), Message: er.Error.Message}
 		return nil, &attemptError{err: e, rotate: e.Code == api.CodeNoLeader}, nil
@@ -665,7 +665,7 @@ func (c *Client) answer(addr string, cl *call, resp *http.Response, data []byte)
 	}
 	if strings.Contains(text, "HTTP request to an HTTPS server") {
 		text += " (use https://" + addr + ")"
-	} else if resp.Header.Get(HeaderTerm) == "" {
+	} else if resp.Header.Get(api.HeaderTerm) == "" {
 		// Every answer of a raftlock node carries its term: this is some
 		// other server. Another address may be a node.
 		return nil, &attemptError{rotate: true, err: notRaftlock(addr, resp.StatusCode)}, nil
@@ -753,7 +753,7 @@ func (c *Client) answered(addr string, h http.Header, failed bool) {
 	if failed && t.leader == addr {
 		t.leader = ""
 	}
-	if la := h.Get(HeaderLeaderAddr); la != "" && !(failed && la == addr) {
+	if la := h.Get(api.HeaderLeaderAddr); la != "" && !(failed && la == addr) {
 		c.learnLocked(la, termOf(h))
 	}
 }
@@ -807,7 +807,7 @@ func fixed(v any) func() (any, time.Duration) {
 }
 
 func termOf(h http.Header) uint64 {
-	t, _ := strconv.ParseUint(h.Get(HeaderTerm), 10, 64)
+	t, _ := strconv.ParseUint(h.Get(api.HeaderTerm), 10, 64)
 	return t
 }
 
@@ -815,13 +815,13 @@ func termOf(h http.Header) uint64 {
 // a session the lost attempt may have opened is never used, holds no lock,
 // and expires after its TTL.
 func (c *Client) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, error) {
-	var out OpenSessionReply
+	var out api.OpenSessionReply
 	cl := &call{method: http.MethodPost, path: "/v1/sessions", out: &out, idempotent: true,
-		body: fixed(OpenSessionBody{Name: req.Name, TTL: wireDuration(req.TTL), LockDelay: wireLockDelay(req.LockDelay)})}
+		body: fixed(api.OpenSessionBody{Name: req.Name, TTL: api.WireDuration(req.TTL), LockDelay: api.WireLockDelay(req.LockDelay)})}
 	if _, err := c.do(ctx, cl); err != nil {
 		return api.Info{}, err
 	}
-	info, err := SessionReply{ID: out.ID, Name: req.Name, TTL: out.TTL, LockDelay: out.LockDelay}.Info()
+	info, err := api.SessionReply{ID: out.ID, Name: req.Name, TTL: out.TTL, LockDelay: out.LockDelay}.Info()
 	if err != nil {
 		return api.Info{}, fmt.Errorf("raftlock open session: %w", err)
 	}
@@ -831,12 +831,12 @@ func (c *Client) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info
 // KeepAlive extends a session's lease and returns its TTL. The caller
 // should count the lease from before the call.
 func (c *Client) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	var out KeepAliveReply
+	var out api.KeepAliveReply
 	cl := &call{method: http.MethodPost, path: "/v1/sessions/" + url.PathEscape(id) + "/keepalive", out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
 		return 0, err
 	}
-	d, err := parseWireDuration("ttl", out.TTL)
+	d, err := api.ParseWireDuration("ttl", out.TTL)
 	if err != nil {
 		return 0, fmt.Errorf("raftlock keepalive: %w", err)
 	}
@@ -847,7 +847,7 @@ func (c *Client) KeepAlive(ctx context.Context, id string) (time.Duration, error
 // earlier attempt's outcome was unknown and a retry finds the session gone,
 // the close is reported as done.
 func (c *Client) CloseSession(ctx context.Context, id string) error {
-	cl := &call{method: http.MethodDelete, path: "/v1/sessions/" + url.PathEscape(id), out: &CloseReply{}, idempotent: true}
+	cl := &call{method: http.MethodDelete, path: "/v1/sessions/" + url.PathEscape(id), out: &api.CloseReply{}, idempotent: true}
 	_, err := c.do(ctx, cl)
 	if err != nil && cl.uncertain && errors.Is(err, api.ErrSessionNotFound) {
 		return nil
@@ -857,7 +857,7 @@ func (c *Client) CloseSession(ctx context.Context, id string) error {
 
 // SessionInfo describes a session.
 func (c *Client) SessionInfo(ctx context.Context, id string) (api.Info, error) {
-	var out SessionReply
+	var out api.SessionReply
 	cl := &call{method: http.MethodGet, path: "/v1/sessions/" + url.PathEscape(id), out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
 		return api.Info{}, err
@@ -874,7 +874,7 @@ func (c *Client) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 // the whole call waits about Wait at most; the ctx can end it sooner. The
 // Grant's Term is the X-Raftlock-Term of the answer.
 func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
-	var out GrantReply
+	var out api.GrantReply
 	mode := ""
 	if req.Mode != 0 {
 		mode = req.Mode.String()
@@ -882,9 +882,9 @@ func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant
 	start := time.Now()
 	cl := &call{method: http.MethodPost, path: "/v1/acquire", out: &out, idempotent: req.Holder != "",
 		body: func() (any, time.Duration) {
-			b := AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value}
+			b := api.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value}
 			if req.Wait <= 0 {
-				b.Wait = wireDuration(req.Wait)
+				b.Wait = api.WireDuration(req.Wait)
 				return b, 0
 			}
 			left := req.Wait - time.Since(start)
@@ -907,15 +907,15 @@ func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant
 
 // Release gives a lock up.
 func (c *Client) Release(ctx context.Context, req api.ReleaseRequest) error {
-	cl := &call{method: http.MethodPost, path: "/v1/release", out: &ReleaseReply{}, idempotent: true,
-		body: fixed(ReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})}
+	cl := &call{method: http.MethodPost, path: "/v1/release", out: &api.ReleaseReply{}, idempotent: true,
+		body: fixed(api.ReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})}
 	_, err := c.do(ctx, cl)
 	return err
 }
 
 // LockState returns the state of one lock.
 func (c *Client) LockState(ctx context.Context, name string) (api.LockState, error) {
-	var out LockReply
+	var out api.LockReply
 	cl := &call{method: http.MethodGet, path: "/v1/lock", query: url.Values{"name": {name}}, out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
 		return api.LockState{}, err
@@ -935,7 +935,7 @@ func (c *Client) WatchLock(ctx context.Context, name string, index uint64, wait 
 	if wait <= 0 {
 		wait = api.DefaultWatchWait
 	}
-	var out LockReply
+	var out api.LockReply
 	start := time.Now()
 	cl := &call{method: http.MethodGet, path: "/v1/lock", out: &out, idempotent: true,
 		body: func() (any, time.Duration) {
@@ -987,7 +987,7 @@ func (c *Client) Locks(ctx context.Context, prefix string) ([]api.LockState, err
 // server's default page) whose names start with q.Prefix and sort after
 // q.After, in name order, and the cursor of the next page.
 func (c *Client) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
-	var out LocksReply
+	var out api.LocksReply
 	cl := &call{method: http.MethodGet, path: "/v1/locks", out: &out, idempotent: true, query: url.Values{}}
 	for k, v := range map[string]string{"prefix": q.Prefix, "after": q.After} {
 		if v != "" {
@@ -1016,9 +1016,9 @@ func (c *Client) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage
 
 // CheckSequencer asks whether a sequencer is still current.
 func (c *Client) CheckSequencer(ctx context.Context, seq string) (api.SequencerCheck, error) {
-	var out CheckReply
+	var out api.CheckReply
 	cl := &call{method: http.MethodPost, path: "/v1/sequencer/check", out: &out, idempotent: true,
-		body: fixed(CheckBody{Sequencer: seq})}
+		body: fixed(api.CheckBody{Sequencer: seq})}
 	if _, err := c.do(ctx, cl); err != nil {
 		return api.SequencerCheck{}, err
 	}
@@ -1026,10 +1026,10 @@ func (c *Client) CheckSequencer(ctx context.Context, seq string) (api.SequencerC
 }
 
 // Cluster describes the cluster as the leader sees it.
-func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
-	var out ClusterInfo
+func (c *Client) Cluster(ctx context.Context) (api.ClusterInfo, error) {
+	var out api.ClusterInfo
 	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/cluster", out: &out, idempotent: true}); err != nil {
-		return ClusterInfo{}, err
+		return api.ClusterInfo{}, err
 	}
 	if c.syncOn() {
 		// The members' addresses become the client's (WithMemberSync).
@@ -1048,11 +1048,11 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 // healthy and whom it takes for the leader (answered locally, never
 // forwarded). An unhealthy node's answer (503) is no error: its OK is
 // false and Reason says why.
-func (c *Client) Health(ctx context.Context) (HealthInfo, error) {
-	var out HealthInfo
+func (c *Client) Health(ctx context.Context) (api.HealthInfo, error) {
+	var out api.HealthInfo
 	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/health", out: &out, idempotent: true,
 		accept: isHealthAnswer}); err != nil {
-		return HealthInfo{}, err
+		return api.HealthInfo{}, err
 	}
 	return out, nil
 }
@@ -1079,7 +1079,7 @@ func (c *Client) CreateToken(ctx context.Context, req api.TokenRequest) (api.Tok
 
 // Tokens lists the ACL tokens (admin), without secrets.
 func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
-	var out TokensReply
+	var out api.TokensReply
 	if _, err := c.do(ctx, &call{method: http.MethodGet, path: "/v1/acl/tokens", out: &out, idempotent: true}); err != nil {
 		return nil, err
 	}
@@ -1088,7 +1088,7 @@ func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
 
 // DeleteToken deletes an ACL token (admin), closing its sessions.
 func (c *Client) DeleteToken(ctx context.Context, id string) error {
-	var out DeletedReply
+	var out api.DeletedReply
 	_, err := c.do(ctx, &call{method: http.MethodDelete, path: "/v1/acl/tokens/" + url.PathEscape(id), out: &out})
 	return err
 }

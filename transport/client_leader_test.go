@@ -105,11 +105,11 @@ func newScriptedNode(t *testing.T) *scriptedNode {
 		n.mu.Lock()
 		la, term, status, body := n.leaderAddr, n.term, n.status, n.body
 		n.mu.Unlock()
-		w.Header().Set(HeaderLeader, "someone")
+		w.Header().Set(api.HeaderLeader, "someone")
 		if la != "" {
-			w.Header().Set(HeaderLeaderAddr, la)
+			w.Header().Set(api.HeaderLeaderAddr, la)
 		}
-		w.Header().Set(HeaderTerm, strconv.FormatUint(term, 10))
+		w.Header().Set(api.HeaderTerm, strconv.FormatUint(term, 10))
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		fmt.Fprint(w, body)
@@ -152,8 +152,8 @@ func healthGoesTo(t *testing.T, c *Client, cnt *hostCounter, want string) {
 func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
 	leader, follower := newFakeService("b"), newFakeService("a")
 	lts, fts := newTestServer(t, leader), newTestServer(t, follower)
-	leader.setLeader(LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Self: true, Term: 3})
-	follower.setLeader(LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Term: 3})
+	leader.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Self: true, Term: 3})
+	follower.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Term: 3})
 	ctx := testCtx(t)
 	s, err := leader.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
@@ -349,8 +349,8 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 			leader, follower := newFakeService("b"), newFakeService("a")
 			lts, fts := newTestServer(t, leader), newTestServer(t, follower)
 			la := hostOf(lts)
-			leader.setLeader(LeaderInfo{ID: "b", HTTPAddr: la, Self: true, Term: 3})
-			follower.setLeader(LeaderInfo{ID: "b", HTTPAddr: la, Term: 3})
+			leader.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Self: true, Term: 3})
+			follower.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Term: 3})
 			ctx := testCtx(t)
 			s, err := leader.OpenSession(ctx, api.OpenRequest{})
 			if err != nil {

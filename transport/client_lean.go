@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // The Client's side of the lean request path (see http_lean.go): request
@@ -13,8 +15,8 @@ import (
 
 // encodeRequest encodes a request body: json.Marshal's bytes.
 func encodeRequest(v any) ([]byte, error) {
-	if a, ok := v.(jsonAppender); ok {
-		return a.appendJSON(make([]byte, 0, 256))
+	if a, ok := v.(api.JSONAppender); ok {
+		return a.AppendJSON(make([]byte, 0, 256))
 	}
 	return json.Marshal(v)
 }
@@ -23,8 +25,8 @@ func encodeRequest(v any) ([]byte, error) {
 // reporting false when out has no fast decoder or data is outside the
 // subset (the caller then decodes it with encoding/json).
 func decodeFastAnswer(data []byte, out any) bool {
-	d, ok := out.(fastDecoder)
-	return ok && d.decodeFast(data)
+	d, ok := out.(api.FastDecoder)
+	return ok && d.DecodeFast(data)
 }
 
 var hdrAcceptJSON = []string{"application/json"}

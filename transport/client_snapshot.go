@@ -19,11 +19,11 @@ import (
 // Snapshot downloads a backup of the cluster's state (GET /v1/snapshot,
 // admin) and writes it to w. Any node answers (a follower forwards to the
 // leader); one that cannot is skipped, until ctx ends.
-func (c *Client) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error) {
-	var info SnapshotInfo
+func (c *Client) Snapshot(ctx context.Context, w io.Writer) (api.SnapshotInfo, error) {
+	var info api.SnapshotInfo
 	err := c.raw(ctx, http.MethodGet, "/v1/snapshot", nil, nil, func(resp *http.Response) error {
-		info.Index, _ = strconv.ParseUint(resp.Header.Get(HeaderSnapshotIndex), 10, 64)
-		info.Checksum = resp.Header.Get(HeaderSnapshotChecksum)
+		info.Index, _ = strconv.ParseUint(resp.Header.Get(api.HeaderSnapshotIndex), 10, 64)
+		info.Checksum = resp.Header.Get(api.HeaderSnapshotChecksum)
 		n, err := io.Copy(w, resp.Body)
 		if err != nil {
 			return fmt.Errorf("raftlock GET /v1/snapshot: reading the backup: %w", err)
@@ -43,8 +43,8 @@ func (c *Client) Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error
 // (invalid_argument) and nothing changes. Restore is not retried once the
 // request may have reached the leader: an unknown_outcome error means it
 // may or may not have happened.
-func (c *Client) Restore(ctx context.Context, data []byte, minToken uint64) (RestoreInfo, error) {
-	var info RestoreInfo
+func (c *Client) Restore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
+	var info api.RestoreInfo
 	q := url.Values{}
 	if minToken > 0 {
 		q.Set("min_token", strconv.FormatUint(minToken, 10))
@@ -112,7 +112,7 @@ func (c *Client) raw(ctx context.Context, method, path string, q url.Values, bod
 			}
 			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 			resp.Body.Close()
-			var er ErrorReply
+			var er api.ErrorReply
 			if json.Unmarshal(data, &er) != nil || er.Error.Code == "" {
 				text := strings.TrimSpace(string(data))
 				if len(text) > 200 {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // This file is how a Client follows the cluster's membership: it learns
@@ -212,14 +214,14 @@ func (c *Client) syncMembers(ctx context.Context) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		var out ClusterInfo
+		var out api.ClusterInfo
 		cl := &call{method: http.MethodGet, path: "/v1/cluster", out: &out, idempotent: true}
 		hdr, ae, err := c.attempt(ctx, ask[i], cl)
 		if err != nil {
 			return false
 		}
 		if ae != nil {
-			if la := hdr.Get(HeaderLeaderAddr); c.sync.active.Load() && la != "" && validHostPort(la) && !slices.Contains(ask, la) {
+			if la := hdr.Get(api.HeaderLeaderAddr); c.sync.active.Load() && la != "" && validHostPort(la) && !slices.Contains(ask, la) {
 				ask = append(ask, la)
 			}
 			continue
@@ -234,7 +236,7 @@ func (c *Client) syncMembers(ctx context.Context) bool {
 // list: those already in it keep their place, new ones are appended, the
 // others are dropped; an answer that names none changes nothing. The
 // leader it names is learned.
-func (c *Client) applyMembers(info ClusterInfo) {
+func (c *Client) applyMembers(info api.ClusterInfo) {
 	var members []string
 	leader := ""
 	for _, m := range info.Members {

@@ -9,30 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-)
-
-// DefaultMaxConnsPerIP bounds the connections one source IP holds open on
-// one of a node's ports (raftlockd --max-conns-per-ip): far above what a
-// client process needs (the Go client keeps at most 64 idle per node),
-// far below a node's file descriptors.
-const DefaultMaxConnsPerIP = 1024
-
-// Bounds of the per-IP connection cap.
-const (
-	MinMaxConnsPerIP = 16
-	MaxMaxConnsPerIP = 1 << 20
-)
-
-// DefaultIdleTimeout is how long a node keeps a connection that carries
-// no request open (raftlockd --http-idle-timeout): above the Go
-// client's 90 s (transport.Client, the forwarding proxy), so that a
-// client closes its idle connections before the server does.
-const DefaultIdleTimeout = 2 * time.Minute
-
-// Bounds of the idle timeout.
-const (
-	MinIdleTimeout = time.Second
-	MaxIdleTimeout = time.Hour
+	"github.com/raftlock/raftlock/api"
 )
 
 // ReadTimeout bounds reading a request, headers and body, from its first
@@ -54,7 +31,7 @@ func ConfigureServer(srv *http.Server, idle time.Duration) {
 
 func configureServer(srv *http.Server, idle, read time.Duration) {
 	if idle <= 0 {
-		idle = DefaultIdleTimeout
+		idle = api.DefaultIdleTimeout
 	}
 	srv.ReadHeaderTimeout = min(readHeaderTimeout, read)
 	srv.ReadTimeout = read
@@ -76,7 +53,7 @@ type ipLimiter struct {
 
 func newIPLimiter(perIP int, log hclog.Logger) *ipLimiter {
 	if perIP <= 0 {
-		perIP = DefaultMaxConnsPerIP
+		perIP = api.DefaultMaxConnsPerIP
 	}
 	if log == nil {
 		log = hclog.NewNullLogger()

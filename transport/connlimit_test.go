@@ -114,7 +114,7 @@ func TestConnsPerIPCapRefusesPastTheCapAndFreesOnClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lim := newIPLimiter(MinMaxConnsPerIP, hclog.NewNullLogger())
+	lim := newIPLimiter(api.MinMaxConnsPerIP, hclog.NewNullLogger())
 	accepted := make(chan net.Conn, 64)
 	go func() {
 		for {
@@ -136,7 +136,7 @@ func TestConnsPerIPCapRefusesPastTheCapAndFreesOnClose(t *testing.T) {
 		return c
 	}
 	var kept []net.Conn
-	for range MinMaxConnsPerIP {
+	for range api.MinMaxConnsPerIP {
 		dial()
 		sc := <-accepted
 		if sc == nil {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 )
 
@@ -20,21 +21,21 @@ type fakeService struct {
 	*apitest.Backend
 
 	mu      sync.Mutex
-	leader  LeaderInfo
-	members map[string]Member
+	leader  api.LeaderInfo
+	members map[string]api.Member
 	// leaderPanics makes Leader panic.
 	leaderPanics atomic.Bool
 }
 
 func newFakeService(id string) *fakeService {
-	f := &fakeService{Backend: apitest.New(), members: map[string]Member{}}
-	f.setLeader(LeaderInfo{ID: id, Self: true, Term: 3})
+	f := &fakeService{Backend: apitest.New(), members: map[string]api.Member{}}
+	f.setLeader(api.LeaderInfo{ID: id, Self: true, Term: 3})
 	return f
 }
 
 // setLeader sets the replica's view of the leader; its grants carry the
 // term.
-func (f *fakeService) setLeader(li LeaderInfo) {
+func (f *fakeService) setLeader(li api.LeaderInfo) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.leader = li
@@ -48,7 +49,7 @@ func (f *fakeService) dump() string {
 	return fmt.Sprint(f.Dump(), f.members)
 }
 
-func (f *fakeService) Leader() LeaderInfo {
+func (f *fakeService) Leader() api.LeaderInfo {
 	if f.leaderPanics.Load() {
 		panic("fake panic in Leader")
 	}
@@ -57,12 +58,12 @@ func (f *fakeService) Leader() LeaderInfo {
 	return f.leader
 }
 
-func (f *fakeService) Cluster(ctx context.Context) (ClusterInfo, error) {
-	var info ClusterInfo
+func (f *fakeService) Cluster(ctx context.Context) (api.ClusterInfo, error) {
+	var info api.ClusterInfo
 	err := f.Do(ctx, "Cluster", nil, func(context.Context) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		info = ClusterInfo{Leader: f.leader.ID, Term: f.leader.Term, CommitIndex: f.Index(), Members: []Member{}}
+		info = api.ClusterInfo{Leader: f.leader.ID, Term: f.leader.Term, CommitIndex: f.Index(), Members: []api.Member{}}
 		for _, id := range slices.Sorted(maps.Keys(f.members)) {
 			info.Members = append(info.Members, f.members[id])
 		}
@@ -71,7 +72,7 @@ func (f *fakeService) Cluster(ctx context.Context) (ClusterInfo, error) {
 	return info, err
 }
 
-func (f *fakeService) RegisterMember(ctx context.Context, m Member) error {
+func (f *fakeService) RegisterMember(ctx context.Context, m api.Member) error {
 	return f.Do(ctx, "RegisterMember", m, func(context.Context) error {
 		f.mu.Lock()
 		defer f.mu.Unlock()

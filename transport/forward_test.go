@@ -18,7 +18,7 @@ func twoNodes(t *testing.T) (leader, follower *fakeService, leaderURL, followerU
 	leader = newFakeService("n1")
 	lts := newTestServer(t, leader)
 	follower = newFakeService("n2")
-	follower.setLeader(LeaderInfo{ID: "n1", HTTPAddr: hostOf(lts), Self: false, Term: 3})
+	follower.setLeader(api.LeaderInfo{ID: "n1", HTTPAddr: hostOf(lts), Self: false, Term: 3})
 	fts := newTestServer(t, follower)
 	return leader, follower, lts.URL, fts.URL
 }
@@ -74,7 +74,7 @@ func TestForwarding(t *testing.T) {
 	}
 	// Raw: the answer carries the leader's headers, once.
 	r := rawDo(t, fURL, "GET", "/v1/lock?name=f", nil)
-	if r.status != 200 || len(r.header.Values(HeaderLeader)) != 1 || r.header.Get(HeaderLeader) != "n1" {
+	if r.status != 200 || len(r.header.Values(api.HeaderLeader)) != 1 || r.header.Get(api.HeaderLeader) != "n1" {
 		t.Fatalf("forwarded answer: %d %v", r.status, r.header)
 	}
 	// Bad input is refused by the leader, unchanged.
@@ -99,38 +99,38 @@ func TestForwardingNoLeader(t *testing.T) {
 
 	// A request that was already forwarded is not forwarded again.
 	before := leader.Calls("*")
-	r := rawDo(t, fURL, "GET", "/v1/cluster", nil, HeaderForwarded, "n9@2")
+	r := rawDo(t, fURL, "GET", "/v1/cluster", nil, api.HeaderForwarded, "n9@2")
 	if r.status != 503 || r.errCode() != "no_leader" || leader.Calls("*") != before {
 		t.Fatalf("double forward: %d %s", r.status, r.body)
 	}
 	// Two followers that each take the other for the leader: no loop.
 	other := newFakeService("n3")
 	ots := newTestServer(t, other)
-	follower.setLeader(LeaderInfo{ID: "n3", HTTPAddr: hostOf(ots), Term: 4})
-	other.setLeader(LeaderInfo{ID: "n2", HTTPAddr: strings.TrimPrefix(fURL, "http://"), Term: 4})
+	follower.setLeader(api.LeaderInfo{ID: "n3", HTTPAddr: hostOf(ots), Term: 4})
+	other.setLeader(api.LeaderInfo{ID: "n2", HTTPAddr: strings.TrimPrefix(fURL, "http://"), Term: 4})
 	r = rawDo(t, fURL, "GET", "/v1/cluster", nil)
 	if r.status != 503 || r.errCode() != "no_leader" {
 		t.Fatalf("forwarding loop: %d %s", r.status, r.body)
 	}
 
 	// Leader unknown.
-	follower.setLeader(LeaderInfo{Term: 5})
+	follower.setLeader(api.LeaderInfo{Term: 5})
 	r = rawDo(t, fURL, "POST", "/v1/acquire", strings.NewReader(`{}`))
-	if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(HeaderTerm) != "5" {
+	if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(api.HeaderTerm) != "5" {
 		t.Fatalf("leader unknown: %d %s %v", r.status, r.body, r.header)
 	}
 	// Leader known by id only.
-	follower.setLeader(LeaderInfo{ID: "n1", Term: 5})
+	follower.setLeader(api.LeaderInfo{ID: "n1", Term: 5})
 	r = rawDo(t, fURL, "GET", "/v1/lock?name=x", nil)
 	if r.status != 503 || r.errCode() != "no_leader" {
 		t.Fatalf("leader address unknown: %d %s", r.status, r.body)
 	}
 	// Leader unreachable.
-	follower.setLeader(LeaderInfo{ID: "n1", HTTPAddr: closedAddr(t), Term: 6})
+	follower.setLeader(api.LeaderInfo{ID: "n1", HTTPAddr: closedAddr(t), Term: 6})
 	for _, m := range []string{"GET /v1/lock?name=x", "POST /v1/sessions"} {
 		method, path, _ := strings.Cut(m, " ")
 		r = rawDo(t, fURL, method, path, strings.NewReader(``))
-		if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(HeaderLeader) != "n1" || r.header.Get(HeaderTerm) != "6" {
+		if r.status != 503 || r.errCode() != "no_leader" || r.header.Get(api.HeaderLeader) != "n1" || r.header.Get(api.HeaderTerm) != "6" {
 			t.Fatalf("%s to unreachable leader: %d %s %v", m, r.status, r.body, r.header)
 		}
 	}
@@ -156,7 +156,7 @@ func TestClientRotates(t *testing.T) {
 	}
 	// A node answering no_leader: the client moves to the next one.
 	down := newFakeService("n2")
-	down.setLeader(LeaderInfo{Term: 1})
+	down.setLeader(api.LeaderInfo{Term: 1})
 	dts := newTestServer(t, down)
 	c2 := newTestClient(t, hostOf(dts), hostOf(ts))
 	if _, err := c2.KeepAlive(ctx, s.ID); err != nil {
@@ -295,7 +295,7 @@ func TestForwardedRequestFollowsLeaderChange(t *testing.T) {
 		t.Fatalf("the forwarded wait answered %d %s before the leader changed", r.status, r.errCode())
 	case <-time.After(300 * time.Millisecond):
 	}
-	follower.setLeader(LeaderInfo{ID: "n3", HTTPAddr: closedAddr(t), Term: 4})
+	follower.setLeader(api.LeaderInfo{ID: "n3", HTTPAddr: closedAddr(t), Term: 4})
 	select {
 	case r := <-done:
 		if r.status != 503 || r.errCode() != "unknown_outcome" {

@@ -96,7 +96,7 @@ func checkFuzzAnswer(t *testing.T, port, method, path string, body []byte, sid s
 		t.Fatalf("%s %q: %d, body not JSON: %q", method, path, res.StatusCode, out)
 	}
 	if res.StatusCode != 200 {
-		var e ErrorReply
+		var e api.ErrorReply
 		if err := json.Unmarshal(out, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 			t.Fatalf("%s %q: %d, not an error body: %q", method, path, res.StatusCode, out)
 		}
@@ -104,7 +104,7 @@ func checkFuzzAnswer(t *testing.T, port, method, path string, body []byte, sid s
 			t.Fatalf("%s %q: code %s with status %d", method, path, e.Error.Code, res.StatusCode)
 		}
 	}
-	if res.Header.Get(HeaderLeader) != "n1" {
+	if res.Header.Get(api.HeaderLeader) != "n1" {
 		t.Fatalf("%s %q: no leader header", method, path)
 	}
 	// A body that is not UTF-8 is never decoded into a request (its
@@ -135,7 +135,7 @@ func openFuzzSession(f *testing.F, srv http.Handler) string {
 	req := httptest.NewRequest("POST", "/v1/sessions", strings.NewReader(`{}`))
 	w := httptest.NewRecorder()
 	srv.ServeHTTP(w, req)
-	var r OpenSessionReply
+	var r api.OpenSessionReply
 	if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || r.ID == "" {
 		f.Fatalf("open session: %s", w.Body.Bytes())
 	}

@@ -381,7 +381,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		s.log.Warn("request failed", args...)
 	}
-	writeJSON(w, status, ErrorReply{Error: ErrorBody{Code: string(e.Code), Message: e.Message}})
+	writeJSON(w, status, api.ErrorReply{Error: api.ErrorBody{Code: string(e.Code), Message: e.Message}})
 }
 
 // logPath is a request's path as log lines and error answers show it: a
@@ -483,14 +483,14 @@ type responseWriter struct {
 	status int
 	// leader is the leadership view taken once per request: it names the
 	// leader in the headers and decides forwarding.
-	leader LeaderInfo
+	leader api.LeaderInfo
 }
 
 // leaderOf returns the leadership view ServeHTTP took for this request.
-func leaderOf(w http.ResponseWriter) (LeaderInfo, bool) {
+func leaderOf(w http.ResponseWriter) (api.LeaderInfo, bool) {
 	rw, ok := w.(*responseWriter)
 	if !ok {
-		return LeaderInfo{}, false
+		return api.LeaderInfo{}, false
 	}
 	return rw.leader, true
 }

@@ -8,45 +8,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // Digester is what a Service implements to prove that its replica agrees
 // with the others (node.Node does): its recent state digests
 // (fsm.FSM.Digests), served on the peer port.
 type Digester interface {
-	DigestReport() DigestReport
+	DigestReport() api.DigestReport
 	// Diverged is told by the leader that this replica's digest differs
 	// from the majority's (POST /v1/internal/diverged).
-	Diverged(d DivergedNotice)
-}
-
-// DigestReport is a replica's answer to GET /v1/internal/digests.
-type DigestReport struct {
-	ID string `json:"id"`
-	// Origin is where the replica's digest chain starts (digests compare
-	// only at the same origin); Applied its last applied index.
-	Origin  uint64 `json:"origin"`
-	Applied uint64 `json:"applied"`
-	// Digests are the recent digests, oldest first.
-	Digests []DigestEntry `json:"digests"`
-}
-
-// DigestEntry is the digest (hex SHA-256) after applying entry Index.
-type DigestEntry struct {
-	Index  uint64 `json:"index"`
-	Digest string `json:"digest"`
-}
-
-// DivergedNotice tells a replica where its digest left the majority's.
-type DivergedNotice struct {
-	Index     uint64 `json:"index"`
-	Leader    string `json:"leader"`
-	Majority  string `json:"majority_digest"`
-	Yours     string `json:"your_digest"`
-	Agreeing  int    `json:"agreeing"`
-	Replicas  int    `json:"replicas"`
-	Demoted   bool   `json:"demoted"`
-	Reporting string `json:"reporting_node"`
+	Diverged(d api.DivergedNotice)
 }
 
 const (
@@ -70,7 +43,7 @@ func (s *Server) handleDiverged(w http.ResponseWriter, r *http.Request) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
-	var n DivergedNotice
+	var n api.DivergedNotice
 	if err := decodeBody(w, r, &n); err != nil {
 		return err
 	}
@@ -122,14 +95,14 @@ func peerCall(ctx context.Context, dial func(ctx context.Context, network, addr 
 }
 
 // GetDigests asks the replica at peer port addr for its recent digests.
-func GetDigests(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (DigestReport, error) {
-	var rep DigestReport
+func GetDigests(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (api.DigestReport, error) {
+	var rep api.DigestReport
 	err := peerCall(ctx, dial, http.MethodGet, addr, digestsPath, nil, &rep)
 	return rep, err
 }
 
 // TellDiverged tells the replica at peer port addr that it diverged.
-func TellDiverged(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n DivergedNotice) error {
+func TellDiverged(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n api.DivergedNotice) error {
 	var out map[string]bool
 	return peerCall(ctx, dial, http.MethodPost, addr, divergedPath, n, &out)
 }

@@ -17,7 +17,7 @@ import (
 // leader, or answers no_leader when the leader is unknown or the request
 // was already forwarded once (so two nodes with stale views never bounce a
 // request between them).
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) {
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, li api.LeaderInfo) {
 	addr := li.ForwardAddr()
 	if addr == "" {
 		if s.answerRemoved(w, r) {
@@ -26,13 +26,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 		s.writeError(w, r, api.Errorf(api.CodeNoLeader, "this node does not lead and knows no leader address (leader %q)", li.ID))
 		return
 	}
-	if via := r.Header.Get(HeaderForwarded); via != "" {
+	if via := r.Header.Get(api.HeaderForwarded); via != "" {
 		s.writeError(w, r, api.Errorf(api.CodeNoLeader,
 			"request forwarded here as to the leader (%s), but this node does not lead (its leader: %q)", via, li.ID))
 		return
 	}
-	if r.ContentLength > MaxBodyBytes && !isSnapshotUpload(r) {
-		s.writeError(w, r, api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes))
+	if r.ContentLength > api.MaxBodyBytes && !isSnapshotUpload(r) {
+		s.writeError(w, r, api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, api.MaxBodyBytes))
 		return
 	}
 	target := &url.URL{Scheme: "http", Host: addr}
@@ -47,12 +47,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li LeaderInfo) 
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
-			pr.Out.Header.Set(HeaderForwarded, view)
+			pr.Out.Header.Set(api.HeaderForwarded, view)
 		},
 		Transport:     s.proxy,
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
-			if resp.Header.Get(HeaderLeader) == "" {
+			if resp.Header.Get(api.HeaderLeader) == "" {
 				for _, h := range leaderHeaders {
 					if v := mine.Get(h); v != "" {
 						resp.Header.Set(h, v)
@@ -86,7 +86,7 @@ const leaderCheckInterval = 100 * time.Millisecond
 // a leader that froze or stepped down is answered at once (no_leader for a
 // read, unknown_outcome for a write) so that the client asks again and
 // reaches the new leader, instead of waiting on the old one.
-func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, li LeaderInfo) {
+func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, li api.LeaderInfo) {
 	t := time.NewTicker(leaderCheckInterval)
 	defer t.Stop()
 	for {
@@ -102,24 +102,15 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 	}
 }
 
-// ForwardAddr is where a follower forwards to the leader: its peer port
-// when it has one, else its HTTP address.
-func (li LeaderInfo) ForwardAddr() string {
-	if li.PeerAddr != "" {
-		return li.PeerAddr
-	}
-	return li.HTTPAddr
-}
-
 // leaderHeaders are the headers in which a node tells its view of the
 // leader: a forwarded answer carries the leader's own.
-var leaderHeaders = []string{HeaderLeader, HeaderLeaderAddr, HeaderTerm}
+var leaderHeaders = []string{api.HeaderLeader, api.HeaderLeaderAddr, api.HeaderTerm}
 
 // proxyError classifies a failure to forward. A request that never reached
 // the leader (dial failure) or that only reads is answered no_leader
 // (retry); a write that may have reached the leader is unknown_outcome
 // (retry the same idempotent request).
-func proxyError(r *http.Request, li LeaderInfo, err error) error {
+func proxyError(r *http.Request, li api.LeaderInfo, err error) error {
 	// A *url.Error quotes the request's URL, which may name a session id
 	// (a secret): keep what went wrong, not where.
 	var ue *url.Error

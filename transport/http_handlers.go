@@ -30,17 +30,17 @@ func invalidf(format string, args ...any) error {
 // either with U+FFFD, so that two different names became one before the
 // contract's validators could refuse them.
 func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	if r.ContentLength > MaxBodyBytes {
-		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, MaxBodyBytes)
+	if r.ContentLength > api.MaxBodyBytes {
+		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, api.MaxBodyBytes)
 	}
 	buf := getBuf()
 	defer putBuf(buf)
-	data, err := readAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes), (*buf)[:0])
+	data, err := readAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes), (*buf)[:0])
 	*buf = data[:0]
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return api.Errorf(api.CodeTooLarge, "request body over the limit of %d bytes", MaxBodyBytes)
+			return api.Errorf(api.CodeTooLarge, "request body over the limit of %d bytes", api.MaxBodyBytes)
 		}
 		return invalidf("reading request body: %v", err)
 	}
@@ -190,7 +190,7 @@ func blockingQuery(q url.Values) (index uint64, wait time.Duration, err error) {
 }
 
 func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error {
-	var b OpenSessionBody
+	var b api.OpenSessionBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
@@ -209,7 +209,7 @@ func (s *Server) handleOpenSession(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+	writeJSON(w, http.StatusOK, api.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
 	return nil
 }
 
@@ -222,7 +222,7 @@ func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, KeepAliveReply{TTL: ttl.String()})
+	writeJSON(w, http.StatusOK, api.KeepAliveReply{TTL: ttl.String()})
 	return nil
 }
 
@@ -235,7 +235,7 @@ func (s *Server) handleSessionInfo(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewSessionReply(info))
+	writeJSON(w, http.StatusOK, api.NewSessionReply(info))
 	return nil
 }
 
@@ -247,12 +247,12 @@ func (s *Server) handleCloseSession(w http.ResponseWriter, r *http.Request) erro
 	if err := s.svc.CloseSession(r.Context(), id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, CloseReply{Closed: true})
+	writeJSON(w, http.StatusOK, api.CloseReply{Closed: true})
 	return nil
 }
 
 func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
-	var b AcquireBody
+	var b api.AcquireBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
@@ -269,19 +269,19 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewGrantReply(g))
+	writeJSON(w, http.StatusOK, api.NewGrantReply(g))
 	return nil
 }
 
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) error {
-	var b ReleaseBody
+	var b api.ReleaseBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
 	if err := s.svc.Release(r.Context(), api.ReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ReleaseReply{Released: true})
+	writeJSON(w, http.StatusOK, api.ReleaseReply{Released: true})
 	return nil
 }
 
@@ -307,8 +307,8 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	w.Header().Set(HeaderIndex, strconv.FormatUint(l.Index, 10))
-	writeJSON(w, http.StatusOK, NewLockReply(l))
+	w.Header().Set(api.HeaderIndex, strconv.FormatUint(l.Index, 10))
+	writeJSON(w, http.StatusOK, api.NewLockReply(l))
 	return nil
 }
 
@@ -341,12 +341,12 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewLocksPageReply(page))
+	writeJSON(w, http.StatusOK, api.NewLocksPageReply(page))
 	return nil
 }
 
 func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
-	var b CheckBody
+	var b api.CheckBody
 	if err := decodeBody(w, r, &b); err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func (s *Server) handleCheck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, NewCheckReply(c))
+	writeJSON(w, http.StatusOK, api.NewCheckReply(c))
 	return nil
 }
 
@@ -367,14 +367,14 @@ func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if info.Members == nil {
-		info.Members = []Member{}
+		info.Members = []api.Member{}
 	}
 	writeJSON(w, http.StatusOK, info)
 	return nil
 }
 
 func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
-	var m Member
+	var m api.Member
 	if err := decodeBody(w, r, &m); err != nil {
 		return err
 	}
@@ -390,7 +390,7 @@ func (s *Server) handleRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := s.svc.RegisterMember(r.Context(), m); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, RegisterReply{Registered: true})
+	writeJSON(w, http.StatusOK, api.RegisterReply{Registered: true})
 	return nil
 }
 
@@ -446,7 +446,7 @@ func (s *Server) handleTokens(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, TokensReply{Tokens: ts})
+	writeJSON(w, http.StatusOK, api.TokensReply{Tokens: ts})
 	return nil
 }
 
@@ -461,6 +461,6 @@ func (s *Server) handleDeleteToken(w http.ResponseWriter, r *http.Request) error
 	if err := as.DeleteToken(r.Context(), r.PathValue("id")); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, DeletedReply{Deleted: true})
+	writeJSON(w, http.StatusOK, api.DeletedReply{Deleted: true})
 	return nil
 }

@@ -3,30 +3,15 @@ package transport
 import (
 	"encoding/json"
 	"net/http"
-	"time"
-)
 
-// HealthStatus is a node's verdict on its own health (HealthService).
-type HealthStatus struct {
-	// Healthy: a member of the configuration that leads with a quorum, or
-	// follows a leader it heard from within the election timeout.
-	Healthy bool
-	// Reason says why not, when not healthy.
-	Reason string
-	// LastContact is how long ago a follower last heard from the leader
-	// (0 on the leader).
-	LastContact time.Duration
-	// ID is the node's id; AppliedIndex the last log index its state
-	// machine applied.
-	ID           string
-	AppliedIndex uint64
-}
+	"github.com/raftlock/raftlock/api"
+)
 
 // HealthService is what a Service implements for a truthful GET
 // /v1/health (node.Node does): without it, the server answers 200
 // whenever it answers at all.
 type HealthService interface {
-	Health() HealthStatus
+	Health() api.HealthStatus
 }
 
 // handleHealth answers GET /v1/health, locally (never forwarded, no
@@ -36,7 +21,7 @@ type HealthService interface {
 // whether the process answers.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	li := s.svc.Leader()
-	h := HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self, Serving: li.Self && li.Serving}
+	h := api.HealthInfo{OK: true, Leader: li.ID, Term: li.Term, IsLeader: li.Self, Serving: li.Self && li.Serving}
 	if hs, ok := s.svc.(HealthService); ok {
 		st := hs.Health()
 		h.OK, h.Reason, h.Node, h.AppliedIndex = st.Healthy, st.Reason, st.ID, st.AppliedIndex

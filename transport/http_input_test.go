@@ -46,14 +46,14 @@ func TestWireDurationsAreTakenAsGiven(t *testing.T) {
 			checkRefused(t, tc.body, r, tc.want)
 			continue
 		}
-		var got OpenSessionReply
+		var got api.OpenSessionReply
 		if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 || got.TTL != tc.ttl || got.LockDelay != tc.delay {
 			t.Errorf("%s: HTTP %d %s; want ttl %s, lock_delay %s", tc.body, r.status, r.body, tc.ttl, tc.delay)
 		}
 	}
 	// The waits likewise: a negative one names the range.
 	s := rawDo(t, ts.URL, "POST", "/v1/sessions", nil)
-	var open OpenSessionReply
+	var open api.OpenSessionReply
 	if err := json.Unmarshal(s.body, &open); err != nil || s.status != 200 {
 		t.Fatalf("open: HTTP %d %s", s.status, s.body)
 	}
@@ -80,7 +80,7 @@ func fakeWithSession(t *testing.T) (*fakeService, *httptest.Server, *Client, api
 // checkRefused asserts r is a 400 invalid_argument whose message is want.
 func checkRefused(t *testing.T, what string, r rawResp, want string) {
 	t.Helper()
-	var e ErrorReply
+	var e api.ErrorReply
 	if err := json.Unmarshal(r.body, &e); err != nil || r.status != 400 || e.Error.Code != string(api.CodeInvalidArgument) || e.Error.Message != want {
 		t.Errorf("%s: HTTP %d %s; want 400 invalid_argument %q", what, r.status, r.body, want)
 	}
@@ -128,7 +128,7 @@ func TestInvalidUTF8IsRefusedNotReplaced(t *testing.T) {
 		acq(`inv\ufffd\\ud800`, "h4"): `inv` + "\uFFFD" + `\ud800`,
 	} {
 		r := rawDo(t, ts.URL, "POST", "/v1/acquire", strings.NewReader(body))
-		var g GrantReply
+		var g api.GrantReply
 		if err := json.Unmarshal(r.body, &g); err != nil || r.status != 200 || g.Name != name {
 			t.Errorf("%s: HTTP %d %s; want a grant of %q", body, r.status, r.body, name)
 		}
@@ -189,7 +189,7 @@ func TestLoneSurrogate(t *testing.T) {
 func TestRetriedNoLeaderLogsNothingAtInfo(t *testing.T) {
 	var logs apitest.LogBuffer
 	f := newFakeService("n1")
-	f.setLeader(LeaderInfo{Term: 3}) // no leader known
+	f.setLeader(api.LeaderInfo{Term: 3}) // no leader known
 	ts := newTestServer(t, f, WithLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})))
 	for range 100 {
 		if r := rawDo(t, ts.URL, "GET", "/v1/cluster", nil); r.status != 503 || r.errCode() != string(api.CodeNoLeader) {
@@ -248,12 +248,12 @@ func TestHealthSaysServing(t *testing.T) {
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)
 	for _, tc := range []struct {
-		li   LeaderInfo
+		li   api.LeaderInfo
 		want string
 	}{
-		{LeaderInfo{ID: "n1", Self: true, Serving: true, Term: 3}, `{"ok":true,"leader":"n1","term":3,"is_leader":true,"serving":true}`},
-		{LeaderInfo{ID: "n1", Self: true, Term: 3}, `{"ok":true,"leader":"n1","term":3,"is_leader":true,"serving":false}`},
-		{LeaderInfo{ID: "n2", Serving: true, Term: 3}, `{"ok":true,"leader":"n2","term":3,"is_leader":false,"serving":false}`},
+		{api.LeaderInfo{ID: "n1", Self: true, Serving: true, Term: 3}, `{"ok":true,"leader":"n1","term":3,"is_leader":true,"serving":true}`},
+		{api.LeaderInfo{ID: "n1", Self: true, Term: 3}, `{"ok":true,"leader":"n1","term":3,"is_leader":true,"serving":false}`},
+		{api.LeaderInfo{ID: "n2", Serving: true, Term: 3}, `{"ok":true,"leader":"n2","term":3,"is_leader":false,"serving":false}`},
 	} {
 		f.setLeader(tc.li)
 		if r := rawDo(t, ts.URL, "GET", "/v1/health", nil); r.status != 200 || string(r.body) != tc.want+"\n" {

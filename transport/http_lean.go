@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/raftlock/raftlock/api"
 )
 
 // The lean parts of the request path: pooled buffers for bodies and
@@ -61,18 +62,18 @@ func readAll(r io.Reader, buf []byte) ([]byte, error) {
 // or data is outside the subset.
 func decodeFastBody(data []byte, dst any) bool {
 	switch d := dst.(type) {
-	case fastDecoder:
-		return d.decodeFast(data)
+	case api.FastDecoder:
+		return d.DecodeFast(data)
 	case *struct{}:
-		return (*emptyBody)(nil).decodeFast(data)
+		return api.DecodeFastEmpty(data)
 	}
 	return false
 }
 
 // encodeAnswer appends v's JSON encoding, json.Marshal's bytes, to dst.
 func encodeAnswer(dst []byte, v any) ([]byte, error) {
-	if a, ok := v.(jsonAppender); ok {
-		return a.appendJSON(dst)
+	if a, ok := v.(api.JSONAppender); ok {
+		return a.AppendJSON(dst)
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
@@ -98,14 +99,14 @@ func setJSONHeaders(h http.Header, n int) {
 
 // setLeaderHeaders stamps the answer with the leadership view li, its
 // values in one allocation.
-func setLeaderHeaders(h http.Header, li LeaderInfo) {
+func setLeaderHeaders(h http.Header, li api.LeaderInfo) {
 	vals := [3]string{li.ID, li.HTTPAddr, strconv.FormatUint(li.Term, 10)}
 	s := vals[:]
-	h[HeaderLeader] = s[0:1:1]
+	h[api.HeaderLeader] = s[0:1:1]
 	if li.HTTPAddr != "" {
-		h[HeaderLeaderAddr] = s[1:2:2]
+		h[api.HeaderLeaderAddr] = s[1:2:2]
 	}
-	h[HeaderTerm] = s[2:3:3]
+	h[api.HeaderTerm] = s[2:3:3]
 }
 
 // serveRoute serves r with h, the handler mux.Handler found for pattern.

@@ -42,7 +42,7 @@ type MembershipView interface {
 type removedHint struct {
 	mu sync.Mutex
 	at time.Time
-	li LeaderInfo
+	li api.LeaderInfo
 }
 
 // answerRemoved answers r when this node was removed from the cluster:
@@ -73,7 +73,7 @@ func (s *Server) answerRemoved(w http.ResponseWriter, r *http.Request) bool {
 // peer ports (GET /v1/health, answered locally, and its leader headers),
 // at most once a second, the highest term's answer that names an HTTP
 // address winning. Zero when none names one.
-func (s *Server) removedLeader(ctx context.Context, peers []string) LeaderInfo {
+func (s *Server) removedLeader(ctx context.Context, peers []string) api.LeaderInfo {
 	h := &s.removed
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -85,11 +85,11 @@ func (s *Server) removedLeader(ctx context.Context, peers []string) LeaderInfo {
 	}
 	ctx, cancel := context.WithTimeout(ctx, removedProbeTimeout)
 	defer cancel()
-	answers := make(chan LeaderInfo, len(peers))
+	answers := make(chan api.LeaderInfo, len(peers))
 	for _, p := range peers {
 		go func() { answers <- s.askPeerLeader(ctx, p) }()
 	}
-	var best LeaderInfo
+	var best api.LeaderInfo
 	for range peers {
 		li := <-answers
 		if li.HTTPAddr != "" && li.Term >= best.Term {
@@ -101,18 +101,18 @@ func (s *Server) removedLeader(ctx context.Context, peers []string) LeaderInfo {
 }
 
 // askPeerLeader asks the peer port peer whom it takes for the leader.
-func (s *Server) askPeerLeader(ctx context.Context, peer string) LeaderInfo {
+func (s *Server) askPeerLeader(ctx context.Context, peer string) api.LeaderInfo {
 	u := &url.URL{Scheme: "http", Host: peer, Path: "/v1/health"}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return LeaderInfo{}
+		return api.LeaderInfo{}
 	}
 	resp, err := s.proxy.RoundTrip(req)
 	if err != nil {
-		return LeaderInfo{}
+		return api.LeaderInfo{}
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	term, _ := strconv.ParseUint(resp.Header.Get(HeaderTerm), 10, 64)
-	return LeaderInfo{ID: resp.Header.Get(HeaderLeader), HTTPAddr: resp.Header.Get(HeaderLeaderAddr), Term: term}
+	term, _ := strconv.ParseUint(resp.Header.Get(api.HeaderTerm), 10, 64)
+	return api.LeaderInfo{ID: resp.Header.Get(api.HeaderLeader), HTTPAddr: resp.Header.Get(api.HeaderLeaderAddr), Term: term}
 }

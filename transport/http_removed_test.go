@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // removedService is a fakeService whose node was removed from the
@@ -41,13 +43,13 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 	// Two peers (their peer ports serve the API): one lags (term 4,
 	// leader n2), one is current (term 7, leader n6).
 	lagging := newFakeService("n3")
-	lagging.setLeader(LeaderInfo{ID: "n2", HTTPAddr: "127.0.0.1:2", Term: 4})
+	lagging.setLeader(api.LeaderInfo{ID: "n2", HTTPAddr: "127.0.0.1:2", Term: 4})
 	current := newFakeService("n6")
-	current.setLeader(LeaderInfo{ID: "n6", HTTPAddr: "127.0.0.1:6", Self: true, Term: 7})
+	current.setLeader(api.LeaderInfo{ID: "n6", HTTPAddr: "127.0.0.1:6", Self: true, Term: 7})
 	lp, cp := newTestServer(t, lagging), newTestServer(t, current)
 
 	removed := newFakeService("n1")
-	removed.setLeader(LeaderInfo{Term: 5}) // knows no leader
+	removed.setLeader(api.LeaderInfo{Term: 5}) // knows no leader
 	svc := &removedService{fakeService: removed, peers: []string{hostOf(lp), hostOf(cp), "127.0.0.1:1"}}
 	ts := svc.serve(t)
 
@@ -66,7 +68,7 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var er ErrorReply
+		var er api.ErrorReply
 		_ = json.Unmarshal(body, &er)
 		if resp.StatusCode != http.StatusServiceUnavailable || er.Error.Code != "no_leader" {
 			t.Fatalf("%s %s: HTTP %d %s, want 503 no_leader", req.method, req.path, resp.StatusCode, body)
@@ -74,7 +76,7 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 		if !strings.Contains(er.Error.Message, "removed from the cluster") || !strings.Contains(er.Error.Message, "n6 at 127.0.0.1:6") {
 			t.Fatalf("%s %s: message %q", req.method, req.path, er.Error.Message)
 		}
-		if got := resp.Header.Get(HeaderLeaderAddr); got != "127.0.0.1:6" || resp.Header.Get(HeaderLeader) != "n6" || resp.Header.Get(HeaderTerm) != "7" {
+		if got := resp.Header.Get(api.HeaderLeaderAddr); got != "127.0.0.1:6" || resp.Header.Get(api.HeaderLeader) != "n6" || resp.Header.Get(api.HeaderTerm) != "7" {
 			t.Fatalf("%s %s: leader headers %v", req.method, req.path, resp.Header)
 		}
 	}
@@ -84,14 +86,14 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 
 	// No peer names a leader.
 	alone := &removedService{fakeService: newFakeService("n1"), peers: []string{"127.0.0.1:1"}}
-	alone.setLeader(LeaderInfo{Term: 5})
+	alone.setLeader(api.LeaderInfo{Term: 5})
 	resp, err := http.Get(alone.serve(t).URL + "/v1/lock?name=x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(HeaderLeaderAddr) != "" ||
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get(api.HeaderLeaderAddr) != "" ||
 		!strings.Contains(string(body), "no member it knows of named the leader") {
 		t.Fatalf("HTTP %d %s, headers %v", resp.StatusCode, body, resp.Header)
 	}
@@ -102,12 +104,12 @@ func TestRemovedNodeAnswersNoLeaderNamingTheLeader(t *testing.T) {
 func TestClientFollowsTheLeaderARemovedNodeNames(t *testing.T) {
 	current := newFakeService("n6")
 	cur := newTestServer(t, current)
-	current.setLeader(LeaderInfo{ID: "n6", HTTPAddr: hostOf(cur), Self: true, Term: 7})
+	current.setLeader(api.LeaderInfo{ID: "n6", HTTPAddr: hostOf(cur), Self: true, Term: 7})
 	n1 := newFakeService("n1")
 	svc := &removedService{fakeService: n1, peers: []string{hostOf(cur)}}
 	svc.member.Store(true)
 	old := svc.serve(t)
-	n1.setLeader(LeaderInfo{ID: "n1", HTTPAddr: hostOf(old), Self: true, Term: 5})
+	n1.setLeader(api.LeaderInfo{ID: "n1", HTTPAddr: hostOf(old), Self: true, Term: 5})
 	c, err := NewClient([]string{hostOf(old)}, WithMemberSync(DefaultMemberSync))
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +118,7 @@ func TestClientFollowsTheLeaderARemovedNodeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc.member.Store(false)
-	n1.setLeader(LeaderInfo{Term: 5}) // removed: it knows no leader
+	n1.setLeader(api.LeaderInfo{Term: 5}) // removed: it knows no leader
 	if _, err := c.LockState(testCtx(t), "x"); err != nil {
 		t.Fatalf("lock read through a removed node: %v", err)
 	}

@@ -15,67 +15,18 @@ import (
 	"github.com/raftlock/raftlock/node/backupfile"
 )
 
-// MaxSnapshotBytes bounds a backup file the server takes in (POST
-// /v1/snapshot/restore): 1 GiB, node/backupfile.MaxBytes.
-const MaxSnapshotBytes = 1 << 30
-
-// Headers of GET /v1/snapshot's answer, describing the backup in its body.
-const (
-	HeaderSnapshotIndex    = "X-Raftlock-Snapshot-Index"
-	HeaderSnapshotChecksum = "X-Raftlock-Snapshot-Checksum"
-)
-
-// SnapshotInfo describes a backup taken (GET /v1/snapshot).
-type SnapshotInfo struct {
-	// Index is the Raft index of the last entry the backup holds; Term
-	// the leader's term then.
-	Index uint64 `json:"index"`
-	Term  uint64 `json:"term"`
-	// Sessions and Locks count its records.
-	Sessions int `json:"sessions"`
-	Locks    int `json:"locks"`
-	// Checksum is the file's SHA-256 (hex).
-	Checksum string `json:"checksum"`
-}
-
-// RestoreInfo answers a restore (POST /v1/snapshot/restore).
-type RestoreInfo struct {
-	// BackupIndex is the Raft index the backup was taken at.
-	BackupIndex uint64 `json:"backup_index"`
-	// Floor is the restore's token floor: every token granted from now on
-	// is above it, and it is at least the leader's last log index before
-	// the restore (every token the cluster had issued) and min_token.
-	Floor uint64 `json:"floor"`
-	// Index is the Raft index the restored state was written at.
-	Index uint64 `json:"index"`
-	// Sessions and Locks count what was restored: the backup's sessions
-	// the restore kept, and the locks of the restored state.
-	Sessions int    `json:"sessions"`
-	Locks    int    `json:"locks"`
-	Checksum string `json:"checksum"`
-	// SessionsEnded counts the sessions, of the backup or of the running
-	// cluster, that the restore ended (their clients are told at their
-	// next request); GrantsRevoked the running cluster's grants it took
-	// away (each lock unavailable for its holder's ttl + lock-delay);
-	// GrantsDropped the backup's grants it did not restore (DESIGN.md,
-	// "Server actions never outrun the holder").
-	SessionsEnded int `json:"sessions_ended"`
-	GrantsRevoked int `json:"grants_revoked"`
-	GrantsDropped int `json:"grants_dropped"`
-}
-
 // SnapshotService is what a Service implements to serve backups and
 // restores (node.Node does). Snapshot and Restore are admin operations
 // (the service authorizes); PeerRestore serves the peer-only route that a
 // new node started with raftlockd --restore uses when another node leads.
 type SnapshotService interface {
 	// Snapshot writes a backup file of the leader's state to w.
-	Snapshot(ctx context.Context, w io.Writer) (SnapshotInfo, error)
+	Snapshot(ctx context.Context, w io.Writer) (api.SnapshotInfo, error)
 	// Restore replaces the state with a backup file's; every later token
 	// is above minToken and above every token issued before.
-	Restore(ctx context.Context, data []byte, minToken uint64) (RestoreInfo, error)
+	Restore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error)
 	// PeerRestore is Restore for a member, without a token.
-	PeerRestore(ctx context.Context, data []byte, minToken uint64) (RestoreInfo, error)
+	PeerRestore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error)
 }
 
 func (s *Server) snapshotService() (SnapshotService, error) {
@@ -106,8 +57,8 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.Header().Set(HeaderSnapshotIndex, strconv.FormatUint(info.Index, 10))
-	w.Header().Set(HeaderSnapshotChecksum, info.Checksum)
+	w.Header().Set(api.HeaderSnapshotIndex, strconv.FormatUint(info.Index, 10))
+	w.Header().Set(api.HeaderSnapshotChecksum, info.Checksum)
 	w.WriteHeader(http.StatusOK)
 	_, _ = buf.WriteTo(w)
 	return nil
@@ -146,14 +97,14 @@ func (s *Server) restore(w http.ResponseWriter, r *http.Request, peer bool) erro
 			return err
 		}
 	}
-	if r.ContentLength > MaxSnapshotBytes {
-		return api.Errorf(api.CodeTooLarge, "backup is %d bytes; the limit is %d", r.ContentLength, MaxSnapshotBytes)
+	if r.ContentLength > api.MaxSnapshotBytes {
+		return api.Errorf(api.CodeTooLarge, "backup is %d bytes; the limit is %d", r.ContentLength, api.MaxSnapshotBytes)
 	}
 	data, err := spoolBackup(w, r, spoolDir(ss))
 	if err != nil {
 		return err
 	}
-	var info RestoreInfo
+	var info api.RestoreInfo
 	if peer {
 		info, err = ss.PeerRestore(r.Context(), data, minToken)
 	} else {
@@ -182,10 +133,6 @@ type Spooler interface {
 	SpoolDir() string
 }
 
-// SpoolPattern names the temporary file an upload is written to while it
-// arrives (os.CreateTemp's pattern); it is removed when the request ends.
-const SpoolPattern = "restore-upload-*.tmp"
-
 func spoolDir(ss SnapshotService) string {
 	if sp, ok := ss.(Spooler); ok && sp.SpoolDir() != "" {
 		return sp.SpoolDir()
@@ -199,19 +146,19 @@ func spoolDir(ss SnapshotService) string {
 // large upload that is cut short, corrupted or not a backup at all never
 // costs its size in memory. The file is removed before it returns.
 func spoolBackup(w http.ResponseWriter, r *http.Request, dir string) ([]byte, error) {
-	f, err := os.CreateTemp(dir, SpoolPattern)
+	f, err := os.CreateTemp(dir, api.SpoolPattern)
 	if err != nil {
 		return nil, api.Errorf(api.CodeInternal, "spool the backup: %v", err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	fw := &spoolWriter{f: f}
-	size, err := io.Copy(fw, http.MaxBytesReader(w, r.Body, MaxSnapshotBytes))
+	size, err := io.Copy(fw, http.MaxBytesReader(w, r.Body, api.MaxSnapshotBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
 		case errors.As(err, &mbe):
-			return nil, api.Errorf(api.CodeTooLarge, "backup is larger than %d bytes", MaxSnapshotBytes)
+			return nil, api.Errorf(api.CodeTooLarge, "backup is larger than %d bytes", api.MaxSnapshotBytes)
 		case fw.err != nil:
 			return nil, api.Errorf(api.CodeInternal, "spool the backup: %v", fw.err)
 		}

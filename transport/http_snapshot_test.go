@@ -23,17 +23,17 @@ type snapshotFake struct {
 	minToken uint64
 }
 
-func (f *snapshotFake) Snapshot(_ context.Context, w io.Writer) (SnapshotInfo, error) {
+func (f *snapshotFake) Snapshot(_ context.Context, w io.Writer) (api.SnapshotInfo, error) {
 	_, err := w.Write(f.backup)
-	return SnapshotInfo{Index: 7, Checksum: "abc"}, err
+	return api.SnapshotInfo{Index: 7, Checksum: "abc"}, err
 }
 
-func (f *snapshotFake) Restore(_ context.Context, data []byte, minToken uint64) (RestoreInfo, error) {
+func (f *snapshotFake) Restore(_ context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
 	f.restored, f.minToken = data, minToken
-	return RestoreInfo{Floor: 99, Sessions: 1}, nil
+	return api.RestoreInfo{Floor: 99, Sessions: 1}, nil
 }
 
-func (f *snapshotFake) PeerRestore(ctx context.Context, data []byte, minToken uint64) (RestoreInfo, error) {
+func (f *snapshotFake) PeerRestore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
 	return f.Restore(ctx, data, minToken)
 }
 

@@ -63,7 +63,7 @@ type rawResp struct {
 }
 
 func (r rawResp) errCode() string {
-	var e ErrorReply
+	var e api.ErrorReply
 	_ = json.Unmarshal(r.body, &e)
 	return e.Error.Code
 }
@@ -179,7 +179,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || chk.Valid || chk.CurrentToken != 0 {
 		t.Fatalf("check after release: %+v %v", chk, err)
 	}
-	if err := f.RegisterMember(ctx, Member{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: hostOf(ts), Voter: true}); err != nil {
+	if err := f.RegisterMember(ctx, api.Member{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: hostOf(ts), Voter: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Members register on the peer port (its Server has the members'
@@ -200,7 +200,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("cluster: %+v %v", cl, err)
 	}
 	h, err := c.Health(ctx)
-	if err != nil || h != (HealthInfo{OK: true, Leader: "n1", Term: 3, IsLeader: true, Serving: false}) { // the fake's leader does not say it serves
+	if err != nil || h != (api.HealthInfo{OK: true, Leader: "n1", Term: 3, IsLeader: true, Serving: false}) { // the fake's leader does not say it serves
 		t.Fatalf("health: %+v %v", h, err)
 	}
 	if err := c.CloseSession(ctx, info.ID); err != nil {
@@ -226,7 +226,7 @@ func TestWireFormat(t *testing.T) {
 	if err := json.Unmarshal(r.body, &open); err != nil || r.status != 200 || open["ttl"] != "15s" || open["lock_delay"] != "10s" || open["id"] == "" {
 		t.Fatalf("open: %d %s", r.status, r.body)
 	}
-	if r.header.Get(HeaderLeader) != "n1" || r.header.Get(HeaderTerm) != "3" || r.header.Get("Content-Type") != "application/json" {
+	if r.header.Get(api.HeaderLeader) != "n1" || r.header.Get(api.HeaderTerm) != "3" || r.header.Get("Content-Type") != "application/json" {
 		t.Fatalf("headers: %v", r.header)
 	}
 	// An explicit "0s" lock-delay means none; an absent one the default.
@@ -256,7 +256,7 @@ func TestWireFormat(t *testing.T) {
 	}
 	// delay_until is RFC 3339 with nanoseconds when set.
 	du := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
-	lr := NewLockReply(api.LockState{Name: "d", DelayUntil: du, Holders: []api.Holder{}})
+	lr := api.NewLockReply(api.LockState{Name: "d", DelayUntil: du, Holders: []api.Holder{}})
 	if lr.DelayUntil != "2030-01-02T03:04:05.000000006Z" || lr.Mode != "" {
 		t.Fatalf("delay_until: %+v", lr)
 	}
@@ -515,11 +515,11 @@ func TestBadInput(t *testing.T) {
 			if r.status != tt.status || r.errCode() != string(tt.code) {
 				t.Fatalf("%s %s: %d %s, want %d %s", tt.method, tt.path, r.status, r.body, tt.status, tt.code)
 			}
-			var e ErrorReply
+			var e api.ErrorReply
 			if err := json.Unmarshal(r.body, &e); err != nil || e.Error.Message == "" {
 				t.Fatalf("error body %s: %v", r.body, err)
 			}
-			if r.header.Get(HeaderLeader) != "n1" || r.header.Get(HeaderTerm) != "3" {
+			if r.header.Get(api.HeaderLeader) != "n1" || r.header.Get(api.HeaderTerm) != "3" {
 				t.Fatalf("leader headers missing: %v", r.header)
 			}
 			if tt.status == 405 && r.header.Get("Allow") == "" {
@@ -618,8 +618,8 @@ func TestWatchLockThroughClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := rawDo(t, ts.URL, "GET", "/v1/lock?name=w", nil)
-	if r.header.Get(HeaderIndex) != fmt.Sprint(free.Index) {
-		t.Fatalf("%s header %q, want %d", HeaderIndex, r.header.Get(HeaderIndex), free.Index)
+	if r.header.Get(api.HeaderIndex) != fmt.Sprint(free.Index) {
+		t.Fatalf("%s header %q, want %d", api.HeaderIndex, r.header.Get(api.HeaderIndex), free.Index)
 	}
 	got := make(chan api.LockState, 1)
 	go func() {

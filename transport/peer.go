@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/raftlock/raftlock/api"
 )
 
 // PeerDialer is implemented by a Service whose node reaches its peers on
@@ -110,7 +111,7 @@ func (p *PeerServer) Close() error {
 // PostMember asks the leader, at its peer port addr, to record member m in
 // the member table (POST /v1/internal/members, served on the peer port
 // only), dialling with dial (nil: a plain dialer).
-func PostMember(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, m Member) error {
+func PostMember(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, m api.Member) error {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("register %s: %w", m.ID, err)
@@ -129,7 +130,7 @@ func PostMember(ctx context.Context, dial func(ctx context.Context, network, add
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode/100 != 2 {
-		var er ErrorReply
+		var er api.ErrorReply
 		if json.Unmarshal(data, &er) == nil && er.Error.Code != "" {
 			return fmt.Errorf("register %s at %s: %s: %s", m.ID, addr, er.Error.Code, er.Error.Message)
 		}

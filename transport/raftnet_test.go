@@ -48,7 +48,7 @@ func requestVote(t *testing.T, from, to *RaftNet) {
 }
 
 // getHealth asks the API on the peer port of rn for /v1/health.
-func getHealth(t *testing.T, rn *RaftNet) HealthInfo {
+func getHealth(t *testing.T, rn *RaftNet) api.HealthInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -58,7 +58,7 @@ func getHealth(t *testing.T, rn *RaftNet) HealthInfo {
 		t.Fatalf("API over the peer port: %v", err)
 	}
 	defer resp.Body.Close()
-	var h HealthInfo
+	var h api.HealthInfo
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("API over the peer port: HTTP %d, %v", resp.StatusCode, err)
 	}
@@ -107,7 +107,7 @@ func TestFollowerForwardsToTheLeadersPeerPort(t *testing.T) {
 	leader := newFakeService("n1")
 	port := newPeerPort(t, leader)
 	follower := newFakeService("n2")
-	follower.setLeader(LeaderInfo{ID: "n1", HTTPAddr: frozenAddr(t), PeerAddr: string(port.Transport.LocalAddr()), Term: 3})
+	follower.setLeader(api.LeaderInfo{ID: "n1", HTTPAddr: frozenAddr(t), PeerAddr: string(port.Transport.LocalAddr()), Term: 3})
 	fts := newTestServer(t, follower)
 	c := newTestClient(t, hostOf(fts))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

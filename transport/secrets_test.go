@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/raftlock/raftlock/api"
 )
 
 // TestNoSessionIDInLogsOrEchoedErrors pins issue 27 item 9: a session id in
@@ -66,11 +67,11 @@ func TestTLSPeerRecordsOnlyItself(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	to := string(leader.Transport.LocalAddr())
-	forged := Member{ID: "n3", RaftAddr: "127.0.0.1:9", HTTPAddr: "127.0.0.1:10"}
+	forged := api.Member{ID: "n3", RaftAddr: "127.0.0.1:9", HTTPAddr: "127.0.0.1:10"}
 	if err := PostMember(ctx, n2.DialContext, to, forged); err == nil || !strings.Contains(err.Error(), "permission_denied") {
 		t.Fatalf("n2 recording n3: %v, want permission_denied", err)
 	}
-	own := Member{ID: "n2", RaftAddr: string(n2.Transport.LocalAddr()), HTTPAddr: "127.0.0.1:10"}
+	own := api.Member{ID: "n2", RaftAddr: string(n2.Transport.LocalAddr()), HTTPAddr: "127.0.0.1:10"}
 	if err := PostMember(ctx, n2.DialContext, to, own); err != nil {
 		t.Fatalf("n2 recording itself: %v", err)
 	}

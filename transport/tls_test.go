@@ -184,7 +184,7 @@ func TestTLSAPI(t *testing.T) {
 	leader := newFakeService("n1")
 	leaderPort := newTLSPeerPort(t, leader, pki.identity(t, "n1", true))
 	follower := newFakeService("n2")
-	follower.setLeader(LeaderInfo{ID: "n1", PeerAddr: string(leaderPort.Transport.LocalAddr()), Term: 3})
+	follower.setLeader(api.LeaderInfo{ID: "n1", PeerAddr: string(leaderPort.Transport.LocalAddr()), Term: 3})
 	followerID := pki.identity(t, "n2", true)
 	svc := dialingService{follower, newTLSPeerPort(t, follower, followerID)}
 	addr := newHTTPSServer(t, svc, followerID, false)

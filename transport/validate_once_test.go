@@ -26,7 +26,7 @@ func TestRangeErrorsAreTheContractsOwn(t *testing.T) {
 		{`{"name":"a\u0001b"}`, api.CheckText("session name", "a\x01b", 0, api.MaxSessionNameBytes)},
 	} {
 		r := rawDo(t, ts.URL, "POST", "/v1/sessions", strings.NewReader(tc.body))
-		var e ErrorReply
+		var e api.ErrorReply
 		if err := json.Unmarshal(r.body, &e); err != nil || r.status != 400 {
 			t.Fatalf("%s: HTTP %d %s", tc.body, r.status, r.body)
 		}

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // The Go client (transport.Client) retries a call inside one recorded
@@ -99,7 +97,7 @@ func (t attemptCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(prefix), orig), orig}
-	var er transport.ErrorReply
+	var er api.ErrorReply
 	sure := rerr == nil && json.Unmarshal(prefix, &er) == nil && api.Code(er.Error.Code) == api.CodeNoLeader
 	a.add(!sure)
 	return resp, nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -17,7 +18,7 @@ const healthTimeout = 700 * time.Millisecond
 // view is one node's answer to /v1/health.
 type view struct {
 	node *nodeProc
-	info transport.HealthInfo
+	info api.HealthInfo
 	err  error
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
 )
 
@@ -72,13 +73,13 @@ func (c *cluster) bringIn(ctx context.Context, n *nodeProc) error {
 	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	for {
-		var ms []transport.Member
+		var ms []api.Member
 		err := c.adminCall(jctx, func(ctx context.Context, cl *transport.Client) error {
 			var err error
 			ms, err = cl.Members(ctx)
 			return err
 		})
-		if err == nil && slices.ContainsFunc(ms, func(m transport.Member) bool { return m.ID == n.id && m.Voter }) {
+		if err == nil && slices.ContainsFunc(ms, func(m api.Member) bool { return m.ID == n.id && m.Voter }) {
 			break
 		}
 		if !sleep(jctx, 200*time.Millisecond) {

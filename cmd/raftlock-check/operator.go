@@ -241,7 +241,7 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	}
 	cancel()
 	start := monoNow()
-	var info transport.SnapshotInfo
+	var info api.SnapshotInfo
 	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
 		var err error
 		info, err = cl.Snapshot(ctx, &buf)
@@ -275,7 +275,7 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	// Recorded at once: a check run meanwhile (--stop-on-violation) must
 	// know that grants may be revoked from here on.
 	in.hist.beginFault(rec)
-	var ri transport.RestoreInfo
+	var ri api.RestoreInfo
 	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
 		var err error
 		ri, err = cl.Restore(ctx, buf.Bytes(), minToken)

@@ -55,17 +55,17 @@ func (c *cli) aclTokenList(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
 		get := func(ctx context.Context, cl *transport.Client) ([]api.TokenInfo, error) { return cl.Tokens(ctx) }
 		return show(ctx, c, "acl token list", get,
-			func(ts []api.TokenInfo) any { return transport.TokensReply{Tokens: ts} }, c.printTokens)
+			func(ts []api.TokenInfo) any { return api.TokensReply{Tokens: ts} }, c.printTokens)
 	}
 }
 
 func (c *cli) aclTokenDelete(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (transport.DeletedReply, error) {
-			return transport.DeletedReply{Deleted: true}, cl.DeleteToken(ctx, pos[0])
+		get := func(ctx context.Context, cl *transport.Client) (api.DeletedReply, error) {
+			return api.DeletedReply{Deleted: true}, cl.DeleteToken(ctx, pos[0])
 		}
-		return show(ctx, c, "acl token delete", get, func(r transport.DeletedReply) any { return r },
-			func(transport.DeletedReply) error { return c.printf("deleted %s\n", pos[0]) })
+		return show(ctx, c, "acl token delete", get, func(r api.DeletedReply) any { return r },
+			func(api.DeletedReply) error { return c.printf("deleted %s\n", pos[0]) })
 	}
 }
 

@@ -47,7 +47,7 @@ func (c *cli) lockGet(*flag.FlagSet) runFunc {
 			return cl.LockState(ctx, pos[0])
 		}
 		return show(ctx, c, "lock get", get,
-			func(l api.LockState) any { return transport.NewLockReply(l) }, c.printLock)
+			func(l api.LockState) any { return api.NewLockReply(l) }, c.printLock)
 	}
 }
 
@@ -59,7 +59,7 @@ func (c *cli) lockList(*flag.FlagSet) runFunc {
 		}
 		get := func(ctx context.Context, cl *transport.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
 		return show(ctx, c, "lock list", get,
-			func(ls []api.LockState) any { return transport.NewLocksReply(ls) }, c.printLocks)
+			func(ls []api.LockState) any { return api.NewLocksReply(ls) }, c.printLocks)
 	}
 }
 
@@ -71,7 +71,7 @@ func (c *cli) sequencerCheck(*flag.FlagSet) runFunc {
 				return fmt.Errorf("sequencer check: %w", err)
 			}
 			if c.json() {
-				err = c.printJSON(transport.NewCheckReply(chk))
+				err = c.printJSON(api.NewCheckReply(chk))
 			} else {
 				err = c.printCheck(chk)
 			}
@@ -108,7 +108,7 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 				return fmt.Errorf("session open: %w", err)
 			}
 			if c.json() {
-				return c.printJSON(transport.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+				return c.printJSON(api.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
 			}
 			return c.printf("%s\n", info.ID)
 		})
@@ -121,7 +121,7 @@ func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
 			return cl.KeepAlive(ctx, pos[0])
 		}
 		return show(ctx, c, "session keepalive", get,
-			func(ttl time.Duration) any { return transport.KeepAliveReply{TTL: ttl.String()} },
+			func(ttl time.Duration) any { return api.KeepAliveReply{TTL: ttl.String()} },
 			func(ttl time.Duration) error { return c.printf("%s\n", ttl) })
 	}
 }
@@ -130,7 +130,7 @@ func (c *cli) sessionGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		get := func(ctx context.Context, cl *transport.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
 		return show(ctx, c, "session get", get,
-			func(info api.Info) any { return transport.NewSessionReply(info) }, c.printSession)
+			func(info api.Info) any { return api.NewSessionReply(info) }, c.printSession)
 	}
 }
 
@@ -140,7 +140,7 @@ func (c *cli) sessionClose(*flag.FlagSet) runFunc {
 			return struct{}{}, cl.CloseSession(ctx, pos[0])
 		}
 		return show(ctx, c, "session close", get,
-			func(struct{}) any { return transport.CloseReply{Closed: true} },
+			func(struct{}) any { return api.CloseReply{Closed: true} },
 			func(struct{}) error { return c.printf("closed %s\n", pos[0]) })
 	}
 }
@@ -187,9 +187,9 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 			}
 			if c.json() {
 				return c.printJSON(struct {
-					transport.GrantReply
+					api.GrantReply
 					Holder string `json:"holder"`
-				}{transport.NewGrantReply(g), req.Holder})
+				}{api.NewGrantReply(g), req.Holder})
 			}
 			return c.printf("token: %d\nsequencer: %s\nholder: %s\n", g.Token, g.Sequencer, req.Holder)
 		})
@@ -209,7 +209,7 @@ func (c *cli) release(fs *flag.FlagSet) runFunc {
 			return struct{}{}, cl.Release(ctx, req)
 		}
 		return show(ctx, c, "release "+req.Name, get,
-			func(struct{}) any { return transport.ReleaseReply{Released: true} },
+			func(struct{}) any { return api.ReleaseReply{Released: true} },
 			func(struct{}) error { return c.printf("released %s\n", req.Name) })
 	}
 }

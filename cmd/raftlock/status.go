@@ -38,7 +38,7 @@ type statusReport struct {
 
 // memberStatus is one member in statusReport.
 type memberStatus struct {
-	transport.Member
+	api.Member
 	// State is leader, follower (or candidate, unhealthy) as the member
 	// says, or unreachable.
 	State   string `json:"state"`
@@ -81,7 +81,7 @@ func (c *cli) status(*flag.FlagSet) runFunc {
 			clusterErr = err
 			rep = statusReport{Error: err.Error()}
 			for _, a := range c.addrs {
-				rep.Members = append(rep.Members, memberStatus{Member: transport.Member{HTTPAddr: a}})
+				rep.Members = append(rep.Members, memberStatus{Member: api.Member{HTTPAddr: a}})
 			}
 		}
 		c.askMembers(ctx, &rep)

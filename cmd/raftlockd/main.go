@@ -121,10 +121,10 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
-	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", transport.DefaultMaxConnsPerIP,
-		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP))
-	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", transport.DefaultIdleTimeout,
-		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", transport.MinIdleTimeout, transport.MaxIdleTimeout))
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP,
+		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP))
+	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", api.DefaultIdleTimeout,
+		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", api.MinIdleTimeout, api.MaxIdleTimeout))
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of a plain-HTTP listener serving only GET /v1/health and GET /metrics, "+
 		"with no client certificate or token (for probes and scrapers; default: off)")
 	addFaultFlags(fs, &o.faults)
@@ -153,8 +153,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := o.limits.Check(); err != nil {
 		return o, err
 	}
-	if o.maxConnsPerIP < transport.MinMaxConnsPerIP || o.maxConnsPerIP > transport.MaxMaxConnsPerIP {
-		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP)
+	if o.maxConnsPerIP < api.MinMaxConnsPerIP || o.maxConnsPerIP > api.MaxMaxConnsPerIP {
+		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
 	}
 	if err := node.CheckIdleTimeout("--http-idle-timeout", o.idleTimeout); err != nil {
 		return o, err

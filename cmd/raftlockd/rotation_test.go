@@ -200,13 +200,13 @@ func namesLeader(ctx context.Context, addr, leaderAddr string) error {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var er transport.ErrorReply
+	var er api.ErrorReply
 	_ = json.Unmarshal(body, &er)
 	if resp.StatusCode != http.StatusServiceUnavailable || er.Error.Code != string(api.CodeNoLeader) {
 		return fmt.Errorf("HTTP %d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(transport.HeaderLeaderAddr); got != leaderAddr {
-		return fmt.Errorf("%s %q names leader address %q, want %q", transport.HeaderLeaderAddr, body, got, leaderAddr)
+	if got := resp.Header.Get(api.HeaderLeaderAddr); got != leaderAddr {
+		return fmt.Errorf("%s %q names leader address %q, want %q", api.HeaderLeaderAddr, body, got, leaderAddr)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
@@ -264,7 +265,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	for i := len(pods) - 1; i >= 0; i-- {
 		p := pods[i]
 		before := grantsSoFar()
-		var h transport.HealthInfo
+		var h api.HealthInfo
 		if err := getJSON("http://"+podIP(i)+":9101/v1/health", &h); err != nil {
 			t.Fatal(err)
 		}

@@ -85,7 +85,7 @@ func TestInsecureNodeOnAllInterfacesStarts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	proccluster.Eventually(t, 30*time.Second, "the --insecure node serving", func() error {
-		var h transport.HealthInfo
+		var h api.HealthInfo
 		if err := call(httpAddr, http.MethodGet, "/v1/health", nil, &h); err != nil {
 			return err
 		}

@@ -1,11 +1,9 @@
-package transport
+package api
 
 import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -39,7 +37,7 @@ const MaxBodyBytes = 64 << 10
 
 // OpenSessionBody is the body of POST /v1/sessions. Empty (or absent)
 // durations take the defaults; a duration given is taken as it is
-// (api.OpenRequest.Explicit): "ttl":"0s" is refused, "lock_delay":"0s"
+// (OpenRequest.Explicit): "ttl":"0s" is refused, "lock_delay":"0s"
 // means none.
 type OpenSessionBody struct {
 	Name      string `json:"name"`
@@ -105,7 +103,7 @@ type ReleaseReply struct {
 }
 
 // HolderReply is one holder of a lock. Its session is named by its handle
-// (api.SessionHandle) and its name, never by its id.
+// (SessionHandle) and its name, never by its id.
 type HolderReply struct {
 	SessionHandle string `json:"session_handle"`
 	SessionName   string `json:"session_name"`
@@ -118,7 +116,7 @@ type HolderReply struct {
 // lock has mode "" and no holders; DelayUntil is "" without a lock-delay.
 // Index (an addition to API.md) is the Raft index of the lock's last change.
 // Grants is the lock's recent grant history, oldest first, and GrantsSince
-// how far back it reaches (api.LockState); a server from before
+// how far back it reaches (LockState); a server from before
 // histories sends neither, and an empty history is left out.
 type LockReply struct {
 	Name        string           `json:"name"`
@@ -251,7 +249,7 @@ func marshalText(v any, fields ...string) ([]byte, error) {
 }
 
 // NewSessionReply encodes a session's description.
-func NewSessionReply(in api.Info) SessionReply {
+func NewSessionReply(in Info) SessionReply {
 	locks := in.Locks
 	if locks == nil {
 		locks = []string{}
@@ -260,42 +258,42 @@ func NewSessionReply(in api.Info) SessionReply {
 }
 
 // Info decodes a session's description.
-func (r SessionReply) Info() (api.Info, error) {
-	ttl, err := parseWireDuration("ttl", r.TTL)
+func (r SessionReply) Info() (Info, error) {
+	ttl, err := ParseWireDuration("ttl", r.TTL)
 	if err != nil {
-		return api.Info{}, err
+		return Info{}, err
 	}
-	ld, err := parseWireDuration("lock_delay", r.LockDelay)
+	ld, err := ParseWireDuration("lock_delay", r.LockDelay)
 	if err != nil {
-		return api.Info{}, err
+		return Info{}, err
 	}
 	locks := r.Locks
 	if locks == nil {
 		locks = []string{}
 	}
-	return api.Info{ID: r.ID, Name: r.Name, TTL: ttl, LockDelay: ld, Locks: locks}, nil
+	return Info{ID: r.ID, Name: r.Name, TTL: ttl, LockDelay: ld, Locks: locks}, nil
 }
 
 // NewGrantReply encodes a grant.
-func NewGrantReply(g api.Grant) GrantReply {
+func NewGrantReply(g Grant) GrantReply {
 	return GrantReply{Name: g.Name, Mode: modeString(g.Mode), Token: uint64(g.Token), Sequencer: g.Sequencer.String()}
 }
 
 // Grant decodes a grant; term is the X-Raftlock-Term of the answer.
-func (r GrantReply) Grant(term uint64) (api.Grant, error) {
+func (r GrantReply) Grant(term uint64) (Grant, error) {
 	seq, err := sequencer.Parse(r.Sequencer)
 	if err != nil {
-		return api.Grant{}, fmt.Errorf("grant: %w", err)
+		return Grant{}, fmt.Errorf("grant: %w", err)
 	}
 	mode, err := sequencer.ParseMode(r.Mode)
 	if err != nil {
-		return api.Grant{}, fmt.Errorf("grant: %w", err)
+		return Grant{}, fmt.Errorf("grant: %w", err)
 	}
-	return api.Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
+	return Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
 }
 
 // NewLockReply encodes a lock's state.
-func NewLockReply(l api.LockState) LockReply {
+func NewLockReply(l LockState) LockReply {
 	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
 		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
@@ -317,39 +315,39 @@ func NewLockReply(l api.LockState) LockReply {
 }
 
 // State decodes a lock's state.
-func (r LockReply) State() (api.LockState, error) {
-	out := api.LockState{Name: r.Name, Holders: make([]api.Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
+func (r LockReply) State() (LockState, error) {
+	out := LockState{Name: r.Name, Holders: make([]Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
 	if r.Mode != "" {
 		m, err := sequencer.ParseMode(r.Mode)
 		if err != nil {
-			return api.LockState{}, fmt.Errorf("lock %s: %w", r.Name, err)
+			return LockState{}, fmt.Errorf("lock %s: %w", r.Name, err)
 		}
 		out.Mode = m
 	}
 	for _, h := range r.Holders {
-		out.Holders = append(out.Holders, api.Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
+		out.Holders = append(out.Holders, Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
 			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
 	}
 	for _, q := range r.Queue {
 		m, err := sequencer.ParseMode(q.Mode)
 		if err != nil {
-			return api.LockState{}, fmt.Errorf("lock %s: queue: %w", r.Name, err)
+			return LockState{}, fmt.Errorf("lock %s: queue: %w", r.Name, err)
 		}
-		out.Queue = append(out.Queue, api.QueuedHolder{Holder: q.Holder, Mode: m})
+		out.Queue = append(out.Queue, QueuedHolder{Holder: q.Holder, Mode: m})
 	}
 	for _, g := range r.Grants {
 		m, err := sequencer.ParseMode(g.Mode)
 		if err != nil {
-			return api.LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
+			return LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
 		}
-		out.Grants = append(out.Grants, api.PastGrant{Token: sequencer.Token(g.Token), Mode: m,
+		out.Grants = append(out.Grants, PastGrant{Token: sequencer.Token(g.Token), Mode: m,
 			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
 	}
 	out.GrantsSince = sequencer.Token(r.GrantsSince)
 	if r.DelayUntil != "" {
 		t, err := time.Parse(time.RFC3339Nano, r.DelayUntil)
 		if err != nil {
-			return api.LockState{}, fmt.Errorf("lock %s: delay_until: %w", r.Name, err)
+			return LockState{}, fmt.Errorf("lock %s: delay_until: %w", r.Name, err)
 		}
 		out.DelayUntil = t
 	}
@@ -357,12 +355,12 @@ func (r LockReply) State() (api.LockState, error) {
 }
 
 // NewLocksReply encodes a list of lock states (a last page: no next).
-func NewLocksReply(ls []api.LockState) LocksReply {
-	return NewLocksPageReply(api.LocksPage{Locks: ls})
+func NewLocksReply(ls []LockState) LocksReply {
+	return NewLocksPageReply(LocksPage{Locks: ls})
 }
 
 // NewLocksPageReply encodes one page of a listing.
-func NewLocksPageReply(p api.LocksPage) LocksReply {
+func NewLocksPageReply(p LocksPage) LocksReply {
 	out := LocksReply{Locks: make([]LockReply, 0, len(p.Locks)), Next: p.Next}
 	for _, l := range p.Locks {
 		out.Locks = append(out.Locks, NewLockReply(l))
@@ -371,7 +369,7 @@ func NewLocksPageReply(p api.LocksPage) LocksReply {
 }
 
 // NewCheckReply encodes the answer about a sequencer.
-func NewCheckReply(c api.SequencerCheck) CheckReply {
+func NewCheckReply(c SequencerCheck) CheckReply {
 	return CheckReply{Valid: c.Valid, CurrentToken: uint64(c.CurrentToken)}
 }
 
@@ -385,8 +383,8 @@ func modeString(m sequencer.Mode) string {
 	}
 }
 
-// parseWireDuration parses a Go duration string; "" is zero.
-func parseWireDuration(field, s string) (time.Duration, error) {
+// ParseWireDuration parses a Go duration string; "" is zero.
+func ParseWireDuration(field, s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
 	}
@@ -397,16 +395,16 @@ func parseWireDuration(field, s string) (time.Duration, error) {
 	return d, nil
 }
 
-// wireDuration is the wire form of an optional duration: "" for zero.
-// wireLockDelay is wireDuration, with api.NoLockDelay as "0s".
-func wireLockDelay(d time.Duration) string {
-	if d == api.NoLockDelay {
+// WireLockDelay is WireDuration, with NoLockDelay as "0s".
+func WireLockDelay(d time.Duration) string {
+	if d == NoLockDelay {
 		return "0s"
 	}
-	return wireDuration(d)
+	return WireDuration(d)
 }
 
-func wireDuration(d time.Duration) string {
+// WireDuration is the wire form of an optional duration: "" for zero.
+func WireDuration(d time.Duration) string {
 	if d == 0 {
 		return ""
 	}
@@ -415,7 +413,7 @@ func wireDuration(d time.Duration) string {
 
 // TokensReply answers GET /v1/acl/tokens (never a secret).
 type TokensReply struct {
-	Tokens []api.TokenInfo `json:"tokens"`
+	Tokens []TokenInfo `json:"tokens"`
 }
 
 // DeletedReply answers DELETE /v1/acl/tokens/{id}.

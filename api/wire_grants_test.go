@@ -1,12 +1,10 @@
-package transport
+package api
 
 import (
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -15,8 +13,8 @@ import (
 // mode, holder, value, session_name; never a session id) and
 // "grants_since", and decodes to the same LockState.
 func TestLockReplyCarriesTheGrantHistory(t *testing.T) {
-	in := api.LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []api.Holder{{SessionHandle: "0123456789abcdef", SessionName: "bob", Holder: "h2", Token: 9, Value: "b"}},
-		Index: 9, GrantsSince: 3, Grants: []api.PastGrant{
+	in := LockState{Name: "e", Mode: sequencer.Exclusive, Holders: []Holder{{SessionHandle: "0123456789abcdef", SessionName: "bob", Holder: "h2", Token: 9, Value: "b"}},
+		Index: 9, GrantsSince: 3, Grants: []PastGrant{
 			{Token: 5, Mode: sequencer.Exclusive, Holder: "h1", Value: "a", SessionName: "alice"},
 			{Token: 7, Mode: sequencer.Shared, Holder: "r", SessionName: "reader"},
 			{Token: 9, Mode: sequencer.Exclusive, Holder: "h2", Value: "b", SessionName: "bob"},
@@ -56,7 +54,7 @@ func TestLockReplyWithoutGrantHistory(t *testing.T) {
 	if err != nil || out.Grants != nil || out.GrantsSince != 0 {
 		t.Fatalf("old answer decoded to %+v, %v; want no history and GrantsSince 0", out, err)
 	}
-	data, err := json.Marshal(NewLockReply(api.LockState{Name: "e", Holders: []api.Holder{}, Index: 4, GrantsSince: 5}))
+	data, err := json.Marshal(NewLockReply(LockState{Name: "e", Holders: []Holder{}, Index: 4, GrantsSince: 5}))
 	if err != nil {
 		t.Fatal(err)
 	}

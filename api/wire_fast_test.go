@@ -1,4 +1,4 @@
-package transport
+package api
 
 import (
 	"bytes"
@@ -27,14 +27,14 @@ func strictDecode(data []byte, dst any) error {
 // value per call.
 var fastDecodeCases = []struct {
 	name string
-	new  func() fastDecoder
+	new  func() FastDecoder
 }{
-	{"AcquireBody", func() fastDecoder { return &AcquireBody{} }},
-	{"ReleaseBody", func() fastDecoder { return &ReleaseBody{} }},
-	{"emptyBody", func() fastDecoder { return &emptyBody{} }},
-	{"GrantReply", func() fastDecoder { return &GrantReply{} }},
-	{"ReleaseReply", func() fastDecoder { return &ReleaseReply{} }},
-	{"KeepAliveReply", func() fastDecoder { return &KeepAliveReply{} }},
+	{"AcquireBody", func() FastDecoder { return &AcquireBody{} }},
+	{"ReleaseBody", func() FastDecoder { return &ReleaseBody{} }},
+	{"emptyBody", func() FastDecoder { return &emptyBody{} }},
+	{"GrantReply", func() FastDecoder { return &GrantReply{} }},
+	{"ReleaseReply", func() FastDecoder { return &ReleaseReply{} }},
+	{"KeepAliveReply", func() FastDecoder { return &KeepAliveReply{} }},
 }
 
 // checkFastDecode fails t unless every fast decoder that accepts data
@@ -43,7 +43,7 @@ func checkFastDecode(t *testing.T, data []byte) {
 	t.Helper()
 	for _, c := range fastDecodeCases {
 		fast := c.new()
-		if !fast.decodeFast(data) {
+		if !fast.DecodeFast(data) {
 			continue
 		}
 		slow := c.new()
@@ -60,14 +60,14 @@ func checkFastDecode(t *testing.T, data []byte) {
 // bytes for values made of s and n.
 func checkFastEncode(t *testing.T, s string, n uint64) {
 	t.Helper()
-	for _, v := range []jsonAppender{
+	for _, v := range []JSONAppender{
 		GrantReply{Name: s, Mode: s, Token: n, Sequencer: s},
 		ReleaseReply{Released: n%2 == 0},
 		KeepAliveReply{TTL: s},
 		AcquireBody{Name: s, Session: s, Holder: s, Mode: s, Wait: s, Value: s},
 		ReleaseBody{Name: s, Session: s, Holder: s},
 	} {
-		fast, ferr := v.appendJSON(nil)
+		fast, ferr := v.AppendJSON(nil)
 		slow, serr := json.Marshal(v)
 		if (ferr == nil) != (serr == nil) {
 			t.Fatalf("%T %q: fast error %v, json.Marshal error %v", v, s, ferr, serr)
@@ -130,7 +130,7 @@ func FuzzFastJSON(f *testing.F) {
 // encoding/json's again).
 func TestFastDecodersTakeThePlainRequests(t *testing.T) {
 	for _, c := range []struct {
-		v    fastDecoder
+		v    FastDecoder
 		data string
 		want any
 	}{
@@ -144,7 +144,7 @@ func TestFastDecodersTakeThePlainRequests(t *testing.T) {
 		{&ReleaseReply{}, `{"released":true}`, &ReleaseReply{Released: true}},
 		{&KeepAliveReply{}, `{"ttl":"15s"}`, &KeepAliveReply{TTL: "15s"}},
 	} {
-		if !c.v.decodeFast([]byte(c.data)) {
+		if !c.v.DecodeFast([]byte(c.data)) {
 			t.Errorf("%T: %s not decoded fast", c.v, c.data)
 			continue
 		}

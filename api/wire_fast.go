@@ -1,12 +1,10 @@
-package transport
+package api
 
 import (
 	"encoding/json"
 	"math"
 	"strconv"
 	"unicode/utf8"
-
-	"github.com/raftlock/raftlock/api"
 )
 
 // The hand-written JSON of the hot requests and answers (acquire, release,
@@ -19,17 +17,17 @@ import (
 // bytes json.Marshal writes (strings that need escaping are escaped by
 // json.Marshal itself). FuzzFastJSON compares both with encoding/json.
 
-// jsonAppender is a value with a hand-written JSON encoding.
-type jsonAppender interface {
-	appendJSON(dst []byte) ([]byte, error)
+// JSONAppender is a value with a hand-written JSON encoding.
+type JSONAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
 }
 
-// fastDecoder is a value with a hand-written decoder of the plain subset
-// of its JSON; decodeFast reports false (leaving the value as it was or
+// FastDecoder is a value with a hand-written decoder of the plain subset
+// of its JSON; DecodeFast reports false (leaving the value as it was or
 // partly set: the caller decodes it again with encoding/json) for input
 // outside it.
-type fastDecoder interface {
-	decodeFast(data []byte) bool
+type FastDecoder interface {
+	DecodeFast(data []byte) bool
 }
 
 // appendString appends s as json.Marshal encodes it.
@@ -200,8 +198,8 @@ func setString(dst *string, v jsonValue) bool {
 	return ok
 }
 
-// decodeFast implements fastDecoder.
-func (b *AcquireBody) decodeFast(data []byte) bool {
+// DecodeFast implements FastDecoder.
+func (b *AcquireBody) DecodeFast(data []byte) bool {
 	var out AcquireBody
 	if !scanObject(data, func(key []byte, v jsonValue) bool {
 		switch string(key) {
@@ -226,8 +224,8 @@ func (b *AcquireBody) decodeFast(data []byte) bool {
 	return true
 }
 
-// decodeFast implements fastDecoder.
-func (b *ReleaseBody) decodeFast(data []byte) bool {
+// DecodeFast implements FastDecoder.
+func (b *ReleaseBody) DecodeFast(data []byte) bool {
 	var out ReleaseBody
 	if !scanObject(data, func(key []byte, v jsonValue) bool {
 		switch string(key) {
@@ -249,13 +247,17 @@ func (b *ReleaseBody) decodeFast(data []byte) bool {
 // emptyBody is the body of the requests that take none ({} or nothing).
 type emptyBody struct{}
 
-// decodeFast implements fastDecoder.
-func (*emptyBody) decodeFast(data []byte) bool {
+// DecodeFastEmpty reports whether data is an empty JSON object, in the
+// plain subset FastDecoder reads (the body of a call that takes none).
+func DecodeFastEmpty(data []byte) bool { return (*emptyBody)(nil).DecodeFast(data) }
+
+// DecodeFast implements FastDecoder.
+func (*emptyBody) DecodeFast(data []byte) bool {
 	return scanObject(data, func([]byte, jsonValue) bool { return false })
 }
 
-// decodeFast implements fastDecoder.
-func (r *GrantReply) decodeFast(data []byte) bool {
+// DecodeFast implements FastDecoder.
+func (r *GrantReply) DecodeFast(data []byte) bool {
 	var out GrantReply
 	if !scanObject(data, func(key []byte, v jsonValue) bool {
 		switch string(key) {
@@ -278,8 +280,8 @@ func (r *GrantReply) decodeFast(data []byte) bool {
 	return true
 }
 
-// decodeFast implements fastDecoder.
-func (r *ReleaseReply) decodeFast(data []byte) bool {
+// DecodeFast implements FastDecoder.
+func (r *ReleaseReply) DecodeFast(data []byte) bool {
 	var out ReleaseReply
 	if !scanObject(data, func(key []byte, v jsonValue) bool {
 		if string(key) != "released" {
@@ -295,8 +297,8 @@ func (r *ReleaseReply) decodeFast(data []byte) bool {
 	return true
 }
 
-// decodeFast implements fastDecoder.
-func (r *KeepAliveReply) decodeFast(data []byte) bool {
+// DecodeFast implements FastDecoder.
+func (r *KeepAliveReply) DecodeFast(data []byte) bool {
 	var out KeepAliveReply
 	if !scanObject(data, func(key []byte, v jsonValue) bool {
 		return string(key) == "ttl" && setString(&out.TTL, v)
@@ -307,8 +309,8 @@ func (r *KeepAliveReply) decodeFast(data []byte) bool {
 	return true
 }
 
-// appendJSON implements jsonAppender.
-func (r GrantReply) appendJSON(dst []byte) ([]byte, error) {
+// AppendJSON implements JSONAppender.
+func (r GrantReply) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(appendField(append(dst, '{'), "name", true), r.Name)
 	dst = appendString(appendField(dst, "mode", false), r.Mode)
 	dst = strconv.AppendUint(appendField(dst, "token", false), r.Token, 10)
@@ -316,19 +318,19 @@ func (r GrantReply) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendJSON implements jsonAppender.
-func (r ReleaseReply) appendJSON(dst []byte) ([]byte, error) {
+// AppendJSON implements JSONAppender.
+func (r ReleaseReply) AppendJSON(dst []byte) ([]byte, error) {
 	return append(strconv.AppendBool(appendField(append(dst, '{'), "released", true), r.Released), '}'), nil
 }
 
-// appendJSON implements jsonAppender.
-func (r KeepAliveReply) appendJSON(dst []byte) ([]byte, error) {
+// AppendJSON implements JSONAppender.
+func (r KeepAliveReply) AppendJSON(dst []byte) ([]byte, error) {
 	return append(appendString(appendField(append(dst, '{'), "ttl", true), r.TTL), '}'), nil
 }
 
-// appendJSON implements jsonAppender: MarshalJSON's bytes, without
+// AppendJSON implements JSONAppender: MarshalJSON's bytes, without
 // encoding/json's reflection and re-validation of them.
-func (b AcquireBody) appendJSON(dst []byte) ([]byte, error) {
+func (b AcquireBody) AppendJSON(dst []byte) ([]byte, error) {
 	if err := checkText("name", b.Name, "session", b.Session, "holder", b.Holder, "value", b.Value,
 		"mode", b.Mode, "wait", b.Wait); err != nil {
 		return nil, err
@@ -342,8 +344,8 @@ func (b AcquireBody) appendJSON(dst []byte) ([]byte, error) {
 	return append(dst, '}'), nil
 }
 
-// appendJSON implements jsonAppender (see AcquireBody.appendJSON).
-func (b ReleaseBody) appendJSON(dst []byte) ([]byte, error) {
+// AppendJSON implements JSONAppender (see AcquireBody.AppendJSON).
+func (b ReleaseBody) AppendJSON(dst []byte) ([]byte, error) {
 	if err := checkText("name", b.Name, "session", b.Session, "holder", b.Holder); err != nil {
 		return nil, err
 	}
@@ -358,7 +360,7 @@ func (b ReleaseBody) appendJSON(dst []byte) ([]byte, error) {
 func checkText(fields ...string) error {
 	for i := 0; i+1 < len(fields); i += 2 {
 		if !utf8.ValidString(fields[i+1]) {
-			return api.Errorf(api.CodeInvalidArgument, "%s %q is not valid UTF-8", fields[i], fields[i+1])
+			return Errorf(CodeInvalidArgument, "%s %q is not valid UTF-8", fields[i], fields[i+1])
 		}
 	}
 	return nil
