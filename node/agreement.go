@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // DefaultDigestCheckInterval is how often the leader compares the
@@ -114,7 +115,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, n.cfg.DigestCheckInterval)
 			var err error
-			rep, err = transport.GetDigests(cctx, n.DialPeer, string(s.Address))
+			rep, err = raftnet.GetDigests(cctx, n.DialPeer, string(s.Address))
 			cancel()
 			if err != nil || rep.ID != string(s.ID) {
 				continue // down, or not yet serving: next round
@@ -180,7 +181,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 		n.log.Error("replica diverged from the majority: demoted to non-voter until repaired", "id", r.id, "index", idx,
 			"its_digest", r.digests[idx], "majority_digest", reports[best].digests[idx], "agreeing", agree[best], "demoted", notice.Demoted)
 		cctx, cancel := context.WithTimeout(ctx, n.cfg.DigestCheckInterval)
-		if err := transport.TellDiverged(cctx, n.DialPeer, r.addr, notice); err != nil {
+		if err := raftnet.TellDiverged(cctx, n.DialPeer, r.addr, notice); err != nil {
 			n.log.Warn("could not tell a diverged replica", "id", r.id, "error", err)
 		}
 		cancel()

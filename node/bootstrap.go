@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -13,7 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // probeEvery is how often a node deciding whether to bootstrap asks the
@@ -157,14 +156,10 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 	h := newHandoff(n.peer.Peers)
 	n.peerLn = h.phase(true)
 	var ready atomic.Bool
-	srv := &http.Server{
-		Handler: transport.BootstrapProbeHandler(func() api.BootstrapState {
-			return api.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load(), Restoring: n.cfg.Restore != nil}
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go func() { _ = srv.Serve(h.phase(false)) }()
-	defer srv.Close()
+	stop := raftnet.ServeBootstrapProbe(h.phase(false), func() api.BootstrapState {
+		return api.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load(), Restoring: n.cfg.Restore != nil}
+	})
+	defer stop()
 
 	var others []Peer
 	for _, p := range n.cfg.Peers {
@@ -183,7 +178,7 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := transport.GetBootstrapState(pctx, n.DialPeer, p.RaftAddr)
+			st, err := raftnet.GetBootstrapState(pctx, n.DialPeer, p.RaftAddr)
 			cancel()
 			if err != nil {
 				lastErr[p.ID] = err

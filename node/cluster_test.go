@@ -17,6 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // testCluster is a real cluster: Raft over TCP on 127.0.0.1, bbolt files
@@ -63,15 +64,15 @@ func newTestCluster(t testing.TB, size int, tweak func(*Config), opts ...cluster
 	for _, o := range opts {
 		o(c)
 	}
-	var trans []*transport.RaftNet
+	var trans []*raftnet.RaftNet
 	var peers []Peer
 	var lns []net.Listener
 	for i := 0; i < size; i++ {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.id(i)))
-		var tr *transport.RaftNet
+		var tr *raftnet.RaftNet
 		var err error
 		c.asNode(i, func() {
-			tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+			tr, err = raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 var (
@@ -177,7 +178,7 @@ func (n *Node) awaitCatchUp(ctx context.Context, m api.Member) error {
 	defer cancel()
 	var last error
 	for {
-		st, err := transport.GetBootstrapState(ctx, n.DialPeer, m.RaftAddr)
+		st, err := raftnet.GetBootstrapState(ctx, n.DialPeer, m.RaftAddr)
 		switch {
 		case err != nil:
 			last = err

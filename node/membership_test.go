@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // slowRaft keeps one leader through a test that drives it directly on a
@@ -34,10 +35,10 @@ func (c *testCluster) addNode(tweak func(*Config)) int {
 	c.t.Helper()
 	i := len(c.dirs)
 	c.dirs = append(c.dirs, filepath.Join(c.t.TempDir(), c.id(i)))
-	var tr *transport.RaftNet
+	var tr *raftnet.RaftNet
 	var err error
 	c.asNode(i, func() {
-		tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		tr, err = raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -385,10 +386,10 @@ func TestWipedMemberDoesNotBootstrapAgainAndNamesTheFix(t *testing.T) {
 // Nodes with empty data dirs that start together with the probe on
 // bootstrap one configuration: every node's entry at index 1 is the same.
 func TestProbedBootstrapFormsOneConfiguration(t *testing.T) {
-	var trans []*transport.RaftNet
+	var trans []*raftnet.RaftNet
 	var peers []Peer
 	for i := 0; i < 3; i++ {
-		tr, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		tr, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +460,7 @@ func entryAt1(t *testing.T, dir string) string {
 // Peers that name this node at another address than its own are refused,
 // with or without data.
 func TestWrongOwnAddressInPeersIsRefused(t *testing.T) {
-	tr, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+	tr, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
@@ -150,7 +151,7 @@ type Config struct {
 	// PeerPort is the node's peer port (Raft and the API for peers),
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.
-	PeerPort *transport.RaftNet
+	PeerPort *raftnet.RaftNet
 	// RaftTransport overrides the Raft transport (in-memory unit tests); the
 	// node then has no peer port, and followers forward to the leader's
 	// HTTP address. Member records reach a leader only through its peer
@@ -287,7 +288,7 @@ type Node struct {
 	trans         raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
-	peer    *transport.RaftNet
+	peer    *raftnet.RaftNet
 	peerSrv *transport.PeerServer
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
@@ -403,7 +404,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = cfg.PeerPort.Transport
 	}
 	if trans == nil {
-		rn, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
+		rn, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{
 			// hashicorp/raft's transport logs through the same filter as
 			// Raft itself (raftlog.go).
 			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: newRaftLogger(cfg.Logger), TLS: cfg.TLS,

@@ -13,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 var _ transport.OverviewService = (*Node)(nil)
@@ -231,7 +232,7 @@ func (n *Node) probeMembers(ctx context.Context, servers []raft.Server) map[stri
 			pctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
 			defer cancel()
 			ms := api.MemberStatus{Member: api.Member{ID: string(s.ID), RaftAddr: string(s.Address)}}
-			st, err := transport.GetBootstrapState(pctx, n.DialPeer, string(s.Address))
+			st, err := raftnet.GetBootstrapState(pctx, n.DialPeer, string(s.Address))
 			switch {
 			case err != nil:
 				ms.State, ms.Error = "unreachable", err.Error()

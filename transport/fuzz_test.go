@@ -100,7 +100,7 @@ func checkFuzzAnswer(t *testing.T, port, method, path string, body []byte, sid s
 		if err := json.Unmarshal(out, &e); err != nil || e.Error.Code == "" || e.Error.Message == "" {
 			t.Fatalf("%s %q: %d, not an error body: %q", method, path, res.StatusCode, out)
 		}
-		if StatusOf(sessionCode(e.Error.Code)) != res.StatusCode {
+		if api.StatusOf(sessionCode(e.Error.Code)) != res.StatusCode {
 			t.Fatalf("%s %q: code %s with status %d", method, path, e.Error.Code, res.StatusCode)
 		}
 	}

@@ -9,10 +9,10 @@ import (
 	"path"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 	"github.com/raftlock/raftlock/transport/ui"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,7 +31,7 @@ type Server struct {
 	mux   *http.ServeMux
 	proxy http.RoundTripper
 	// warns rate-limits the WARN lines of failed requests.
-	warns warnLimiter
+	warns warnlimit.Limiter
 	// peer serves the routes only members may call (POST
 	// /v1/internal/members): set on the peer port's server (ServePeers),
 	// never on the client HTTP port's.
@@ -321,34 +321,6 @@ func (s *Server) recoverPanic(rw *responseWriter, r *http.Request) {
 	s.writeError(rw, r, api.Errorf(api.CodeInternal, "internal error"))
 }
 
-// StatusOf maps an error code onto its HTTP status (API.md).
-func StatusOf(code api.Code) int {
-	switch code {
-	case api.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case api.CodeSessionNotFound, api.CodeNotFound:
-		return http.StatusNotFound
-	case api.CodeLockBusy, api.CodeNotHolder, api.CodeWaitCancelled:
-		return http.StatusConflict
-	case api.CodeWaitTimeout:
-		return http.StatusRequestTimeout
-	case api.CodeNoLeader, api.CodeUnknownOutcome:
-		return http.StatusServiceUnavailable
-	case api.CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case api.CodeResourceExhausted:
-		return http.StatusTooManyRequests
-	case api.CodeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case api.CodeUnauthenticated:
-		return http.StatusUnauthorized
-	case api.CodePermissionDenied:
-		return http.StatusForbidden
-	default:
-		return http.StatusInternalServerError
-	}
-}
-
 // apiError turns any error into an *api.Error. A context error means
 // the request ended (client gone, server shutting down) before its outcome
 // was known.
@@ -368,13 +340,13 @@ func apiError(err error) *api.Error {
 // not_found, invalid_argument...: what clients expect, act on or retry) is
 // logged at DEBUG, so that a client retrying against a leaderless node
 // writes nothing at INFO; anything else (internal) at WARN, at most one
-// line per code per warnEvery, with the count of those left out.
+// line per code per warnlimit.Every, with the count of those left out.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := apiError(err)
-	status := StatusOf(e.Code)
+	status := api.StatusOf(e.Code)
 	if expectedCode(e.Code) {
 		s.log.Debug("request refused", "method", r.Method, "path", logPath(r.URL.Path), "code", e.Code, "error", e.Message)
-	} else if ok, suppressed := s.warns.allow(e.Code); ok {
+	} else if ok, suppressed := s.warns.Allow(e.Code); ok {
 		args := []any{"method", r.Method, "path", logPath(r.URL.Path), "code", e.Code, "error", e.Message}
 		if suppressed > 0 {
 			args = append(args, "suppressed", suppressed)
@@ -419,43 +391,6 @@ func expectedCode(code api.Code) bool {
 	default:
 		return false
 	}
-}
-
-// warnEvery is how often the server logs a WARN line for failures of one
-// code, at most.
-const warnEvery = 10 * time.Second
-
-// warnLimiter rate-limits WARN lines per error code: one per warnEvery,
-// counting the ones it leaves out.
-type warnLimiter struct {
-	now func() time.Time // nil: time.Now
-
-	mu         sync.Mutex
-	last       map[api.Code]time.Time
-	suppressed map[api.Code]int
-}
-
-// allow reports whether a line for code may be written now and, if so, how
-// many were left out since the last one.
-func (l *warnLimiter) allow(code api.Code) (ok bool, suppressed int) {
-	now := time.Now
-	if l.now != nil {
-		now = l.now
-	}
-	t := now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if last, seen := l.last[code]; seen && t.Sub(last) < warnEvery {
-		l.suppressed[code]++
-		return false, 0
-	}
-	if l.last == nil {
-		l.last, l.suppressed = make(map[api.Code]time.Time), make(map[api.Code]int)
-	}
-	l.last[code] = t
-	suppressed = l.suppressed[code]
-	delete(l.suppressed, code)
-	return true, suppressed
 }
 
 // writeJSON answers v as JSON with the given status.

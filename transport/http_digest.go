@@ -1,12 +1,6 @@
 package transport
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 
 	"github.com/raftlock/raftlock/api"
@@ -21,11 +15,6 @@ type Digester interface {
 	// from the majority's (POST /v1/internal/diverged).
 	Diverged(d api.DivergedNotice)
 }
-
-const (
-	digestsPath  = "/v1/internal/digests"
-	divergedPath = "/v1/internal/diverged"
-)
 
 func (s *Server) handleDigests(w http.ResponseWriter, r *http.Request) error {
 	if _, err := query(r); err != nil {
@@ -54,55 +43,4 @@ func (s *Server) handleDiverged(w http.ResponseWriter, r *http.Request) error {
 	d.Diverged(n)
 	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	return nil
-}
-
-// peerCall makes one request to the peer port at addr (dialling with dial,
-// nil: a plain dialer) and decodes a 200 answer into out.
-func peerCall(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), method, addr, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", path, addr, err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", path, addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", path, addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s %s: HTTP %d: %s", path, addr, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return fmt.Errorf("%s %s: %w", path, addr, err)
-	}
-	return nil
-}
-
-// GetDigests asks the replica at peer port addr for its recent digests.
-func GetDigests(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (api.DigestReport, error) {
-	var rep api.DigestReport
-	err := peerCall(ctx, dial, http.MethodGet, addr, digestsPath, nil, &rep)
-	return rep, err
-}
-
-// TellDiverged tells the replica at peer port addr that it diverged.
-func TellDiverged(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, n api.DivergedNotice) error {
-	var out map[string]bool
-	return peerCall(ctx, dial, http.MethodPost, addr, divergedPath, n, &out)
 }

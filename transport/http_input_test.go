@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
+	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 )
 
 // A duration given on the wire is taken as it is and judged by the
@@ -208,13 +209,13 @@ func TestRetriedNoLeaderLogsNothingAtInfo(t *testing.T) {
 }
 
 // An internal error stays at WARN, but at most one line per code per
-// warnEvery, the next one counting the lines left out.
+// warnlimit.Every, the next one counting the lines left out.
 func TestInternalErrorWarningsAreRateLimited(t *testing.T) {
 	var logs apitest.LogBuffer
 	f := newFakeService("n1")
 	srv := NewServer(f, WithLogger(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &logs})))
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
-	srv.warns.now = func() time.Time { return now }
+	srv.warns.Now = func() time.Time { return now }
 	fail := func(n int) {
 		t.Helper()
 		for range n {
@@ -231,15 +232,15 @@ func TestInternalErrorWarningsAreRateLimited(t *testing.T) {
 		strings.Contains(l[0], "suppressed") {
 		t.Fatalf("50 internal errors logged:\n%s\nwant one WARN line", strings.Join(l, "\n"))
 	}
-	now = now.Add(warnEvery - time.Nanosecond)
+	now = now.Add(warnlimit.Every - time.Nanosecond)
 	fail(1)
 	if l := logs.Lines(); len(l) != 1 {
-		t.Fatalf("an internal error within %v of the last line logged: %d lines", warnEvery, len(l))
+		t.Fatalf("an internal error within %v of the last line logged: %d lines", warnlimit.Every, len(l))
 	}
 	now = now.Add(time.Nanosecond)
 	fail(1)
 	if l := logs.Lines(); len(l) != 2 || !strings.Contains(l[1], "suppressed=50") {
-		t.Fatalf("after %v:\n%s\nwant a second line with suppressed=50", warnEvery, strings.Join(l, "\n"))
+		t.Fatalf("after %v:\n%s\nwant a second line with suppressed=50", warnlimit.Every, strings.Join(l, "\n"))
 	}
 }
 

@@ -1,12 +1,7 @@
 package transport
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -141,49 +136,4 @@ func (s *Server) handleBootstrapState(w http.ResponseWriter, r *http.Request) er
 	}
 	writeJSON(w, http.StatusOK, bs.BootstrapState())
 	return nil
-}
-
-// BootstrapProbeHandler serves the bootstrap probe alone (GET
-// /v1/internal/bootstrap-state, answered by state), for a node's peer port
-// while the node decides whether to bootstrap, before it serves its API.
-// Every other request is answered no_leader.
-func BootstrapProbeHandler(state func() api.BootstrapState) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && r.URL.Path == bootstrapStatePath {
-			writeJSON(w, http.StatusOK, state())
-			return
-		}
-		writeJSON(w, StatusOf(api.CodeNoLeader), api.ErrorReply{Error: api.ErrorBody{Code: string(api.CodeNoLeader),
-			Message: "node is starting: it is deciding whether to bootstrap"}})
-	})
-}
-
-const bootstrapStatePath = "/v1/internal/bootstrap-state"
-
-// GetBootstrapState asks the node at peer port addr whether it holds Raft
-// state (the bootstrap probe), dialling with dial (nil: a plain dialer).
-func GetBootstrapState(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) (api.BootstrapState, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+bootstrapStatePath, nil)
-	if err != nil {
-		return api.BootstrapState{}, fmt.Errorf("bootstrap probe of %s: %w", addr, err)
-	}
-	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return api.BootstrapState{}, fmt.Errorf("bootstrap probe of %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return api.BootstrapState{}, fmt.Errorf("bootstrap probe of %s: %w", addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return api.BootstrapState{}, fmt.Errorf("bootstrap probe of %s: HTTP %d: %s", addr, resp.StatusCode, bytes.TrimSpace(data))
-	}
-	var st api.BootstrapState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return api.BootstrapState{}, fmt.Errorf("bootstrap probe of %s: %w", addr, err)
-	}
-	return st, nil
 }

@@ -543,20 +543,6 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestStatusOf(t *testing.T) {
-	for code, status := range map[api.Code]int{
-		api.CodeInvalidArgument: 400, api.CodeSessionNotFound: 404, api.CodeLockBusy: 409,
-		api.CodeNotHolder: 409, api.CodeWaitTimeout: 408, api.CodeNoLeader: 503,
-		api.CodeUnknownOutcome: 503, api.CodeTooLarge: 413, api.CodeInternal: 500,
-		api.CodeNotFound: 404, api.CodeMethodNotAllowed: 405, api.CodeResourceExhausted: 429, "something_new": 500,
-		api.CodeUnauthenticated: 401, api.CodePermissionDenied: 403,
-	} {
-		if got := StatusOf(code); got != status {
-			t.Errorf("StatusOf(%s) = %d, want %d", code, got, status)
-		}
-	}
-}
-
 func TestPanicRecovery(t *testing.T) {
 	f := newFakeService("n1")
 	ts := newTestServer(t, f)

@@ -1,20 +1,15 @@
 package transport
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/raftlock/raftlock/api"
 )
 
 // PeerDialer is implemented by a Service whose node reaches its peers on
@@ -67,11 +62,11 @@ type peerCertKey struct{}
 // withPeerCert puts the certificate the peer presented on c (a TLS peer
 // port's connection, as the port's mux hands it over) into ctx.
 func withPeerCert(ctx context.Context, c net.Conn) context.Context {
-	pc, ok := c.(*peekedConn)
+	pc, ok := c.(interface{ NetConn() net.Conn }) // the peer port's mux (raftnet)
 	if !ok {
 		return ctx
 	}
-	tc, ok := pc.Conn.(*tls.Conn)
+	tc, ok := pc.NetConn().(*tls.Conn)
 	if !ok {
 		return ctx
 	}
@@ -106,35 +101,4 @@ func (p *PeerServer) Close() error {
 	err := p.srv.Close()
 	<-p.done
 	return err
-}
-
-// PostMember asks the leader, at its peer port addr, to record member m in
-// the member table (POST /v1/internal/members, served on the peer port
-// only), dialling with dial (nil: a plain dialer).
-func PostMember(ctx context.Context, dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string, m api.Member) error {
-	body, err := json.Marshal(m)
-	if err != nil {
-		return fmt.Errorf("register %s: %w", m.ID, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/internal/members", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("register %s: %w", m.ID, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	tr := &http.Transport{DialContext: dial, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		return fmt.Errorf("register %s at %s: %w", m.ID, addr, err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		var er api.ErrorReply
-		if json.Unmarshal(data, &er) == nil && er.Error.Code != "" {
-			return fmt.Errorf("register %s at %s: %s: %s", m.ID, addr, er.Error.Code, er.Error.Message)
-		}
-		return fmt.Errorf("register %s at %s: HTTP %d", m.ID, addr, resp.StatusCode)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // TestNoSessionIDInLogsOrEchoedErrors pins issue 27 item 9: a session id in
@@ -68,11 +69,11 @@ func TestTLSPeerRecordsOnlyItself(t *testing.T) {
 	defer cancel()
 	to := string(leader.Transport.LocalAddr())
 	forged := api.Member{ID: "n3", RaftAddr: "127.0.0.1:9", HTTPAddr: "127.0.0.1:10"}
-	if err := PostMember(ctx, n2.DialContext, to, forged); err == nil || !strings.Contains(err.Error(), "permission_denied") {
+	if err := raftnet.PostMember(ctx, n2.DialContext, to, forged); err == nil || !strings.Contains(err.Error(), "permission_denied") {
 		t.Fatalf("n2 recording n3: %v, want permission_denied", err)
 	}
 	own := api.Member{ID: "n2", RaftAddr: string(n2.Transport.LocalAddr()), HTTPAddr: "127.0.0.1:10"}
-	if err := PostMember(ctx, n2.DialContext, to, own); err != nil {
+	if err := raftnet.PostMember(ctx, n2.DialContext, to, own); err != nil {
 		t.Fatalf("n2 recording itself: %v", err)
 	}
 	f.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
@@ -61,9 +62,9 @@ func (p *testPKI) identity(t *testing.T, name string, node bool) *tlsconf.TLS {
 
 // newTLSPeerPort opens a peer port with identity id (nil: plaintext),
 // serving svc's API; both close at the end of the test.
-func newTLSPeerPort(t *testing.T, svc Service, id *tlsconf.TLS) *RaftNet {
+func newTLSPeerPort(t *testing.T, svc Service, id *tlsconf.TLS) *raftnet.RaftNet {
 	t.Helper()
-	rn, err := NewRaftTCPTransport(RaftTCPConfig{BindAddr: "127.0.0.1:0", TLS: id})
+	rn, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0", TLS: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func newTLSPeerPort(t *testing.T, svc Service, id *tlsconf.TLS) *RaftNet {
 }
 
 // appendEntries sends one AppendEntries naming from as its leader.
-func appendEntries(from, to *RaftNet, leader string) error {
+func appendEntries(from, to *raftnet.RaftNet, leader string) error {
 	var resp raft.AppendEntriesResponse
 	return from.Transport.AppendEntries(raft.ServerID(leader), to.Transport.LocalAddr(),
 		&raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte(leader)}, Term: 1}, &resp)
@@ -90,7 +91,7 @@ func TestTLSPeerPortAdmitsOnlyMembers(t *testing.T) {
 	pki := newTestPKI(t)
 	a := newTLSPeerPort(t, newFakeService("n1"), pki.identity(t, "n1", true))
 	member := newTLSPeerPort(t, newFakeService("n2"), pki.identity(t, "n2", true))
-	intruders := map[string]*RaftNet{
+	intruders := map[string]*raftnet.RaftNet{
 		"plaintext":   newTLSPeerPort(t, newFakeService("x1"), nil),
 		"another CA":  newTLSPeerPort(t, newFakeService("x2"), newTestPKI(t).identity(t, "n1", true)),
 		"client cert": newTLSPeerPort(t, newFakeService("x3"), pki.identity(t, "x3", false)),
@@ -155,7 +156,7 @@ func TestTLSPeerPortRefusesWrongCertAtHandshake(t *testing.T) {
 // peer port (PeerDialer), as node.Node does.
 type dialingService struct {
 	*fakeService
-	port *RaftNet
+	port *raftnet.RaftNet
 }
 
 func (d dialingService) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // startACLNode starts a one-node cluster with ACLs on, serving HTTP, and
@@ -20,7 +21,7 @@ func startACLNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pp, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+	pp, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

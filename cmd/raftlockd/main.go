@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
@@ -534,7 +535,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	transport.ConfigureServer(s.http, o.idleTimeout)
-	ln = transport.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
+	ln = raftnet.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
 		s.http.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)

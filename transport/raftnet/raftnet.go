@@ -1,4 +1,4 @@
-package transport
+package raftnet
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
@@ -266,7 +267,7 @@ type portMux struct {
 	ln        net.Listener
 	tls       *tls.Config
 	log       hclog.Logger
-	warns     warnLimiter
+	warns     warnlimit.Limiter
 	raft, api *chanListener
 	done      chan struct{}
 	once      sync.Once
@@ -319,9 +320,9 @@ func (m *portMux) sort(c net.Conn) {
 	if m.tls != nil {
 		tc := tls.Server(c, m.tls)
 		if err := tc.Handshake(); err != nil {
-			// At most one line every warnEvery: anyone who reaches the
+			// At most one line every warnlimit.Every: anyone who reaches the
 			// port can fail a handshake.
-			if ok, n := m.warns.allow("peer_tls_refused"); ok {
+			if ok, n := m.warns.Allow("peer_tls_refused"); ok {
 				m.log.Warn("peer refused: TLS handshake failed", "remote", c.RemoteAddr().String(), "error", err, "suppressed", n)
 			}
 			c.Close()
@@ -390,3 +391,8 @@ func (c *peekedConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// NetConn returns the connection the mux read from (a *tls.Conn on a TLS
+// peer port), as tls.Conn.NetConn does: the HTTP server on the peer port
+// finds the certificate a peer presented through it.
+func (c *peekedConn) NetConn() net.Conn { return c.Conn }

@@ -5,24 +5,24 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 
 	"github.com/hashicorp/raft"
 )
 
 // newPeerPort opens a peer port on 127.0.0.1 serving svc's API; both close
 // at the end of the test.
-func newPeerPort(t *testing.T, svc Service) *RaftNet {
+func newPeerPort(t *testing.T, svc Service) *raftnet.RaftNet {
 	t.Helper()
 	return newTLSPeerPort(t, svc, nil)
 }
 
 // answerVotes answers every RequestVote reaching rn's Raft transport.
-func answerVotes(ctx context.Context, rn *RaftNet) {
+func answerVotes(ctx context.Context, rn *raftnet.RaftNet) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -35,7 +35,7 @@ func answerVotes(ctx context.Context, rn *RaftNet) {
 
 // requestVote sends one RequestVote from `from` to `to` and fails the test
 // unless it is granted.
-func requestVote(t *testing.T, from, to *RaftNet) {
+func requestVote(t *testing.T, from, to *raftnet.RaftNet) {
 	t.Helper()
 	var resp raft.RequestVoteResponse
 	target := to.Transport.LocalAddr()
@@ -48,7 +48,7 @@ func requestVote(t *testing.T, from, to *RaftNet) {
 }
 
 // getHealth asks the API on the peer port of rn for /v1/health.
-func getHealth(t *testing.T, rn *RaftNet) api.HealthInfo {
+func getHealth(t *testing.T, rn *raftnet.RaftNet) api.HealthInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -120,38 +120,5 @@ func TestFollowerForwardsToTheLeadersPeerPort(t *testing.T) {
 	}
 	if n := follower.Calls("*"); n != 0 {
 		t.Fatalf("the follower served %d calls itself", n)
-	}
-}
-
-// An advertised DNS name is kept as given (peers dial the name, and the
-// Raft configuration names the node by it), not resolved to an IP; an IP
-// is taken as it is; an unspecified IP or a missing port is refused.
-func TestAdvertisedDNSNameIsKeptUnresolved(t *testing.T) {
-	for _, c := range []struct{ adv, want, err string }{
-		{"raftlock-0.raftlock-peers.default.svc:7101", "raftlock-0.raftlock-peers.default.svc:7101", ""},
-		{"localhost:7101", "localhost:7101", ""},
-		{"127.0.0.1:7101", "127.0.0.1:7101", ""},
-		{"0.0.0.0:7101", "", "not dialable"},
-		{"raftlock-0", "", "missing port"},
-		{":7101", "", "no host"},
-	} {
-		rn, err := NewRaftTCPTransport(RaftTCPConfig{BindAddr: "127.0.0.1:0", Advertise: c.adv})
-		if c.err != "" {
-			if err == nil || !strings.Contains(err.Error(), c.err) {
-				t.Errorf("advertise %q: %v, want an error with %q", c.adv, err, c.err)
-			}
-			if rn != nil {
-				rn.Transport.Close()
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("advertise %q: %v", c.adv, err)
-			continue
-		}
-		if got := string(rn.Transport.LocalAddr()); got != c.want {
-			t.Errorf("advertise %q: LocalAddr %q, want %q", c.adv, got, c.want)
-		}
-		rn.Transport.Close()
 	}
 }
