@@ -9,15 +9,12 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // DefaultDigestCheckInterval is how often the leader compares the
 // replicas' digests.
 const DefaultDigestCheckInterval = 5 * time.Second
-
-var _ transport.Digester = (*Node)(nil)
 
 // DigestReport implements transport.Digester: this replica's recent
 // digests (fsm.FSM.Digests).

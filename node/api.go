@@ -16,13 +16,9 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
 )
 
-var (
-	_ api.Backend       = (*Node)(nil)
-	_ transport.Service = (*Node)(nil)
-)
+var _ api.Backend = (*Node)(nil)
 
 // verifyRead confirms with a quorum that this node still leads, so that a
 // read answered now is linearizable. A paused leader that woke up believing

@@ -17,6 +17,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
@@ -163,7 +164,7 @@ func (c *testCluster) run(i int, cfg Config, ln net.Listener) {
 		if n, err = New(cfg); err != nil || ln == nil {
 			return
 		}
-		srv = &http.Server{Handler: transport.NewServer(n, transport.WithLogger(cfg.Logger.Named("http"))),
+		srv = &http.Server{Handler: httpapi.NewServer(n, httpapi.WithLogger(cfg.Logger.Named("http"))),
 			ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 	})

@@ -8,7 +8,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// Health reports whether this node is healthy (transport.HealthService,
+// Health reports whether this node is healthy (httpapi.HealthService,
 // GET /v1/health), from local state only (no network round): it is a
 // member of the latest Raft configuration, and either it leads and reaches
 // a quorum of voters (itself included; a peer counts as unreached while

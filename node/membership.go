@@ -10,14 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 	"github.com/raftlock/raftlock/transport/raftnet"
-)
-
-var (
-	_ transport.MembershipService = (*Node)(nil)
-	_ transport.BootstrapStater   = (*Node)(nil)
-	_ transport.MembershipView    = (*Node)(nil)
 )
 
 // MinVoters is the fewest voters RemoveMember leaves without force: a

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
@@ -25,7 +26,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // Peer is one member of the initial cluster.
@@ -289,7 +289,7 @@ type Node struct {
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *raftnet.RaftNet
-	peerSrv *transport.PeerServer
+	peerSrv *httpapi.PeerServer
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
@@ -462,7 +462,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if ln == nil {
 			ln = n.peer.Peers
 		}
-		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
+		n.peerSrv = httpapi.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
 	}
 	if n.peer != nil {
 		n.peer.OnInboundLost(n.onInboundLost)

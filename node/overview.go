@@ -12,11 +12,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
-
-var _ transport.OverviewService = (*Node)(nil)
 
 // memberProbeTimeout bounds the leader's question to a member's peer port
 // (its last log index) for an overview. An answer is reused for

@@ -19,7 +19,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // DefaultTrailingLogs is how many entries a snapshot leaves in the log
@@ -68,8 +67,6 @@ func checkMinToken(minToken uint64) error {
 
 // restoreTimeout bounds a restore that Raft takes in (raft.Restore).
 const restoreTimeout = time.Minute
-
-var _ transport.SnapshotService = (*Node)(nil)
 
 // snapshotState is a Node's backup and restore state.
 type snapshotState struct {

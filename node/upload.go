@@ -4,12 +4,6 @@ import (
 	"context"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
-)
-
-var (
-	_ transport.RestoreAuthorizer = (*Node)(nil)
-	_ transport.Spooler           = (*Node)(nil)
 )
 
 // AuthorizeRestore is Restore's authorisation alone (admin with ACLs on):

@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
 // With WithFailFast, a call whose every address refuses the connection
 // fails with unreachable after about d, naming each address and the cause
 // once; without it, the call retries until its ctx ends (no_leader).
 func TestFailFastUnreachable(t *testing.T) {
-	a, b := closedAddr(t), closedAddr(t)
+	a, b := httpapitest.ClosedAddr(t), httpapitest.ClosedAddr(t)
 	for _, tc := range []struct {
 		addrs []string
 		want  string
@@ -60,7 +62,7 @@ func TestFailFastUnreachable(t *testing.T) {
 // keeps retrying until its ctx ends; and one that connects to a second
 // address that serves succeeds.
 func TestFailFastReachableNodes(t *testing.T) {
-	dead := closedAddr(t)
+	dead := httpapitest.ClosedAddr(t)
 	noLeader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -79,7 +81,7 @@ func TestFailFastReachableNodes(t *testing.T) {
 		t.Fatalf("one node answering no_leader: %v; want no_leader at the ctx's end, not unreachable", err)
 	}
 
-	srv := httptest.NewServer(NewServer(newFakeService("n1")))
+	srv := httptest.NewServer(httpapi.NewServer(httpapitest.New("n1")))
 	defer srv.Close()
 	c, err = NewClient([]string{dead, strings.TrimPrefix(srv.URL, "http://")}, WithFailFast(100*time.Millisecond))
 	if err != nil {
@@ -96,13 +98,13 @@ func TestFailFastReachableNodes(t *testing.T) {
 // A node that comes up within d is used: the run of failed dials ends
 // when a connection opens.
 func TestFailFastNodeComingUp(t *testing.T) {
-	addr := closedAddr(t)
+	addr := httpapitest.ClosedAddr(t)
 	c, err := NewClient([]string{addr}, WithFailFast(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.CloseIdleConnections()
-	srv := &http.Server{Handler: NewServer(newFakeService("n1"))}
+	srv := &http.Server{Handler: httpapi.NewServer(httpapitest.New("n1"))}
 	defer srv.Close()
 	time.AfterFunc(200*time.Millisecond, func() {
 		ln, err := net.Listen("tcp", addr)

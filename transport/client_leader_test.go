@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
 // hostCounter is a RoundTripper that counts a Client's requests per
@@ -150,10 +151,10 @@ func healthGoesTo(t *testing.T, c *Client, cnt *hostCounter, want string) {
 // A follower's forwarded answer names the leader's address: the client's
 // next calls go straight to the leader.
 func TestClientSendsToTheLeaderItLearnedFromAnAnswer(t *testing.T) {
-	leader, follower := newFakeService("b"), newFakeService("a")
+	leader, follower := httpapitest.New("b"), httpapitest.New("a")
 	lts, fts := newTestServer(t, leader), newTestServer(t, follower)
-	leader.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Self: true, Term: 3})
-	follower.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Term: 3})
+	leader.SetLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Self: true, Term: 3})
+	follower.SetLeader(api.LeaderInfo{ID: "b", HTTPAddr: hostOf(lts), Term: 3})
 	ctx := testCtx(t)
 	s, err := leader.OpenSession(ctx, api.OpenRequest{})
 	if err != nil {
@@ -283,7 +284,7 @@ func TestClientForgetsTheLeaderWhenAnAttemptThereFails(t *testing.T) {
 // there even when the rotation points at it; once its suspicion is over it
 // is tried again.
 func skipsSuspect(t *testing.T, bad string) {
-	f := newFakeService("n1")
+	f := httpapitest.New("n1")
 	ts := newTestServer(t, f)
 	good := hostOf(ts)
 	c, cnt := newCountingClient(t, []string{bad, good}, WithRequestTimeout(400*time.Millisecond))
@@ -332,12 +333,12 @@ func skipsSuspect(t *testing.T, bad string) {
 // An address where an attempt's own timeout fired (a frozen node) is
 // suspect: calls and retries go elsewhere until its suspicion ends.
 func TestClientSkipsAnAddressThatTimedOut(t *testing.T) {
-	skipsSuspect(t, frozenAddr(t))
+	skipsSuspect(t, httpapitest.FrozenAddr(t))
 }
 
 // An address whose dial failed is suspect like one that timed out.
 func TestClientSkipsAnAddressWhoseDialFailed(t *testing.T) {
-	skipsSuspect(t, closedAddr(t))
+	skipsSuspect(t, httpapitest.ClosedAddr(t))
 }
 
 // A caller that ends its ctx while the leader holds its request (a waiting
@@ -346,11 +347,11 @@ func TestClientSkipsAnAddressWhoseDialFailed(t *testing.T) {
 func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 	for _, how := range []string{"cancel", "deadline"} {
 		t.Run(how, func(t *testing.T) {
-			leader, follower := newFakeService("b"), newFakeService("a")
+			leader, follower := httpapitest.New("b"), httpapitest.New("a")
 			lts, fts := newTestServer(t, leader), newTestServer(t, follower)
 			la := hostOf(lts)
-			leader.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Self: true, Term: 3})
-			follower.setLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Term: 3})
+			leader.SetLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Self: true, Term: 3})
+			follower.SetLeader(api.LeaderInfo{ID: "b", HTTPAddr: la, Term: 3})
 			ctx := testCtx(t)
 			s, err := leader.OpenSession(ctx, api.OpenRequest{})
 			if err != nil {
@@ -379,7 +380,7 @@ func TestClientKeepsTheLeaderWhenTheCallerAbandonsAnAttempt(t *testing.T) {
 				_, err := c.Acquire(wctx, api.AcquireRequest{Name: "x", Session: s.ID, Holder: "me", Wait: time.Minute})
 				done <- err
 			}()
-			waitFor(t, "the acquire waiting at the leader", func() bool {
+			httpapitest.WaitFor(t, "the acquire waiting at the leader", func() bool {
 				return leader.Peek("x").Waiters == 1
 			})
 			if how == "cancel" {

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
 // TestClientFollowsARedirectInFrontOfTheNode pins that the client's direct
 // path to its transport still follows a redirect, as http.Client does: a
 // front that answers 307 to the node's address (body resent) is passed.
 func TestClientFollowsARedirectInFrontOfTheNode(t *testing.T) {
-	node := newTestServer(t, newFakeService("n1"))
+	node := newTestServer(t, httpapitest.New("n1"))
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, node.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	}))

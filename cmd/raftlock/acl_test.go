@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
@@ -32,7 +32,7 @@ func startACLNode(t *testing.T) {
 		ln.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()

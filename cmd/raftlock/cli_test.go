@@ -19,6 +19,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -308,7 +309,7 @@ func TestLockWatchGolden(t *testing.T) {
 	now := t0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	f := newFake(apitest.WithClock(clock))
-	ts := httptest.NewServer(transport.NewServer(f))
+	ts := httptest.NewServer(httpapi.NewServer(f))
 	defer ts.Close()
 	t.Setenv("RAFTLOCK_ADDR", strings.TrimPrefix(ts.URL, "http://"))
 	ctx := context.Background()

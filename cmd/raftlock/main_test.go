@@ -13,7 +13,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
 // fake is the in-memory transport.Service of the CLI tests: the contract's
@@ -22,6 +23,7 @@ import (
 // once served), n2's (deadAddr) a closed port.
 type fake struct {
 	*apitest.Backend
+	httpapitest.Absent // the roles the CLI's tests do not serve
 	httpAddr, deadAddr string
 }
 
@@ -51,6 +53,10 @@ func (f *fake) Leader() api.LeaderInfo {
 
 func (f *fake) RegisterMember(context.Context, api.Member) error { return nil }
 
+func (f *fake) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
+	return httpapitest.LocksPage(ctx, f.Backend, q)
+}
+
 // cluster starts a server over the fake and returns a runner of the CLI
 // against it.
 func cluster(t *testing.T) func(args ...string) (int, string, string) {
@@ -63,7 +69,7 @@ func cluster(t *testing.T) func(args ...string) (int, string, string) {
 func fakeCluster(t *testing.T) (*fake, func(args ...string) (int, string, string)) {
 	t.Helper()
 	f := newFake()
-	ts := httptest.NewServer(transport.NewServer(f))
+	ts := httptest.NewServer(httpapi.NewServer(f))
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	f.httpAddr, f.deadAddr = addr, closedAddr(t)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
@@ -102,7 +102,7 @@ func TestCLIOverHTTPS(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFake()
-	ts := httptest.NewUnstartedServer(transport.NewServer(f))
+	ts := httptest.NewUnstartedServer(httpapi.NewServer(f))
 	ts.TLS = id.APIConfig(true)
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are meant
 	ts.StartTLS()

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
@@ -35,7 +36,6 @@ import (
 	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
 	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
 )
 
 func main() {
@@ -526,15 +526,15 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		return nil, err
 	}
 	s := &server{node: n, errc: make(chan error, 2), transferOnStop: !o.dev}
-	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
+	sopts := append([]httpapi.ServerOption{httpapi.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}
 	s.http = &http.Server{
-		Handler:  transport.NewServer(n, sopts...),
+		Handler:  httpapi.NewServer(n, sopts...),
 		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
-	transport.ConfigureServer(s.http, o.idleTimeout)
+	httpapi.ConfigureServer(s.http, o.idleTimeout)
 	ln = raftnet.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
@@ -554,7 +554,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	}()
 	if spec.metricsLn != nil {
 		s.metrics = &http.Server{
-			Handler:           transport.NewMetricsServer(n, transport.WithLogger(nlog)),
+			Handler:           httpapi.NewMetricsServer(n, httpapi.WithLogger(nlog)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		}
