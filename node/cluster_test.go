@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
@@ -47,7 +47,7 @@ type testCluster struct {
 // clusterOption is an option of newTestCluster.
 type clusterOption func(*testCluster)
 
-// withHTTP serves the HTTP API (transport.NewServer) of every node on a
+// withHTTP serves the HTTP API (client.NewServer) of every node on a
 // 127.0.0.1 port of its own, in httpAddrs and the node's Config.HTTPAddr.
 func withHTTP(c *testCluster) { c.http = true }
 
@@ -215,9 +215,9 @@ func (c *testCluster) start(i int) {
 }
 
 // client returns a Go client of the cluster's HTTP API.
-func (c *testCluster) client(t *testing.T) *transport.Client {
+func (c *testCluster) client(t *testing.T) *client.Client {
 	t.Helper()
-	cl, err := transport.NewClient(c.httpAddrs)
+	cl, err := client.NewClient(c.httpAddrs)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

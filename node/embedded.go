@@ -6,7 +6,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // Backend returns the api.Backend through which an application that
@@ -19,13 +19,13 @@ import (
 //
 // The Node's own methods answer only on the leader (no_leader elsewhere);
 // the Backend is what makes "any replica" work, with the same semantics a
-// standalone cluster gives through transport.Client, retries included: a
+// standalone cluster gives through client.Client, retries included: a
 // call that loses its leader midway goes on at the new leader (with the
 // same holder id) until ctx is done.
 func (n *Node) Backend() api.Backend {
 	n.backendOnce.Do(func() {
 		// The resolver always answers, so the fixed address list is unused.
-		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer))
+		c, err := client.NewClient(nil, client.WithResolver(n.forwardAddrs), client.WithDialer(n.DialPeer))
 		if err != nil {
 			panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
 		}
@@ -74,7 +74,7 @@ func (n *Node) forwardAddrs() []string {
 // on through remote, which retries until ctx is done.
 type embedded struct {
 	n      *Node
-	remote *transport.Client
+	remote *client.Client
 	// secret is the ACL token's secret of BackendWithToken ("": none).
 	secret string
 }
@@ -85,8 +85,8 @@ type embedded struct {
 // port (Authorization: Bearer). Backend's calls carry no token, so with
 // ACLs on they are refused (unauthenticated).
 func (n *Node) BackendWithToken(secret string) api.Backend {
-	c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer),
-		transport.WithToken(secret))
+	c, err := client.NewClient(nil, client.WithResolver(n.forwardAddrs), client.WithDialer(n.DialPeer),
+		client.WithToken(secret))
 	if err != nil {
 		panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
 	}

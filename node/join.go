@@ -10,7 +10,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // DefaultJoinTimeout is how long a joining node with an empty data dir
@@ -27,7 +27,7 @@ const joinRetry = time.Second
 // admin call) to add it, again until it is added.
 type JoinConfig struct {
 	// Addrs are HTTP API addresses of members (https://host:port for a
-	// TLS cluster), as a transport.Client takes them.
+	// TLS cluster), as a client.Client takes them.
 	Addrs []string
 	// Token is the admin ACL token to call with (ACLs on).
 	Token string
@@ -40,15 +40,15 @@ type JoinConfig struct {
 	Timeout time.Duration
 }
 
-func (j *JoinConfig) client() (*transport.Client, error) {
-	var opts []transport.ClientOption
+func (j *JoinConfig) client() (*client.Client, error) {
+	var opts []client.ClientOption
 	if j.TLS != nil {
-		opts = append(opts, transport.WithTLS(j.TLS))
+		opts = append(opts, client.WithTLS(j.TLS))
 	}
 	if j.Token != "" {
-		opts = append(opts, transport.WithToken(j.Token))
+		opts = append(opts, client.WithToken(j.Token))
 	}
-	cl, err := transport.NewClient(j.Addrs, opts...)
+	cl, err := client.NewClient(j.Addrs, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("node: join %s: %w", strings.Join(j.Addrs, ","), err)
 	}

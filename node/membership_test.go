@@ -18,7 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
@@ -69,7 +69,7 @@ func joinVia(c *testCluster, nonVoter bool) func(*Config) {
 
 // awaitMembers waits until the cluster's members are exactly want (id ->
 // voter).
-func awaitMembers(t *testing.T, cl *transport.Client, want map[string]bool) {
+func awaitMembers(t *testing.T, cl *client.Client, want map[string]bool) {
 	t.Helper()
 	eventually(t, 30*time.Second, fmt.Sprintf("members %v", want), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -102,7 +102,7 @@ type load struct {
 	n    int
 }
 
-func startLoad(t *testing.T, cl *transport.Client, session string) *load {
+func startLoad(t *testing.T, cl *client.Client, session string) *load {
 	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -509,7 +509,7 @@ func TestJoinWithACLsNeedsAnAdminToken(t *testing.T) {
 	i := c.addNode(func(cfg *Config) {
 		cfg.Join = &JoinConfig{Addrs: append([]string(nil), c.httpAddrs[:1]...), Token: admin.Secret}
 	})
-	cl, err := transport.NewClient(c.httpAddrs[:1], transport.WithToken(admin.Secret))
+	cl, err := client.NewClient(c.httpAddrs[:1], client.WithToken(admin.Secret))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // healthTimeout bounds one health probe: a paused node must not hold up
@@ -37,8 +37,8 @@ func (c *cluster) views(ctx context.Context) []view {
 		go func(n *nodeProc) {
 			defer wg.Done()
 			v := view{node: n}
-			cl, err := transport.NewClient([]string{c.apiAddr(n)}, transport.WithRequestTimeout(healthTimeout),
-				transport.WithTLS(c.clientTLS))
+			cl, err := client.NewClient([]string{c.apiAddr(n)}, client.WithRequestTimeout(healthTimeout),
+				client.WithTLS(c.clientTLS))
 			if err == nil {
 				hctx, cancel := context.WithTimeout(ctx, healthTimeout)
 				v.info, v.err = cl.Health(hctx)

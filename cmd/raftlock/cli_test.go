@@ -18,7 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
@@ -392,7 +392,7 @@ func TestExecErrors(t *testing.T) {
 		t.Fatal("acquire failed")
 	}
 	// The cluster's own message, as the Go client gets it.
-	cl, err := transport.NewClient([]string{os.Getenv("RAFTLOCK_ADDR")})
+	cl, err := client.NewClient([]string{os.Getenv("RAFTLOCK_ADDR")})
 	if err != nil {
 		t.Fatal(err)
 	}

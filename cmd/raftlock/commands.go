@@ -11,11 +11,11 @@ import (
 	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // call runs f with a client and the command's ctx.
-func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Context, *transport.Client) error) error {
+func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Context, *client.Client) error) error {
 	cl, ctx, cancel, err := c.client(ctx, extra)
 	if err != nil {
 		return err
@@ -28,8 +28,8 @@ func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Cont
 // show runs a command that makes one call (get) and prints its result:
 // with -o json as asJSON makes it, as text otherwise; cmd names the
 // command in an error.
-func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Context, *transport.Client) (T, error), asJSON func(T) any, text func(T) error) error {
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Context, *client.Client) (T, error), asJSON func(T) any, text func(T) error) error {
+	return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		v, err := get(ctx, cl)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
@@ -43,7 +43,7 @@ func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Conte
 
 func (c *cli) lockGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.LockState, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.LockState, error) {
 			return cl.LockState(ctx, pos[0])
 		}
 		return show(ctx, c, "lock get", get,
@@ -57,7 +57,7 @@ func (c *cli) lockList(*flag.FlagSet) runFunc {
 		if len(pos) == 1 {
 			prefix = pos[0]
 		}
-		get := func(ctx context.Context, cl *transport.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
+		get := func(ctx context.Context, cl *client.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
 		return show(ctx, c, "lock list", get,
 			func(ls []api.LockState) any { return api.NewLocksReply(ls) }, c.printLocks)
 	}
@@ -65,7 +65,7 @@ func (c *cli) lockList(*flag.FlagSet) runFunc {
 
 func (c *cli) sequencerCheck(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			chk, err := cl.CheckSequencer(ctx, pos[0])
 			if err != nil {
 				return fmt.Errorf("sequencer check: %w", err)
@@ -102,7 +102,7 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 		if req.LockDelay == 0 {
 			req.LockDelay = api.NoLockDelay // --lock-delay 0s asks for none
 		}
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			info, err := cl.OpenSession(ctx, req)
 			if err != nil {
 				return fmt.Errorf("session open: %w", err)
@@ -117,7 +117,7 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 
 func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (time.Duration, error) {
+		get := func(ctx context.Context, cl *client.Client) (time.Duration, error) {
 			return cl.KeepAlive(ctx, pos[0])
 		}
 		return show(ctx, c, "session keepalive", get,
@@ -128,7 +128,7 @@ func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
 
 func (c *cli) sessionGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
+		get := func(ctx context.Context, cl *client.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
 		return show(ctx, c, "session get", get,
 			func(info api.Info) any { return api.NewSessionReply(info) }, c.printSession)
 	}
@@ -136,7 +136,7 @@ func (c *cli) sessionGet(*flag.FlagSet) runFunc {
 
 func (c *cli) sessionClose(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+		get := func(ctx context.Context, cl *client.Client) (struct{}, error) {
 			return struct{}{}, cl.CloseSession(ctx, pos[0])
 		}
 		return show(ctx, c, "session close", get,
@@ -180,7 +180,7 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		return c.call(ctx, req.Wait, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, req.Wait, func(ctx context.Context, cl *client.Client) error {
 			g, err := cl.Acquire(ctx, req)
 			if err != nil {
 				return fmt.Errorf("acquire %s: %w", req.Name, err)
@@ -205,7 +205,7 @@ func (c *cli) release(fs *flag.FlagSet) runFunc {
 			return usagef("release", "--session and --holder are required")
 		}
 		req.Name = pos[0]
-		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+		get := func(ctx context.Context, cl *client.Client) (struct{}, error) {
 			return struct{}{}, cl.Release(ctx, req)
 		}
 		return show(ctx, c, "release "+req.Name, get,

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The members group (list, add, remove) and leader-transfer: membership
@@ -37,7 +37,7 @@ SIGTERM.`
 
 func (c *cli) membersList(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
-		get := func(ctx context.Context, cl *transport.Client) ([]api.Member, error) { return cl.Members(ctx) }
+		get := func(ctx context.Context, cl *client.Client) ([]api.Member, error) { return cl.Members(ctx) }
 		return show(ctx, c, "members list", get,
 			func(ms []api.Member) any { return api.MembersReply{Members: ms} }, c.printMembers)
 	}
@@ -54,7 +54,7 @@ func (c *cli) membersAdd(fs *flag.FlagSet) runFunc {
 			return usagef("members add", "--raft-addr and --http-addr are required")
 		}
 		m.ID, m.Voter = pos[0], !nonvoter
-		get := func(ctx context.Context, cl *transport.Client) (api.Member, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.Member, error) {
 			return m, cl.AddMember(ctx, m)
 		}
 		return show(ctx, c, "members add", get, func(m api.Member) any { return m },
@@ -66,7 +66,7 @@ func (c *cli) membersRemove(fs *flag.FlagSet) runFunc {
 	var force bool
 	fs.BoolVar(&force, "force", false, "remove it even if fewer than 2 voters remain")
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.DeletedReply, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.DeletedReply, error) {
 			return api.DeletedReply{Deleted: true}, cl.RemoveMember(ctx, pos[0], force)
 		}
 		return show(ctx, c, "members remove", get, func(r api.DeletedReply) any { return r },
@@ -80,7 +80,7 @@ func (c *cli) leaderTransfer(*flag.FlagSet) runFunc {
 		if len(pos) == 1 {
 			to = pos[0]
 		}
-		get := func(ctx context.Context, cl *transport.Client) (api.TransferReply, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.TransferReply, error) {
 			return cl.TransferLeadership(ctx, to)
 		}
 		return show(ctx, c, "leader-transfer", get, func(r api.TransferReply) any { return r },

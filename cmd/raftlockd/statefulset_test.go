@@ -20,7 +20,7 @@ import (
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
@@ -183,7 +183,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	for i := range pods {
 		addrs = append(addrs, "https://"+podIP(i)+":7001")
 	}
-	boot, err := transport.NewClient(addrs, transport.WithTLS(clientTLS))
+	boot, err := client.NewClient(addrs, client.WithTLS(clientTLS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	}
 
 	// The load: clients each with a session take and release locks.
-	cl, err := transport.NewClient(addrs, transport.WithTLS(clientTLS), transport.WithToken(mgmt.Secret))
+	cl, err := client.NewClient(addrs, client.WithTLS(clientTLS), client.WithToken(mgmt.Secret))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
@@ -219,7 +219,7 @@ func TestTLSNodeWithForeignCertNeverJoins(t *testing.T) {
 	if _, err := s.Lock(ctx, "jobs/foreign"); err != nil { // committed by n1 and n2
 		t.Fatal(err)
 	}
-	n3, err := transport.NewClient([]string{c.Addrs()[2]}, transport.WithTLS(proccluster.ClientTLS(t, other)))
+	n3, err := client.NewClient([]string{c.Addrs()[2]}, client.WithTLS(proccluster.ClientTLS(t, other)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,12 +273,12 @@ func BenchmarkSecurity(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tok, err := c.Client(transport.WithToken(boot.Secret)).CreateToken(ctx,
+			tok, err := c.Client(client.WithToken(boot.Secret)).CreateToken(ctx,
 				api.TokenRequest{Name: "bench", Rules: []string{"write:bench/"}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			cl = c.Client(transport.WithToken(tok.Secret))
+			cl = c.Client(client.WithToken(tok.Secret))
 		}
 		for _, clients := range []int{1, 64} {
 			b.Run(fmt.Sprintf("tls=%v/acl=%v/clients=%d", mode.tls, mode.acl, clients), func(b *testing.B) { pairs(ctx, b, cl, clients) })
@@ -292,7 +292,7 @@ func BenchmarkSecurity(b *testing.B) {
 
 // pairs runs b.N Lock+Unlock pairs over clients sessions, each on its own
 // lock, and reports pairs/s and the median pair in ms.
-func pairs(ctx context.Context, b *testing.B, cl *transport.Client, clients int) {
+func pairs(ctx context.Context, b *testing.B, cl *client.Client, clients int) {
 	sessions := make([]*session.Session, clients)
 	for i := range sessions {
 		s, err := session.Open(ctx, cl, session.TTL(15*time.Second), session.LockDelay(api.NoLockDelay))

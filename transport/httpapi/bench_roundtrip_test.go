@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
@@ -55,7 +55,7 @@ func BenchmarkRoundtrip(b *testing.B) {
 			svc := newBenchService()
 			ts := httptest.NewServer(NewServer(svc))
 			defer ts.Close()
-			c, err := transport.NewClient([]string{hostOf(ts)})
+			c, err := client.NewClient([]string{hostOf(ts)})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -86,7 +86,7 @@ func BenchmarkRoundtripKeepAlive(b *testing.B) {
 	svc := newBenchService()
 	ts := httptest.NewServer(NewServer(svc))
 	defer ts.Close()
-	c, err := transport.NewClient([]string{hostOf(ts)})
+	c, err := client.NewClient([]string{hostOf(ts)})
 	if err != nil {
 		b.Fatal(err)
 	}

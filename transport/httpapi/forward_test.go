@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
@@ -173,7 +173,7 @@ func TestClientRotates(t *testing.T) {
 
 // frozenFirst is a live node behind a frozen one: a client whose first
 // address is frozen, the live node's fake service, and a session on it.
-func frozenFirst(t *testing.T) (*httpapitest.Fake, *transport.Client, api.Info) {
+func frozenFirst(t *testing.T) (*httpapitest.Fake, *client.Client, api.Info) {
 	t.Helper()
 	f := httpapitest.New("n1")
 	ts := newTestServer(t, f)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 )
@@ -68,7 +68,7 @@ func TestWireDurationsAreTakenAsGiven(t *testing.T) {
 
 // fakeWithSession serves a fake service over HTTP, with a client of it
 // and a session opened through that client.
-func fakeWithSession(t *testing.T) (*httpapitest.Fake, *httptest.Server, *transport.Client, api.Info) {
+func fakeWithSession(t *testing.T) (*httpapitest.Fake, *httptest.Server, *client.Client, api.Info) {
 	t.Helper()
 	f := httpapitest.New("n1")
 	ts := newTestServer(t, f)

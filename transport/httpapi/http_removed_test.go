@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
@@ -112,7 +112,7 @@ func TestClientFollowsTheLeaderARemovedNodeNames(t *testing.T) {
 	svc.member.Store(true)
 	old := svc.serve(t)
 	n1.SetLeader(api.LeaderInfo{ID: "n1", HTTPAddr: hostOf(old), Self: true, Term: 5})
-	c, err := transport.NewClient([]string{hostOf(old)}, transport.WithMemberSync(transport.DefaultMemberSync))
+	c, err := client.NewClient([]string{hostOf(old)}, client.WithMemberSync(client.DefaultMemberSync))
 	if err != nil {
 		t.Fatal(err)
 	}

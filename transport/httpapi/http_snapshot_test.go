@@ -12,7 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
@@ -56,7 +56,7 @@ func TestSnapshotRoutesCarryTheFileAndItsFloor(t *testing.T) {
 	f := &snapshotFake{Fake: httpapitest.New("n1"), backup: file.Bytes()}
 	ts := httptest.NewServer(NewServer(f))
 	defer ts.Close()
-	cl, err := transport.NewClient([]string{ts.Listener.Addr().String()}, transport.WithRetryBackoff(time.Millisecond, time.Millisecond))
+	cl, err := client.NewClient([]string{ts.Listener.Addr().String()}, client.WithRetryBackoff(time.Millisecond, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestSnapshotRoutesCarryTheFileAndItsFloor(t *testing.T) {
 		t.Fatalf("peer-only restore on the client port: HTTP %d, want 404", resp.StatusCode)
 	}
 	plain := newTestServer(t, httpapitest.New("n1"))
-	pc, err := transport.NewClient([]string{plain.Listener.Addr().String()})
+	pc, err := client.NewClient([]string{plain.Listener.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}

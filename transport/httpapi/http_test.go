@@ -14,7 +14,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 
 	"github.com/raftlock/raftlock/sequencer"
@@ -29,9 +29,9 @@ func newTestServer(t testing.TB, f *httpapitest.Fake, opts ...ServerOption) *htt
 
 func hostOf(ts *httptest.Server) string { return strings.TrimPrefix(ts.URL, "http://") }
 
-func newTestClient(t testing.TB, addrs ...string) *transport.Client {
+func newTestClient(t testing.TB, addrs ...string) *client.Client {
 	t.Helper()
-	c, err := transport.NewClient(addrs, transport.WithRetryBackoff(time.Millisecond, 5*time.Millisecond))
+	c, err := client.NewClient(addrs, client.WithRetryBackoff(time.Millisecond, 5*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -548,11 +548,11 @@ func TestPanicRecovery(t *testing.T) {
 
 func TestNewClientAddrs(t *testing.T) {
 	for _, bad := range [][]string{nil, {}, {""}, {"nohost"}, {":7001"}, {"127.0.0.1:"}} {
-		if _, err := transport.NewClient(bad); err == nil {
+		if _, err := client.NewClient(bad); err == nil {
 			t.Errorf("NewClient(%q): no error", bad)
 		}
 	}
-	if _, err := transport.NewClient([]string{"127.0.0.1:7001", " 127.0.0.1:7002 "}); err != nil {
+	if _, err := client.NewClient([]string{"127.0.0.1:7001", " 127.0.0.1:7002 "}); err != nil {
 		t.Error(err)
 	}
 }
@@ -567,7 +567,7 @@ func TestWatchLockThroughClient(t *testing.T) {
 	svc := httpapitest.New("n1")
 	ts := httptest.NewServer(NewServer(svc))
 	defer ts.Close()
-	c, err := transport.NewClient([]string{strings.TrimPrefix(ts.URL, "http://")})
+	c, err := client.NewClient([]string{strings.TrimPrefix(ts.URL, "http://")})
 	if err != nil {
 		t.Fatal(err)
 	}

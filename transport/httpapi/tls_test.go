@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
@@ -194,8 +194,8 @@ func TestTLSAPI(t *testing.T) {
 	strict := newHTTPSServer(t, svc, followerID, true)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	client := func(addr string, opts ...transport.ClientOption) *transport.Client {
-		c, err := transport.NewClient([]string{addr}, append(opts, transport.WithFailFast(200*time.Millisecond))...)
+	dial := func(addr string, opts ...client.ClientOption) *client.Client {
+		c, err := client.NewClient([]string{addr}, append(opts, client.WithFailFast(200*time.Millisecond))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,33 +204,33 @@ func TestTLSAPI(t *testing.T) {
 	}
 	caOnly := &tls.Config{RootCAs: pki.pool()}
 
-	_, err := client(addr).Health(ctx)
+	_, err := dial(addr).Health(ctx)
 	if api.CodeOf(err) != api.CodeInternal || !strings.Contains(err.Error(), "use https://"+addr) {
 		t.Fatalf("plain HTTP to an HTTPS node: %v, want internal error naming https://", err)
 	}
-	if _, err := client("https://" + addr).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
+	if _, err := dial("https://" + addr).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
 		!strings.Contains(err.Error(), "unknown authority") {
 		t.Fatalf("HTTPS without the CA: %v, want unreachable (unknown authority)", err)
 	}
-	if _, err := client("https://"+addr, transport.WithTLS(caOnly)).OpenSession(ctx, api.OpenRequest{Name: "tls"}); err != nil {
+	if _, err := dial("https://"+addr, client.WithTLS(caOnly)).OpenSession(ctx, api.OpenRequest{Name: "tls"}); err != nil {
 		t.Fatalf("HTTPS with the CA, forwarded over TLS to the leader: %v", err)
 	}
 	if n := leader.Calls("OpenSession"); n != 1 {
 		t.Fatalf("the leader served %d opens, want 1 (forwarded)", n)
 	}
 
-	if _, err := client("https://"+strict, transport.WithTLS(caOnly)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
+	if _, err := dial("https://"+strict, client.WithTLS(caOnly)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable ||
 		!strings.Contains(err.Error(), "certificate required") {
 		t.Fatalf("no client certificate under client cert auth: %v, want unreachable (certificate required)", err)
 	}
 	withCert := caOnly.Clone()
 	withCert.Certificates = []tls.Certificate{pki.identity(t, "alice", false).Cert}
-	if _, err := client("https://"+strict, transport.WithTLS(withCert)).Health(ctx); err != nil {
+	if _, err := dial("https://"+strict, client.WithTLS(withCert)).Health(ctx); err != nil {
 		t.Fatalf("client certificate of the CA: %v", err)
 	}
 	rogue := caOnly.Clone()
 	rogue.Certificates = []tls.Certificate{newTestPKI(t).identity(t, "alice", false).Cert}
-	if _, err := client("https://"+strict, transport.WithTLS(rogue)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable {
+	if _, err := dial("https://"+strict, client.WithTLS(rogue)).Health(ctx); api.CodeOf(err) != api.CodeUnreachable {
 		t.Fatalf("client certificate of another CA: %v, want unreachable", err)
 	}
 }
