@@ -16,7 +16,7 @@ import (
 // replicas' digests.
 const DefaultDigestCheckInterval = 5 * time.Second
 
-// DigestReport implements transport.Digester: this replica's recent
+// DigestReport implements httpapi.Digester: this replica's recent
 // digests (fsm.FSM.Digests).
 func (n *Node) DigestReport() api.DigestReport {
 	ds, origin := n.fsm.Digests()
@@ -27,7 +27,7 @@ func (n *Node) DigestReport() api.DigestReport {
 	return rep
 }
 
-// Diverged implements transport.Digester: the leader found this replica's
+// Diverged implements httpapi.Digester: the leader found this replica's
 // state digest off the majority's. The replica records it (Divergence),
 // logs it, and gives up leadership if it holds it.
 func (n *Node) Diverged(d api.DivergedNotice) {

@@ -25,7 +25,7 @@ func (c *Config) checkConnLimits() error {
 }
 
 // CheckIdleTimeout checks an idle timeout (Config.IdleTimeout, raftlockd
-// --http-idle-timeout): [transport.MinIdleTimeout, transport.MaxIdleTimeout].
+// --http-idle-timeout): [api.MinIdleTimeout, api.MaxIdleTimeout].
 func CheckIdleTimeout(what string, d time.Duration) error {
 	if d < api.MinIdleTimeout || d > api.MaxIdleTimeout {
 		return invalid("%s %v: want %v to %v", what, d, api.MinIdleTimeout, api.MaxIdleTimeout)

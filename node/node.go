@@ -2,7 +2,7 @@
 // stable store in bbolt, file snapshots), the lock state machine, the
 // leader's lease table and timers, and leader-only reads. Its methods are the
 // in-process API that the HTTP server and embedding applications use; they
-// implement api.Backend and transport.Service.
+// implement api.Backend and httpapi.Service.
 package node
 
 import (
@@ -144,9 +144,9 @@ type Config struct {
 	TrailingLogs uint64
 	// TLS, if set, makes the peer port that New opens mutual TLS (as
 	// raftlockd's --tls-cert, --tls-key and --tls-ca do, e.g. from
-	// transport.LoadTLS): Raft and the API for peers, in and out, with this
+	// tlsconf.LoadTLS): Raft and the API for peers, in and out, with this
 	// node's certificate, every peer's verified against the CA. A PeerPort
-	// opened beforehand carries its own (transport.RaftTCPConfig.TLS).
+	// opened beforehand carries its own (raftnet.RaftTCPConfig.TLS).
 	TLS *tlsconf.TLS
 	// PeerPort is the node's peer port (Raft and the API for peers),
 	// opened beforehand, e.g. to learn every node's address before writing
@@ -173,15 +173,15 @@ type Config struct {
 	// --restore): see RestoreSeed.
 	Restore *RestoreSeed
 	// MaxConnsPerIP caps the connections one source IP holds open on the
-	// peer port (zero: transport.DefaultMaxConnsPerIP; else in
-	// [transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP]); the IPs
+	// peer port (zero: api.DefaultMaxConnsPerIP; else in
+	// [api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP]); the IPs
 	// of the cluster's members (its Raft configuration and Peers) are
 	// exempt, so that clients cannot starve the peers (connlimit.go).
 	// raftlockd --max-conns-per-ip sets it and the client port's cap.
 	MaxConnsPerIP int
 	// IdleTimeout closes the peer port's API connections idle that long
-	// (zero: transport.DefaultIdleTimeout; else in
-	// [transport.MinIdleTimeout, transport.MaxIdleTimeout]); raftlockd
+	// (zero: api.DefaultIdleTimeout; else in
+	// [api.MinIdleTimeout, api.MaxIdleTimeout]); raftlockd
 	// --http-idle-timeout sets it and the client port's.
 	IdleTimeout time.Duration
 	// Faults deliberately break guarantees, so that the fault checker can
@@ -497,7 +497,7 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // DialPeer dials a peer's port (or HTTP address) from this node's own IP
-// (transport.PeerDialer): forwarded requests then travel as Raft does,
+// (httpapi.PeerDialer): forwarded requests then travel as Raft does,
 // over mutual TLS when the node has Config.TLS.
 func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	if n.peer != nil {

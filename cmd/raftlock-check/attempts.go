@@ -16,7 +16,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// The Go client (transport.Client) retries a call inside one recorded
+// The Go client (client.Client) retries a call inside one recorded
 // operation: an answer such as lock_busy may follow an earlier attempt
 // that broke after it was sent and may still take effect (a request held
 // up in a partitioned forwarder, an entry of a deposed leader committed

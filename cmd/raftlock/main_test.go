@@ -17,7 +17,7 @@ import (
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
-// fake is the in-memory transport.Service of the CLI tests: the contract's
+// fake is the in-memory httpapi.Service of the CLI tests: the contract's
 // fake lock service (apitest.Backend) as the leader, n1, of a fixed
 // two-node cluster at term 7. n1's HTTP address is the fake's own (httpAddr,
 // once served), n2's (deadAddr) a closed port.

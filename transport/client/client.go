@@ -175,7 +175,7 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 // WithTLS sets the TLS configuration of the client's connections to
 // https:// addresses: the CA to verify the nodes against (RootCAs; nil:
 // the system's roots) and, for a cluster that requires client
-// certificates, the client's (Certificates). transport.ClientConfig builds
+// certificates, the client's (Certificates). tlsconf.ClientConfig builds
 // one from PEM files. It is ignored when WithHTTPClient is given too.
 func WithTLS(cfg *tls.Config) ClientOption {
 	return func(c *Client) { c.tls = cfg }

@@ -56,7 +56,7 @@ func LoadCA(caFile string) (*x509.CertPool, error) {
 }
 
 // ClientConfig returns the TLS configuration of a client of the API (the
-// CLI, an application's transport.Client): it verifies the nodes against
+// CLI, an application's client.Client): it verifies the nodes against
 // the CA in caFile ("": the system's roots) and, when certFile is set,
 // presents that certificate (for --client-cert-auth).
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
