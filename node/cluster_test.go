@@ -115,6 +115,7 @@ func (c *testCluster) config(i int) Config {
 		DataDir:  c.dirs[i],
 		RaftBind: c.addrs[i],
 		Logger:   hclog.New(&hclog.LoggerOptions{Name: c.id(i), Level: c.level, Output: testWriter{c}}),
+		Wire:     testWire{},
 	}
 	if c.http {
 		cfg.HTTPAddr = c.httpAddrs[i]

@@ -9,8 +9,6 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-
-	"github.com/raftlock/raftlock/transport/client"
 )
 
 // DefaultJoinTimeout is how long a joining node with an empty data dir
@@ -40,15 +38,8 @@ type JoinConfig struct {
 	Timeout time.Duration
 }
 
-func (j *JoinConfig) client() (*client.Client, error) {
-	var opts []client.ClientOption
-	if j.TLS != nil {
-		opts = append(opts, client.WithTLS(j.TLS))
-	}
-	if j.Token != "" {
-		opts = append(opts, client.WithToken(j.Token))
-	}
-	cl, err := client.NewClient(j.Addrs, opts...)
+func (j *JoinConfig) client(w Wire) (JoinClient, error) {
+	cl, err := w.JoinClient(j.Addrs, j.TLS, j.Token)
 	if err != nil {
 		return nil, fmt.Errorf("node: join %s: %w", strings.Join(j.Addrs, ","), err)
 	}
@@ -76,7 +67,7 @@ func (n *Node) prepareJoin(ctx context.Context) error {
 	if n.cfg.HTTPAddr == "" {
 		return fmt.Errorf("node: join: no HTTP address (Config.HTTPAddr): the member table records it")
 	}
-	cl, err := j.client()
+	cl, err := j.client(n.cfg.Wire)
 	if err != nil {
 		return err
 	}
@@ -140,7 +131,7 @@ func seedVote(store interface {
 // until it is in the node's configuration or the node stops.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
-	cl, err := n.cfg.Join.client()
+	cl, err := n.cfg.Join.client(n.cfg.Wire)
 	if err != nil {
 		n.log.Error("join", "error", err)
 		return

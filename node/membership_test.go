@@ -406,7 +406,7 @@ func TestProbedBootstrapFormsOneConfiguration(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			nodes[i], errs[i] = Start(ctx, Config{ID: peers[i].ID, DataDir: dirs[i], PeerPort: trans[i], Peers: peers, ProbePeers: true})
+			nodes[i], errs[i] = Start(ctx, Config{ID: peers[i].ID, DataDir: dirs[i], PeerPort: trans[i], Peers: peers, ProbePeers: true, Wire: testWire{}})
 		}(i)
 	}
 	wg.Wait()
@@ -464,7 +464,7 @@ func TestWrongOwnAddressInPeersIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Config{ID: "n1", DataDir: t.TempDir(), PeerPort: tr,
+	_, err = New(Config{ID: "n1", DataDir: t.TempDir(), PeerPort: tr, Wire: testWire{},
 		Peers: []Peer{{ID: "n1", RaftAddr: "127.0.0.1:1"}, {ID: "n2", RaftAddr: "127.0.0.1:2"}}})
 	if err == nil || !strings.Contains(err.Error(), "its Raft address is "+string(tr.Transport.LocalAddr())) {
 		t.Fatalf("New = %v, want a refusal naming the node's address", err)

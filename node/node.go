@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
@@ -152,6 +151,11 @@ type Config struct {
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.
 	PeerPort *raftnet.RaftNet
+	// Wire is the HTTP layer the node serves its peer port's API with and
+	// reaches the cluster's API through (the embedded Backend, Join):
+	// nodehttp.Wire{} (package node/nodehttp). Required: node speaks no
+	// HTTP itself.
+	Wire Wire
 	// RaftTransport overrides the Raft transport (in-memory unit tests); the
 	// node then has no peer port, and followers forward to the leader's
 	// HTTP address. Member records reach a leader only through its peer
@@ -263,7 +267,13 @@ func (c *Config) fill() error {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
-	return c.checkSnapshotConfig()
+	if err := c.checkSnapshotConfig(); err != nil {
+		return err
+	}
+	if c.Wire == nil {
+		return fmt.Errorf("node: config: no Wire: set Config.Wire (nodehttp.Wire{}, package node/nodehttp); node speaks no HTTP itself")
+	}
+	return nil
 }
 
 // Node is one replica of the lock service.
@@ -289,7 +299,7 @@ type Node struct {
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
 	peer    *raftnet.RaftNet
-	peerSrv *httpapi.PeerServer
+	peerSrv io.Closer
 	leases  *leaseTable
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
@@ -462,7 +472,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if ln == nil {
 			ln = n.peer.Peers
 		}
-		n.peerSrv = httpapi.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
+		n.peerSrv = cfg.Wire.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
 	}
 	if n.peer != nil {
 		n.peer.OnInboundLost(n.onInboundLost)

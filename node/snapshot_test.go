@@ -256,7 +256,7 @@ func TestRestoreReachesTheLeaderFromAFollower(t *testing.T) {
 func TestNewRefusesASnapshotIntervalOutOfRange(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, time.Millisecond, 2 * time.Hour} {
 		dir := filepath.Join(t.TempDir(), "data")
-		n, err := New(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", SnapshotInterval: d})
+		n, err := New(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", SnapshotInterval: d, Wire: testWire{}})
 		if err == nil {
 			n.Shutdown(ctxT(t))
 			t.Fatalf("New accepted SnapshotInterval %v", d)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 )
@@ -27,7 +28,7 @@ func startACLNode(t *testing.T) {
 	}
 	raftAddr := string(pp.Transport.LocalAddr())
 	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftBind: raftAddr, HTTPAddr: ln.Addr().String(),
-		Peers: []node.Peer{{ID: "n1", RaftAddr: raftAddr}}, PeerPort: pp, ACL: true})
+		Peers: []node.Peer{{ID: "n1", RaftAddr: raftAddr}}, PeerPort: pp, ACL: true, Wire: nodehttp.Wire{}})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
 	"github.com/raftlock/raftlock/transport/tlsconf"
@@ -586,7 +587,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
-		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout,
+		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout, Wire: nodehttp.Wire{},
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

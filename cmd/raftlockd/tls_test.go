@@ -18,6 +18,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport/client"
 	"github.com/raftlock/raftlock/transport/tlsconf"
@@ -372,7 +373,7 @@ func TestEmbeddedReplicasOverTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := node.New(node.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftBind: p.RaftAddr, Peers: peers, TLS: id})
+		n, err := node.New(node.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftBind: p.RaftAddr, Peers: peers, TLS: id, Wire: nodehttp.Wire{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
@@ -98,7 +99,7 @@ func run() error {
 	// is new too, and never beside a cluster that exists already (a wiped
 	// instance restarted with these flags refuses and names the fix).
 	n, err := node.Start(ctx, node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger,
-		TLS: tlsID, ProbePeers: true})
+		TLS: tlsID, ProbePeers: true, Wire: nodehttp.Wire{}})
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}
