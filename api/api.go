@@ -73,7 +73,7 @@ const (
 	CodeMethodNotAllowed Code = "method_not_allowed"
 	// CodeUnreachable is the client's own (never on the wire, no HTTP
 	// status): no node could be connected to for a while (a client made
-	// with transport.WithFailFast).
+	// with client.WithFailFast).
 	CodeUnreachable Code = "unreachable"
 )
 
@@ -263,7 +263,7 @@ type LocksPage struct {
 }
 
 // Backend is what a session and its locks run on: the HTTP client of a
-// standalone cluster (transport.Client) or an in-process replica
+// standalone cluster (client.Client) or an in-process replica
 // (node.Node.Backend). Every method blocks at most until ctx is done;
 // errors carry a Code.
 //

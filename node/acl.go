@@ -7,10 +7,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 )
-
-var _ transport.ACLService = (*Node)(nil)
 
 // ACLEnabled reports whether the node enforces ACLs (Config.ACL).
 func (n *Node) ACLEnabled() bool { return n.cfg.ACL }

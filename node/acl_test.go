@@ -15,7 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 func newACLCluster(t *testing.T, logs *apitest.LogBuffer) *testCluster {
@@ -57,7 +57,7 @@ func aclDo(ctx context.Context, addr, method, path, secret string, body any) (in
 
 // bootstrapACL bootstraps the cluster's ACLs and returns the management
 // token's secret and a client that sends it.
-func (c *testCluster) bootstrapACL(t *testing.T, ctx context.Context) (string, *transport.Client) {
+func (c *testCluster) bootstrapACL(t *testing.T, ctx context.Context) (string, *client.Client) {
 	t.Helper()
 	boot, err := c.client(t).ACLBootstrap(ctx)
 	if err != nil {
@@ -66,9 +66,9 @@ func (c *testCluster) bootstrapACL(t *testing.T, ctx context.Context) (string, *
 	return boot.Secret, tokenClient(t, c.httpAddrs, boot.Secret)
 }
 
-func tokenClient(t *testing.T, addrs []string, secret string) *transport.Client {
+func tokenClient(t *testing.T, addrs []string, secret string) *client.Client {
 	t.Helper()
-	cl, err := transport.NewClient(addrs, transport.WithToken(secret))
+	cl, err := client.NewClient(addrs, client.WithToken(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 		if codeOf(err) != api.CodePermissionDenied {
 			t.Errorf("read of another prefix through a follower: %v, want permission_denied", err)
 		}
-		cl, _ := transport.NewClient(follower)
+		cl, _ := client.NewClient(follower)
 		if _, err := cl.LockState(ctx, "jobs/a"); codeOf(err) != api.CodeUnauthenticated {
 			t.Errorf("no token through a follower: %v, want unauthenticated", err)
 		}

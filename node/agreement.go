@@ -8,30 +8,29 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // DefaultDigestCheckInterval is how often the leader compares the
 // replicas' digests.
 const DefaultDigestCheckInterval = 5 * time.Second
 
-var _ transport.Digester = (*Node)(nil)
-
-// DigestReport implements transport.Digester: this replica's recent
+// DigestReport implements httpapi.Digester: this replica's recent
 // digests (fsm.FSM.Digests).
-func (n *Node) DigestReport() transport.DigestReport {
+func (n *Node) DigestReport() api.DigestReport {
 	ds, origin := n.fsm.Digests()
-	rep := transport.DigestReport{ID: n.cfg.ID, Origin: origin, Applied: n.fsm.AppliedIndex()}
+	rep := api.DigestReport{ID: n.cfg.ID, Origin: origin, Applied: n.fsm.AppliedIndex()}
 	for _, d := range ds {
-		rep.Digests = append(rep.Digests, transport.DigestEntry{Index: d.Index, Digest: hex.EncodeToString(d.Digest[:])})
+		rep.Digests = append(rep.Digests, api.DigestEntry{Index: d.Index, Digest: hex.EncodeToString(d.Digest[:])})
 	}
 	return rep
 }
 
-// Diverged implements transport.Digester: the leader found this replica's
+// Diverged implements httpapi.Digester: the leader found this replica's
 // state digest off the majority's. The replica records it (Divergence),
 // logs it, and gives up leadership if it holds it.
-func (n *Node) Diverged(d transport.DivergedNotice) {
+func (n *Node) Diverged(d api.DivergedNotice) {
 	err := fmt.Errorf("this replica's state diverged from the majority's at entry %d (digest %.16s…, the majority's %.16s…; %d of %d replicas agree; reported by %s): "+
 		"it is kept from leading and serving until repaired: "+repairHint, d.Index, d.Yours, d.Majority, d.Agreeing, d.Replicas, d.Reporting, n.cfg.ID)
 	if n.divergence.Swap(&err) == nil {
@@ -107,13 +106,13 @@ func (n *Node) checkAgreement(ctx context.Context) {
 	servers := cf.Configuration().Servers
 	var reports []report
 	for _, s := range servers {
-		var rep transport.DigestReport
+		var rep api.DigestReport
 		if string(s.ID) == n.cfg.ID {
 			rep = n.DigestReport()
 		} else {
 			cctx, cancel := context.WithTimeout(ctx, n.cfg.DigestCheckInterval)
 			var err error
-			rep, err = transport.GetDigests(cctx, n.DialPeer, string(s.Address))
+			rep, err = raftnet.GetDigests(cctx, n.DialPeer, string(s.Address))
 			cancel()
 			if err != nil || rep.ID != string(s.ID) {
 				continue // down, or not yet serving: next round
@@ -162,7 +161,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 		if idx == 0 || r.digests[idx] == reports[best].digests[idx] {
 			continue
 		}
-		notice := transport.DivergedNotice{Index: idx, Leader: n.cfg.ID, Majority: reports[best].digests[idx], Yours: r.digests[idx],
+		notice := api.DivergedNotice{Index: idx, Leader: n.cfg.ID, Majority: reports[best].digests[idx], Yours: r.digests[idx],
 			Agreeing: agree[best], Replicas: len(servers), Reporting: n.cfg.ID}
 		if r.id == n.cfg.ID {
 			n.log.Error("this leader's state diverged from the majority's: handing leadership over", "index", idx, "agreeing", agree[best])
@@ -179,7 +178,7 @@ func (n *Node) checkAgreement(ctx context.Context) {
 		n.log.Error("replica diverged from the majority: demoted to non-voter until repaired", "id", r.id, "index", idx,
 			"its_digest", r.digests[idx], "majority_digest", reports[best].digests[idx], "agreeing", agree[best], "demoted", notice.Demoted)
 		cctx, cancel := context.WithTimeout(ctx, n.cfg.DigestCheckInterval)
-		if err := transport.TellDiverged(cctx, n.DialPeer, r.addr, notice); err != nil {
+		if err := raftnet.TellDiverged(cctx, n.DialPeer, r.addr, notice); err != nil {
 			n.log.Warn("could not tell a diverged replica", "id", r.id, "error", err)
 		}
 		cancel()

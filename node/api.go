@@ -16,13 +16,9 @@ import (
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
 )
 
-var (
-	_ api.Backend       = (*Node)(nil)
-	_ transport.Service = (*Node)(nil)
-)
+var _ api.Backend = (*Node)(nil)
 
 // verifyRead confirms with a quorum that this node still leads, so that a
 // read answered now is linearizable. A paused leader that woke up believing
@@ -519,9 +515,9 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (api.SequencerCh
 }
 
 // Leader reports the local view of leadership.
-func (n *Node) Leader() transport.LeaderInfo {
+func (n *Node) Leader() api.LeaderInfo {
 	addr, id := n.raft.LeaderWithID()
-	li := transport.LeaderInfo{ID: string(id), Self: n.raft.State() == raft.Leader, Term: n.raft.CurrentTerm()}
+	li := api.LeaderInfo{ID: string(id), Self: n.raft.State() == raft.Leader, Term: n.raft.CurrentTerm()}
 	if n.peer != nil {
 		li.PeerAddr = string(addr)
 	}
@@ -544,41 +540,41 @@ func (n *Node) Leader() transport.LeaderInfo {
 // anything else, with Serving false until it serves: so a script can tell
 // "elected" from "serving". (The member table it reads may then lag by the
 // entries the new leader has not applied yet.)
-func (n *Node) Cluster(ctx context.Context) (transport.ClusterInfo, error) {
+func (n *Node) Cluster(ctx context.Context) (api.ClusterInfo, error) {
 	// Any valid token may read it (with ACLs on): the Go client follows
 	// the members through it (their addresses, no secret), whatever its
 	// token's rules.
 	if _, err := n.owner(ctx); err != nil {
-		return transport.ClusterInfo{}, err
+		return api.ClusterInfo{}, err
 	}
 	serving := n.ready.Load()
 	if serving {
 		if err := n.verifyRead(ctx); err != nil {
-			return transport.ClusterInfo{}, err
+			return api.ClusterInfo{}, err
 		}
 	} else if err := n.verifyLeading(ctx); err != nil {
-		return transport.ClusterInfo{}, err
+		return api.ClusterInfo{}, err
 	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return transport.ClusterInfo{}, mapRaftError(err)
+		return api.ClusterInfo{}, mapRaftError(err)
 	}
 	records := make(map[string]fsm.Member)
 	for _, m := range n.fsm.Members() {
 		records[m.ID] = m
 	}
-	info := transport.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), Serving: serving,
-		CommitIndex: n.raft.CommitIndex(), Members: []transport.Member{}}
+	info := api.ClusterInfo{Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), Serving: serving,
+		CommitIndex: n.raft.CommitIndex(), Members: []api.Member{}}
 	for _, s := range cf.Configuration().Servers {
 		rec := records[string(s.ID)]
-		info.Members = append(info.Members, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address),
+		info.Members = append(info.Members, api.Member{ID: string(s.ID), RaftAddr: string(s.Address),
 			HTTPAddr: rec.HTTPAddr, Voter: s.Suffrage == raft.Voter, Commands: rec.Commands})
 	}
 	return info, nil
 }
 
 // RegisterMember records a member's HTTP address in the replicated table.
-func (n *Node) RegisterMember(ctx context.Context, m transport.Member) error {
+func (n *Node) RegisterMember(ctx context.Context, m api.Member) error {
 	if err := m.ValidateRecord(); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The cluster benchmarks: acquire+release pairs (session.Session Lock and
@@ -34,7 +34,7 @@ import (
 //
 // BenchmarkCluster calls the leader's Node methods directly (Raft, FSM,
 // lease table, stores: the core); BenchmarkClusterHTTP goes through the
-// HTTP API (transport.NewServer on every node, transport.Client starting at
+// HTTP API (client.NewServer on every node, client.Client starting at
 // the leader), as raftlockd serves it. Besides ns/op (per pair, all clients
 // together) they report pairs/s and the p50/p99 of one pair in ms; allocs
 // count the whole process (three nodes and the clients).
@@ -68,7 +68,7 @@ func (c *testCluster) httpBackend(b *testing.B, leader, conns int) api.Backend {
 	b.Helper()
 	addrs := append([]string{c.httpAddrs[leader]}, slices.Delete(slices.Clone(c.httpAddrs), leader, leader+1)...)
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conns}}
-	cl, err := transport.NewClient(addrs, transport.WithHTTPClient(hc))
+	cl, err := client.NewClient(addrs, client.WithHTTPClient(hc))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -12,7 +11,8 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // probeEvery is how often a node deciding whether to bootstrap asks the
@@ -35,18 +35,18 @@ func peersConfiguration(peers []Peer) raft.Configuration {
 }
 
 // membersOf lists a configuration as members (no HTTP addresses).
-func membersOf(conf raft.Configuration) []transport.Member {
-	out := []transport.Member{}
+func membersOf(conf raft.Configuration) []api.Member {
+	out := []api.Member{}
 	for _, s := range conf.Servers {
-		out = append(out, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+		out = append(out, api.Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter})
 	}
 	return out
 }
 
 // sameServers reports whether a and b list the same members (id, Raft
 // address, suffrage), in any order.
-func sameServers(a, b []transport.Member) bool {
-	key := func(ms []transport.Member) string {
+func sameServers(a, b []api.Member) bool {
+	key := func(ms []api.Member) string {
 		var ks []string
 		for _, m := range ms {
 			ks = append(ks, fmt.Sprintf("%s=%s/%t", m.ID, m.RaftAddr, m.Voter))
@@ -58,7 +58,7 @@ func sameServers(a, b []transport.Member) bool {
 }
 
 // describe names a configuration's members for messages: "n1=addr,...".
-func describe(ms []transport.Member) string {
+func describe(ms []api.Member) string {
 	var ks []string
 	for _, m := range ms {
 		k := m.ID + "=" + m.RaftAddr
@@ -156,14 +156,10 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 	h := newHandoff(n.peer.Peers)
 	n.peerLn = h.phase(true)
 	var ready atomic.Bool
-	srv := &http.Server{
-		Handler: transport.BootstrapProbeHandler(func() transport.BootstrapState {
-			return transport.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load(), Restoring: n.cfg.Restore != nil}
-		}),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	go func() { _ = srv.Serve(h.phase(false)) }()
-	defer srv.Close()
+	stop := raftnet.ServeBootstrapProbe(h.phase(false), func() api.BootstrapState {
+		return api.BootstrapState{ID: n.cfg.ID, Servers: ours, Ready: ready.Load(), Restoring: n.cfg.Restore != nil}
+	})
+	defer stop()
 
 	var others []Peer
 	for _, p := range n.cfg.Peers {
@@ -182,7 +178,7 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 				continue
 			}
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := transport.GetBootstrapState(pctx, n.DialPeer, p.RaftAddr)
+			st, err := raftnet.GetBootstrapState(pctx, n.DialPeer, p.RaftAddr)
 			cancel()
 			if err != nil {
 				lastErr[p.ID] = err
@@ -264,7 +260,7 @@ func sortedIDs(self, seen, peer string, selfRestores bool) []string {
 
 // existingCluster is the refusal of a node with an empty data dir whose
 // peer p belongs to a cluster already, naming the fix.
-func (n *Node) existingCluster(p Peer, st transport.BootstrapState) error {
+func (n *Node) existingCluster(p Peer, st api.BootstrapState) error {
 	member := false
 	var joins []string
 	for _, m := range st.Servers {

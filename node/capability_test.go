@@ -20,7 +20,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The tests of "nobody steals a lock": a session id is a secret capability
@@ -263,7 +263,7 @@ func TestClientPortRefusesMemberRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := (li + 1) % len(c.httpAddrs)
-	via, err := transport.NewClient([]string{c.httpAddrs[f]})
+	via, err := client.NewClient([]string{c.httpAddrs[f]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestLogsNameNoSessionID(t *testing.T) {
 	ctx := ctxT(t)
 	var ids []string
 	for _, addr := range c.httpAddrs {
-		cl, err := transport.NewClient([]string{addr})
+		cl, err := client.NewClient([]string{addr})
 		if err != nil {
 			t.Fatal(err)
 		}

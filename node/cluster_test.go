@@ -16,7 +16,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // testCluster is a real cluster: Raft over TCP on 127.0.0.1, bbolt files
@@ -45,7 +47,7 @@ type testCluster struct {
 // clusterOption is an option of newTestCluster.
 type clusterOption func(*testCluster)
 
-// withHTTP serves the HTTP API (transport.NewServer) of every node on a
+// withHTTP serves the HTTP API (client.NewServer) of every node on a
 // 127.0.0.1 port of its own, in httpAddrs and the node's Config.HTTPAddr.
 func withHTTP(c *testCluster) { c.http = true }
 
@@ -63,15 +65,15 @@ func newTestCluster(t testing.TB, size int, tweak func(*Config), opts ...cluster
 	for _, o := range opts {
 		o(c)
 	}
-	var trans []*transport.RaftNet
+	var trans []*raftnet.RaftNet
 	var peers []Peer
 	var lns []net.Listener
 	for i := 0; i < size; i++ {
 		c.dirs = append(c.dirs, filepath.Join(t.TempDir(), c.id(i)))
-		var tr *transport.RaftNet
+		var tr *raftnet.RaftNet
 		var err error
 		c.asNode(i, func() {
-			tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+			tr, err = raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -113,6 +115,7 @@ func (c *testCluster) config(i int) Config {
 		DataDir:  c.dirs[i],
 		RaftBind: c.addrs[i],
 		Logger:   hclog.New(&hclog.LoggerOptions{Name: c.id(i), Level: c.level, Output: testWriter{c}}),
+		Wire:     testWire{},
 	}
 	if c.http {
 		cfg.HTTPAddr = c.httpAddrs[i]
@@ -162,7 +165,7 @@ func (c *testCluster) run(i int, cfg Config, ln net.Listener) {
 		if n, err = New(cfg); err != nil || ln == nil {
 			return
 		}
-		srv = &http.Server{Handler: transport.NewServer(n, transport.WithLogger(cfg.Logger.Named("http"))),
+		srv = &http.Server{Handler: httpapi.NewServer(n, httpapi.WithLogger(cfg.Logger.Named("http"))),
 			ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = srv.Serve(ln) }()
 	})
@@ -213,9 +216,9 @@ func (c *testCluster) start(i int) {
 }
 
 // client returns a Go client of the cluster's HTTP API.
-func (c *testCluster) client(t *testing.T) *transport.Client {
+func (c *testCluster) client(t *testing.T) *client.Client {
 	t.Helper()
-	cl, err := transport.NewClient(c.httpAddrs)
+	cl, err := client.NewClient(c.httpAddrs)
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}

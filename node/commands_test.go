@@ -12,7 +12,6 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // entryVersion returns the command version byte of the entry at index on
@@ -111,7 +110,7 @@ func TestMembersAddKeepsTheRecordedCommandVersion(t *testing.T) {
 	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
 	ld, l := c.leader()
 	f := c.snapshotNodes()[(l+1)%3]
-	m := transport.Member{ID: f.cfg.ID, RaftAddr: f.RaftAddr(), HTTPAddr: f.cfg.HTTPAddr, Voter: true}
+	m := api.Member{ID: f.cfg.ID, RaftAddr: f.RaftAddr(), HTTPAddr: f.cfg.HTTPAddr, Voter: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := ld.setMemberRecord(ctx, m); err != nil {

@@ -7,29 +7,28 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
 )
 
 // checkConnLimits fills in and checks MaxConnsPerIP and IdleTimeout.
 func (c *Config) checkConnLimits() error {
 	if c.MaxConnsPerIP == 0 {
-		c.MaxConnsPerIP = transport.DefaultMaxConnsPerIP
+		c.MaxConnsPerIP = api.DefaultMaxConnsPerIP
 	}
-	if c.MaxConnsPerIP < transport.MinMaxConnsPerIP || c.MaxConnsPerIP > transport.MaxMaxConnsPerIP {
-		return invalid("MaxConnsPerIP %d: want %d to %d", c.MaxConnsPerIP, transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP)
+	if c.MaxConnsPerIP < api.MinMaxConnsPerIP || c.MaxConnsPerIP > api.MaxMaxConnsPerIP {
+		return invalid("MaxConnsPerIP %d: want %d to %d", c.MaxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
 	}
 	if c.IdleTimeout == 0 {
-		c.IdleTimeout = transport.DefaultIdleTimeout
+		c.IdleTimeout = api.DefaultIdleTimeout
 	}
 	return CheckIdleTimeout("IdleTimeout", c.IdleTimeout)
 }
 
 // CheckIdleTimeout checks an idle timeout (Config.IdleTimeout, raftlockd
-// --http-idle-timeout): [transport.MinIdleTimeout, transport.MaxIdleTimeout].
+// --http-idle-timeout): [api.MinIdleTimeout, api.MaxIdleTimeout].
 func CheckIdleTimeout(what string, d time.Duration) error {
-	if d < transport.MinIdleTimeout || d > transport.MaxIdleTimeout {
-		return invalid("%s %v: want %v to %v", what, d, transport.MinIdleTimeout, transport.MaxIdleTimeout)
+	if d < api.MinIdleTimeout || d > api.MaxIdleTimeout {
+		return invalid("%s %v: want %v to %v", what, d, api.MinIdleTimeout, api.MaxIdleTimeout)
 	}
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // Backend returns the api.Backend through which an application that
@@ -19,13 +17,13 @@ import (
 //
 // The Node's own methods answer only on the leader (no_leader elsewhere);
 // the Backend is what makes "any replica" work, with the same semantics a
-// standalone cluster gives through transport.Client, retries included: a
+// standalone cluster gives through client.Client, retries included: a
 // call that loses its leader midway goes on at the new leader (with the
 // same holder id) until ctx is done.
 func (n *Node) Backend() api.Backend {
 	n.backendOnce.Do(func() {
 		// The resolver always answers, so the fixed address list is unused.
-		c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer))
+		c, err := n.cfg.Wire.Remote(n.forwardAddrs, n.DialPeer, "")
 		if err != nil {
 			panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
 		}
@@ -74,7 +72,7 @@ func (n *Node) forwardAddrs() []string {
 // on through remote, which retries until ctx is done.
 type embedded struct {
 	n      *Node
-	remote *transport.Client
+	remote api.Backend
 	// secret is the ACL token's secret of BackendWithToken ("": none).
 	secret string
 }
@@ -85,8 +83,7 @@ type embedded struct {
 // port (Authorization: Bearer). Backend's calls carry no token, so with
 // ACLs on they are refused (unauthenticated).
 func (n *Node) BackendWithToken(secret string) api.Backend {
-	c, err := transport.NewClient(nil, transport.WithResolver(n.forwardAddrs), transport.WithDialer(n.DialPeer),
-		transport.WithToken(secret))
+	c, err := n.cfg.Wire.Remote(n.forwardAddrs, n.DialPeer, secret)
 	if err != nil {
 		panic("node: embedded client: " + err.Error()) // cannot happen: the resolver is set
 	}

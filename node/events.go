@@ -7,7 +7,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // maxGrantTimes bounds eventLog.grantAt: past it, new grants get no
@@ -95,7 +94,7 @@ func (l *eventLog) record(e fsm.Event) {
 		name = l.names[e.Session]
 	}
 	l.seq++
-	if len(l.ring) == transport.MaxOverviewEvents {
+	if len(l.ring) == api.MaxOverviewEvents {
 		copy(l.ring, l.ring[1:])
 		l.ring = l.ring[:len(l.ring)-1]
 	}
@@ -120,11 +119,11 @@ func (l *eventLog) grantTimes(held map[uint64]bool) map[uint64]time.Time {
 
 // replies returns the recent events, newest first; sessionName resolves
 // the name of a session the log did not see opened (nil: none).
-func (l *eventLog) replies(sessionName func(id string) string) []transport.EventReply {
+func (l *eventLog) replies(sessionName func(id string) string) []api.EventReply {
 	l.mu.Lock()
 	rs := append([]recorded(nil), l.ring...)
 	l.mu.Unlock()
-	out := make([]transport.EventReply, 0, len(rs))
+	out := make([]api.EventReply, 0, len(rs))
 	for i := len(rs) - 1; i >= 0; i-- {
 		out = append(out, eventReply(rs[i], sessionName))
 	}
@@ -132,9 +131,9 @@ func (l *eventLog) replies(sessionName func(id string) string) []transport.Event
 }
 
 // eventReply turns a recorded event into its wire form.
-func eventReply(r recorded, sessionName func(id string) string) transport.EventReply {
+func eventReply(r recorded, sessionName func(id string) string) api.EventReply {
 	e := r.e
-	out := transport.EventReply{Seq: r.seq, At: r.at.UTC().Format(time.RFC3339Nano), Lock: e.Lock,
+	out := api.EventReply{Seq: r.seq, At: r.at.UTC().Format(time.RFC3339Nano), Lock: e.Lock,
 		Holder: e.Holder, SessionName: r.session}
 	if e.Session != "" {
 		out.SessionHandle = api.SessionHandle(e.Session)

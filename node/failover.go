@@ -31,7 +31,7 @@ type fastFailover struct {
 }
 
 // onInboundLost is the peer port's report of a lost inbound Raft
-// connection (transport.RaftNet.OnInboundLost).
+// connection (raftnet.RaftNet.OnInboundLost).
 func (n *Node) onInboundLost() {
 	if n.raft.State() != raft.Follower {
 		return

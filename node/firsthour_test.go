@@ -12,7 +12,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // lock_busy says why, from the state the entry found: the holders by
@@ -108,12 +107,12 @@ func TestElectedLeaderNotServingYet(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != api.CodeNoLeader || e.Message != want {
 		t.Fatalf("open on a leader not serving yet: %v; want no_leader: %s", err, want)
 	}
-	var health transport.HealthInfo
+	var health api.HealthInfo
 	getJSON(t, addr, "/v1/health", &health)
 	if !health.IsLeader || health.Serving || health.Leader != "n1" {
 		t.Fatalf("health of a leader not serving yet: %+v; want is_leader, not serving", health)
 	}
-	var cluster transport.ClusterInfo
+	var cluster api.ClusterInfo
 	getJSON(t, addr, "/v1/cluster", &cluster)
 	if cluster.Leader != "n1" || cluster.Serving || cluster.Term != term {
 		t.Fatalf("cluster of a leader not serving yet: %+v; want leader n1, not serving", cluster)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // fuzzACLRoutes are the routes FuzzACLTokenPaths calls (the fuzzer picks
@@ -34,7 +34,7 @@ func FuzzACLTokenPaths(f *testing.F) {
 	c := newTestCluster(f, 1, func(cfg *Config) { cfg.ACL = true }, withHTTP)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	anon, err := transport.NewClient(c.httpAddrs)
+	anon, err := client.NewClient(c.httpAddrs)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func FuzzACLTokenPaths(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	admin, err := transport.NewClient(c.httpAddrs, transport.WithToken(boot.Secret))
+	admin, err := client.NewClient(c.httpAddrs, client.WithToken(boot.Secret))
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -9,18 +9,17 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
 )
 
 // health GETs /v1/health at addr: its status and body.
-func health(ctx context.Context, addr string) (int, transport.HealthInfo, error) {
+func health(ctx context.Context, addr string) (int, api.HealthInfo, error) {
 	return healthAt(ctx, addr, "/v1/health")
 }
 
 // healthAt GETs path at addr: its status and HealthInfo body.
-func healthAt(ctx context.Context, addr, path string) (int, transport.HealthInfo, error) {
-	var h transport.HealthInfo
+func healthAt(ctx context.Context, addr, path string) (int, api.HealthInfo, error) {
+	var h api.HealthInfo
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
@@ -40,10 +39,10 @@ func healthAt(ctx context.Context, addr, path string) (int, transport.HealthInfo
 
 // awaitHealth polls addr's /v1/health until it answers status, and
 // returns how long that took.
-func awaitHealth(t *testing.T, addr string, status int, timeout time.Duration) (time.Duration, transport.HealthInfo) {
+func awaitHealth(t *testing.T, addr string, status int, timeout time.Duration) (time.Duration, api.HealthInfo) {
 	t.Helper()
 	start := time.Now()
-	var h transport.HealthInfo
+	var h api.HealthInfo
 	eventually(t, timeout, fmt.Sprintf("health of %s is %d", addr, status), func() error {
 		got, hi, err := health(context.Background(), addr)
 		if err != nil {
@@ -103,7 +102,7 @@ func TestHealthIs503WithoutQuorum(t *testing.T) {
 	t.Logf("follower: 503 %v after stopping the second node: %+v", time.Since(start).Round(time.Millisecond), h)
 }
 
-func healthStale(addr string) (int, transport.HealthInfo, error) {
+func healthStale(addr string) (int, api.HealthInfo, error) {
 	return healthAt(context.Background(), addr, "/v1/health?stale")
 }
 

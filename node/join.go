@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // DefaultJoinTimeout is how long a joining node with an empty data dir
@@ -26,7 +25,7 @@ const joinRetry = time.Second
 // admin call) to add it, again until it is added.
 type JoinConfig struct {
 	// Addrs are HTTP API addresses of members (https://host:port for a
-	// TLS cluster), as a transport.Client takes them.
+	// TLS cluster), as a client.Client takes them.
 	Addrs []string
 	// Token is the admin ACL token to call with (ACLs on).
 	Token string
@@ -39,15 +38,8 @@ type JoinConfig struct {
 	Timeout time.Duration
 }
 
-func (j *JoinConfig) client() (*transport.Client, error) {
-	var opts []transport.ClientOption
-	if j.TLS != nil {
-		opts = append(opts, transport.WithTLS(j.TLS))
-	}
-	if j.Token != "" {
-		opts = append(opts, transport.WithToken(j.Token))
-	}
-	cl, err := transport.NewClient(j.Addrs, opts...)
+func (j *JoinConfig) client(w Wire) (JoinClient, error) {
+	cl, err := w.JoinClient(j.Addrs, j.TLS, j.Token)
 	if err != nil {
 		return nil, fmt.Errorf("node: join %s: %w", strings.Join(j.Addrs, ","), err)
 	}
@@ -55,12 +47,12 @@ func (j *JoinConfig) client() (*transport.Client, error) {
 }
 
 // self is this node as a member record.
-func (n *Node) self() transport.Member {
+func (n *Node) self() api.Member {
 	reads := fsm.Version
 	if n.cfg.preBinary {
 		reads = 0
 	}
-	return transport.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
+	return api.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
 		Voter: n.cfg.Join == nil || !n.cfg.Join.NonVoter, Commands: reads}
 }
 
@@ -75,7 +67,7 @@ func (n *Node) prepareJoin(ctx context.Context) error {
 	if n.cfg.HTTPAddr == "" {
 		return fmt.Errorf("node: join: no HTTP address (Config.HTTPAddr): the member table records it")
 	}
-	cl, err := j.client()
+	cl, err := j.client(n.cfg.Wire)
 	if err != nil {
 		return err
 	}
@@ -139,7 +131,7 @@ func seedVote(store interface {
 // until it is in the node's configuration or the node stops.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
-	cl, err := n.cfg.Join.client()
+	cl, err := n.cfg.Join.client(n.cfg.Wire)
 	if err != nil {
 		n.log.Error("join", "error", err)
 		return

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // onEvent runs inside Apply with the FSM locked: it must not block or read
@@ -405,7 +405,7 @@ func (n *Node) registerLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := transport.PostMember(ctx, n.DialPeer, to, self); err != nil {
+		if err := raftnet.PostMember(ctx, n.DialPeer, to, self); err != nil {
 			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
 		}
 		cancel()

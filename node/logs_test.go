@@ -15,7 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // logTo sends every node's log, at level and above, to logs.
@@ -98,7 +98,7 @@ func TestCancelledWatchLogsNothingAtWarn(t *testing.T) {
 	c := newTestCluster(t, 3, func(cfg *Config) { slowRaft(cfg); logTo(&logs, hclog.Trace)(cfg) }, withHTTP)
 	_, li := c.leader()
 	follower := (li + 1) % 3
-	cl, err := transport.NewClient([]string{c.httpAddrs[follower]})
+	cl, err := client.NewClient([]string{c.httpAddrs[follower]})
 	if err != nil {
 		t.Fatal(err)
 	}

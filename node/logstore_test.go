@@ -238,7 +238,7 @@ func TestALostStoreBesideAWALLogIsRefused(t *testing.T) {
 }
 
 func TestAnUnknownLogStoreIsRefused(t *testing.T) {
-	_, err := New(Config{ID: "n1", DataDir: t.TempDir(), RaftBind: "127.0.0.1:0", LogStore: "sqlite"})
+	_, err := New(Config{ID: "n1", DataDir: t.TempDir(), RaftBind: "127.0.0.1:0", LogStore: "sqlite", Wire: testWire{}})
 	if err == nil || !strings.Contains(err.Error(), `"sqlite"`) {
 		t.Fatalf("New with log store sqlite: %v", err)
 	}

@@ -10,13 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
-)
-
-var (
-	_ transport.MembershipService = (*Node)(nil)
-	_ transport.BootstrapStater   = (*Node)(nil)
-	_ transport.MembershipView    = (*Node)(nil)
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // MinVoters is the fewest voters RemoveMember leaves without force: a
@@ -34,7 +28,7 @@ const configChangeTimeout = 10 * time.Second
 
 // Members lists the Raft configuration with each member's HTTP address
 // (admin; leader only, leadership confirmed with a quorum).
-func (n *Node) Members(ctx context.Context) ([]transport.Member, error) {
+func (n *Node) Members(ctx context.Context) ([]api.Member, error) {
 	info, err := n.Cluster(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +66,7 @@ func (n *Node) leaderFor(ctx context.Context) error {
 // to commit. Adding a member as it already is changes nothing; a member
 // already present with another address or suffrage is changed (a voter
 // made a non-voter only if MinVoters voters remain).
-func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
+func (n *Node) AddMember(ctx context.Context, m api.Member) error {
 	if err := n.leaderFor(ctx); err != nil {
 		return err
 	}
@@ -137,7 +131,7 @@ func (n *Node) AddMember(ctx context.Context, m transport.Member) error {
 // setMemberRecord records m's addresses and the command version it reads
 // in the replicated member table, unless they are recorded already
 // (memberRecord).
-func (n *Node) setMemberRecord(ctx context.Context, m transport.Member) error {
+func (n *Node) setMemberRecord(ctx context.Context, m api.Member) error {
 	rec, recorded := n.memberRecord(m)
 	if recorded {
 		return nil
@@ -150,7 +144,7 @@ func (n *Node) setMemberRecord(ctx context.Context, m transport.Member) error {
 // whether the table holds it already. A record without a command version
 // (an operator's members add) keeps the one recorded for the same
 // addresses: only the member itself knows it.
-func (n *Node) memberRecord(m transport.Member) (fsm.Member, bool) {
+func (n *Node) memberRecord(m api.Member) (fsm.Member, bool) {
 	rec := fsm.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Commands: m.Commands}
 	for _, cur := range n.fsm.Members() {
 		if cur.ID != m.ID || cur.RaftAddr != m.RaftAddr {
@@ -168,7 +162,7 @@ func (n *Node) memberRecord(m transport.Member) (fsm.Member, bool) {
 // log up to the index it had when m was added, asking m's peer port (the
 // bootstrap probe). Without a peer port (an in-memory transport) it does
 // not wait. It gives up after catchUpTimeout: m then stays a non-voter.
-func (n *Node) awaitCatchUp(ctx context.Context, m transport.Member) error {
+func (n *Node) awaitCatchUp(ctx context.Context, m api.Member) error {
 	if n.peer == nil {
 		return nil
 	}
@@ -177,7 +171,7 @@ func (n *Node) awaitCatchUp(ctx context.Context, m transport.Member) error {
 	defer cancel()
 	var last error
 	for {
-		st, err := transport.GetBootstrapState(ctx, n.DialPeer, m.RaftAddr)
+		st, err := raftnet.GetBootstrapState(ctx, n.DialPeer, m.RaftAddr)
 		switch {
 		case err != nil:
 			last = err
@@ -253,15 +247,15 @@ func (n *Node) RemoveMember(ctx context.Context, id string, force bool) error {
 // leader (To "" if no leader is known yet when the transfer completes).
 // Requests that reach this node meanwhile are answered no_leader, which
 // clients retry.
-func (n *Node) TransferLeadership(ctx context.Context, to string) (transport.TransferReply, error) {
+func (n *Node) TransferLeadership(ctx context.Context, to string) (api.TransferReply, error) {
 	if err := n.authorize(ctx, api.AccessAdmin, ""); err != nil {
-		return transport.TransferReply{}, err
+		return api.TransferReply{}, err
 	}
 	return n.transferLeadership(ctx, to)
 }
 
-func (n *Node) transferLeadership(ctx context.Context, to string) (transport.TransferReply, error) {
-	out := transport.TransferReply{From: n.cfg.ID}
+func (n *Node) transferLeadership(ctx context.Context, to string) (api.TransferReply, error) {
+	out := api.TransferReply{From: n.cfg.ID}
 	if !n.leading() {
 		return out, n.noLeader()
 	}
@@ -336,9 +330,9 @@ func (n *Node) StepDown(ctx context.Context) (string, error) {
 
 // BootstrapState answers the bootstrap probe of a starting peer: this node
 // holds Raft state, its term, last index and latest configuration.
-func (n *Node) BootstrapState() transport.BootstrapState {
-	st := transport.BootstrapState{ID: n.cfg.ID, HasState: true, Term: n.raft.CurrentTerm(),
-		LastIndex: n.raft.LastIndex(), Servers: []transport.Member{}}
+func (n *Node) BootstrapState() api.BootstrapState {
+	st := api.BootstrapState{ID: n.cfg.ID, HasState: true, Term: n.raft.CurrentTerm(),
+		LastIndex: n.raft.LastIndex(), Servers: []api.Member{}}
 	_, leader := n.raft.LeaderWithID()
 	st.Leader = string(leader)
 	if n.watched != nil {
@@ -351,7 +345,7 @@ func (n *Node) BootstrapState() transport.BootstrapState {
 	}
 	if conf, err := n.configuration(); err == nil {
 		for _, s := range conf.Servers {
-			st.Servers = append(st.Servers, transport.Member{ID: string(s.ID), RaftAddr: string(s.Address),
+			st.Servers = append(st.Servers, api.Member{ID: string(s.ID), RaftAddr: string(s.Address),
 				HTTPAddr: https[string(s.ID)], Voter: s.Suffrage == raft.Voter})
 		}
 	}

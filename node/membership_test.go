@@ -18,7 +18,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // slowRaft keeps one leader through a test that drives it directly on a
@@ -34,10 +35,10 @@ func (c *testCluster) addNode(tweak func(*Config)) int {
 	c.t.Helper()
 	i := len(c.dirs)
 	c.dirs = append(c.dirs, filepath.Join(c.t.TempDir(), c.id(i)))
-	var tr *transport.RaftNet
+	var tr *raftnet.RaftNet
 	var err error
 	c.asNode(i, func() {
-		tr, err = transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		tr, err = raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -68,7 +69,7 @@ func joinVia(c *testCluster, nonVoter bool) func(*Config) {
 
 // awaitMembers waits until the cluster's members are exactly want (id ->
 // voter).
-func awaitMembers(t *testing.T, cl *transport.Client, want map[string]bool) {
+func awaitMembers(t *testing.T, cl *client.Client, want map[string]bool) {
 	t.Helper()
 	eventually(t, 30*time.Second, fmt.Sprintf("members %v", want), func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -101,7 +102,7 @@ type load struct {
 	n    int
 }
 
-func startLoad(t *testing.T, cl *transport.Client, session string) *load {
+func startLoad(t *testing.T, cl *client.Client, session string) *load {
 	l := &load{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -177,7 +178,7 @@ func TestReplaceGrowShrinkUnderLoadKeepsLocksSessionsAndTokens(t *testing.T) {
 	n6 := c.addNode(joinVia(c, true))
 	want[c.id(n5)], want[c.id(n6)] = true, false
 	awaitMembers(t, cl, want)
-	if err := cl.AddMember(ctx, transport.Member{ID: c.id(n6), RaftAddr: c.addrs[n6], HTTPAddr: c.httpAddrs[n6], Voter: true}); err != nil {
+	if err := cl.AddMember(ctx, api.Member{ID: c.id(n6), RaftAddr: c.addrs[n6], HTTPAddr: c.httpAddrs[n6], Voter: true}); err != nil {
 		t.Fatalf("promote %s: %v", c.id(n6), err)
 	}
 	want[c.id(n6)] = true
@@ -385,10 +386,10 @@ func TestWipedMemberDoesNotBootstrapAgainAndNamesTheFix(t *testing.T) {
 // Nodes with empty data dirs that start together with the probe on
 // bootstrap one configuration: every node's entry at index 1 is the same.
 func TestProbedBootstrapFormsOneConfiguration(t *testing.T) {
-	var trans []*transport.RaftNet
+	var trans []*raftnet.RaftNet
 	var peers []Peer
 	for i := 0; i < 3; i++ {
-		tr, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+		tr, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -405,7 +406,7 @@ func TestProbedBootstrapFormsOneConfiguration(t *testing.T) {
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			nodes[i], errs[i] = Start(ctx, Config{ID: peers[i].ID, DataDir: dirs[i], PeerPort: trans[i], Peers: peers, ProbePeers: true})
+			nodes[i], errs[i] = Start(ctx, Config{ID: peers[i].ID, DataDir: dirs[i], PeerPort: trans[i], Peers: peers, ProbePeers: true, Wire: testWire{}})
 		}(i)
 	}
 	wg.Wait()
@@ -459,11 +460,11 @@ func entryAt1(t *testing.T, dir string) string {
 // Peers that name this node at another address than its own are refused,
 // with or without data.
 func TestWrongOwnAddressInPeersIsRefused(t *testing.T) {
-	tr, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+	tr, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Config{ID: "n1", DataDir: t.TempDir(), PeerPort: tr,
+	_, err = New(Config{ID: "n1", DataDir: t.TempDir(), PeerPort: tr, Wire: testWire{},
 		Peers: []Peer{{ID: "n1", RaftAddr: "127.0.0.1:1"}, {ID: "n2", RaftAddr: "127.0.0.1:2"}}})
 	if err == nil || !strings.Contains(err.Error(), "its Raft address is "+string(tr.Transport.LocalAddr())) {
 		t.Fatalf("New = %v, want a refusal naming the node's address", err)
@@ -508,7 +509,7 @@ func TestJoinWithACLsNeedsAnAdminToken(t *testing.T) {
 	i := c.addNode(func(cfg *Config) {
 		cfg.Join = &JoinConfig{Addrs: append([]string(nil), c.httpAddrs[:1]...), Token: admin.Secret}
 	})
-	cl, err := transport.NewClient(c.httpAddrs[:1], transport.WithToken(admin.Secret))
+	cl, err := client.NewClient(c.httpAddrs[:1], client.WithToken(admin.Secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -525,8 +526,8 @@ func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
 	awaitMembers(t, cl, map[string]bool{"n1": true, "n2": true, "n3": true})
 	_, lead := c.leader()
 	a, b := (lead+1)%3, (lead+2)%3
-	member := func(i int, voter bool) transport.Member {
-		return transport.Member{ID: c.id(i), RaftAddr: c.addrs[i], HTTPAddr: c.httpAddrs[i], Voter: voter}
+	member := func(i int, voter bool) api.Member {
+		return api.Member{ID: c.id(i), RaftAddr: c.addrs[i], HTTPAddr: c.httpAddrs[i], Voter: voter}
 	}
 	if err := cl.AddMember(ctx, member(a, false)); err != nil {
 		t.Fatalf("make %s a non-voter: %v", c.id(a), err)
@@ -542,7 +543,7 @@ func TestAddMemberChangesRolesWithinTheVoterMinimum(t *testing.T) {
 	if err := cl.AddMember(ctx, moved); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("move and demote %s at once: %v, want invalid_argument", c.id(b), err)
 	}
-	taken := transport.Member{ID: "n9", RaftAddr: c.addrs[b], HTTPAddr: "127.0.0.1:2", Voter: true}
+	taken := api.Member{ID: "n9", RaftAddr: c.addrs[b], HTTPAddr: "127.0.0.1:2", Voter: true}
 	if err := cl.AddMember(ctx, taken); api.CodeOf(err) != api.CodeInvalidArgument {
 		t.Errorf("add n9 at %s's raft_addr: %v, want invalid_argument", c.id(b), err)
 	}

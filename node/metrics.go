@@ -201,11 +201,11 @@ func flag(b bool) float64 {
 
 // MetricsGatherer returns the node's registry without asking for a token:
 // what a listener the operator chose to expose without authentication
-// serves (transport.NewMetricsServer, raftlockd --metrics-addr).
+// serves (httpapi.NewMetricsServer, raftlockd --metrics-addr).
 func (n *Node) MetricsGatherer() prometheus.Gatherer { return n.metrics.reg }
 
 // MetricsRegisterer is where the HTTP server registers its request
-// metrics (transport.MetricsService): the node's own registry.
+// metrics (httpapi.MetricsService): the node's own registry.
 func (n *Node) MetricsRegisterer() prometheus.Registerer { return n.metrics.reg }
 
 // MetricsOpen reports whether GET /metrics needs no token even with ACLs

@@ -1,11 +1,12 @@
-// Package node is one raftlock replica: it wires hashicorp/raft (log and
-// stable store in bbolt, file snapshots), the lock state machine and
+// Package node is one raftlock replica: it wires hashicorp/raft (its log
+// in raft-wal or bbolt, the stable store in bbolt, file snapshots), the
+// lock state machine and
 // leader-only reads. The leader's state of one leadership (the lease
 // table, the timers of lock-delays and waits, the waiting acquires, the
 // keepalives' shared confirmations) lives in a leaderTerm (term.go),
 // created when leadership starts and dropped when it ends. Its methods are
 // the in-process API that the HTTP server and embedding applications use;
-// they implement api.Backend and transport.Service.
+// they implement api.Backend and httpapi.Service.
 package node
 
 import (
@@ -20,13 +21,14 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/raftnet"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // Peer is one member of the initial cluster.
@@ -145,14 +147,19 @@ type Config struct {
 	TrailingLogs uint64
 	// TLS, if set, makes the peer port that New opens mutual TLS (as
 	// raftlockd's --tls-cert, --tls-key and --tls-ca do, e.g. from
-	// transport.LoadTLS): Raft and the API for peers, in and out, with this
+	// tlsconf.LoadTLS): Raft and the API for peers, in and out, with this
 	// node's certificate, every peer's verified against the CA. A PeerPort
-	// opened beforehand carries its own (transport.RaftTCPConfig.TLS).
-	TLS *transport.TLS
+	// opened beforehand carries its own (raftnet.RaftTCPConfig.TLS).
+	TLS *tlsconf.TLS
 	// PeerPort is the node's peer port (Raft and the API for peers),
 	// opened beforehand, e.g. to learn every node's address before writing
 	// the peer list; nil: New opens one on RaftBind.
-	PeerPort *transport.RaftNet
+	PeerPort *raftnet.RaftNet
+	// Wire is the HTTP layer the node serves its peer port's API with and
+	// reaches the cluster's API through (the embedded Backend, Join):
+	// nodehttp.Wire{} (package node/nodehttp). Required: node speaks no
+	// HTTP itself.
+	Wire Wire
 	// RaftTransport overrides the Raft transport (in-memory unit tests); the
 	// node then has no peer port, and followers forward to the leader's
 	// HTTP address. Member records reach a leader only through its peer
@@ -174,15 +181,15 @@ type Config struct {
 	// --restore): see RestoreSeed.
 	Restore *RestoreSeed
 	// MaxConnsPerIP caps the connections one source IP holds open on the
-	// peer port (zero: transport.DefaultMaxConnsPerIP; else in
-	// [transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP]); the IPs
+	// peer port (zero: api.DefaultMaxConnsPerIP; else in
+	// [api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP]); the IPs
 	// of the cluster's members (its Raft configuration and Peers) are
 	// exempt, so that clients cannot starve the peers (connlimit.go).
 	// raftlockd --max-conns-per-ip sets it and the client port's cap.
 	MaxConnsPerIP int
 	// IdleTimeout closes the peer port's API connections idle that long
-	// (zero: transport.DefaultIdleTimeout; else in
-	// [transport.MinIdleTimeout, transport.MaxIdleTimeout]); raftlockd
+	// (zero: api.DefaultIdleTimeout; else in
+	// [api.MinIdleTimeout, api.MaxIdleTimeout]); raftlockd
 	// --http-idle-timeout sets it and the client port's.
 	IdleTimeout time.Duration
 	// Faults deliberately break guarantees, so that the fault checker can
@@ -264,7 +271,13 @@ func (c *Config) fill() error {
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = DefaultTrailingLogs
 	}
-	return c.checkSnapshotConfig()
+	if err := c.checkSnapshotConfig(); err != nil {
+		return err
+	}
+	if c.Wire == nil {
+		return fmt.Errorf("node: config: no Wire: set Config.Wire (nodehttp.Wire{}, package node/nodehttp); node speaks no HTTP itself")
+	}
+	return nil
 }
 
 // Node is one replica of the lock service.
@@ -289,8 +302,8 @@ type Node struct {
 	trans         raft.Transport
 	// peer is the node's peer port (Raft and the API for peers) unless
 	// Config.RaftTransport replaced it; peerSrv serves the API there.
-	peer    *transport.RaftNet
-	peerSrv *transport.PeerServer
+	peer    *raftnet.RaftNet
+	peerSrv io.Closer
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
@@ -396,7 +409,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = cfg.PeerPort.Transport
 	}
 	if trans == nil {
-		rn, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{
+		rn, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{
 			// hashicorp/raft's transport logs through the same filter as
 			// Raft itself (raftlog.go).
 			BindAddr: cfg.RaftBind, Advertise: cfg.RaftAdvertise, Logger: newRaftLogger(cfg.Logger), TLS: cfg.TLS,
@@ -454,7 +467,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if ln == nil {
 			ln = n.peer.Peers
 		}
-		n.peerSrv = transport.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
+		n.peerSrv = cfg.Wire.ServePeers(ln, n, cfg.Logger.Named("peer-api"), cfg.IdleTimeout)
 	}
 	if n.peer != nil {
 		n.peer.OnInboundLost(n.onInboundLost)
@@ -489,7 +502,7 @@ func (n *Node) ID() string { return n.cfg.ID }
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 
 // DialPeer dials a peer's port (or HTTP address) from this node's own IP
-// (transport.PeerDialer): forwarded requests then travel as Raft does,
+// (httpapi.PeerDialer): forwarded requests then travel as Raft does,
 // over mutual TLS when the node has Config.TLS.
 func (n *Node) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	if n.peer != nil {

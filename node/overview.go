@@ -12,10 +12,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
-
-var _ transport.OverviewService = (*Node)(nil)
 
 // memberProbeTimeout bounds the leader's question to a member's peer port
 // (its last log index) for an overview. An answer is reused for
@@ -33,7 +31,7 @@ type memberProbes struct {
 	mu   sync.Mutex
 	at   time.Time
 	last uint64 // the leader's last log index at
-	out  map[string]transport.MemberStatus
+	out  map[string]api.MemberStatus
 }
 
 // Overview answers GET /v1/overview: the cluster, the locks, the sessions
@@ -42,19 +40,19 @@ type memberProbes struct {
 // to every lock (the rule read: with the empty prefix); the members are
 // shown to an admin token only. It blocks on the node's events, never
 // polls, and confirms leadership before answering.
-func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (transport.Overview, error) {
+func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (api.Overview, error) {
 	if wait == 0 {
 		wait = api.DefaultWatchWait
 	}
 	if err := api.CheckWatchWait("wait", wait); err != nil {
-		return transport.Overview{}, err
+		return api.Overview{}, err
 	}
 	if err := n.authorize(ctx, api.AccessRead, ""); err != nil {
-		return transport.Overview{}, err
+		return api.Overview{}, err
 	}
 	admin := n.authorize(ctx, api.AccessAdmin, "") == nil
 	if err := n.verifyRead(ctx); err != nil {
-		return transport.Overview{}, err
+		return api.Overview{}, err
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -69,24 +67,24 @@ func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (
 			continue
 		case <-timer.C:
 		case <-lost:
-			return transport.Overview{}, n.noLeader()
+			return api.Overview{}, n.noLeader()
 		case <-n.stop:
-			return transport.Overview{}, n.noLeader()
+			return api.Overview{}, n.noLeader()
 		case <-ctx.Done():
-			return transport.Overview{}, ctx.Err()
+			return api.Overview{}, ctx.Err()
 		}
 		break
 	}
 	ov := n.overview(ctx, admin)
 	if err := n.reauthorize(ctx); err != nil {
-		return transport.Overview{}, err
+		return api.Overview{}, err
 	}
 	return ov, n.verifyRead(ctx)
 }
 
 // overview reads the state the page shows.
-func (n *Node) overview(ctx context.Context, admin bool) transport.Overview {
-	ov := transport.Overview{Index: n.fsm.AppliedIndex(), Now: time.Now().UTC().Format(time.RFC3339Nano),
+func (n *Node) overview(ctx context.Context, admin bool) api.Overview {
+	ov := api.Overview{Index: n.fsm.AppliedIndex(), Now: time.Now().UTC().Format(time.RFC3339Nano),
 		Leader: n.cfg.ID, Term: n.raft.CurrentTerm(), Serving: n.ready.Load(), CommitIndex: n.raft.CommitIndex()}
 	if admin {
 		ov.Members = n.memberStatuses(ctx)
@@ -94,7 +92,7 @@ func (n *Node) overview(ctx context.Context, admin bool) transport.Overview {
 		ov.MembersHidden = true
 	}
 
-	locks, _ := n.fsm.LocksPage("", "", transport.MaxOverviewLocks)
+	locks, _ := n.fsm.LocksPage("", "", api.MaxOverviewLocks)
 	ov.LocksTotal = n.fsm.LockCount()
 	held := make(map[uint64]bool)
 	for _, l := range locks {
@@ -103,7 +101,7 @@ func (n *Node) overview(ctx context.Context, admin bool) transport.Overview {
 		}
 	}
 	applied := n.events.grantTimes(held)
-	ov.Locks = make([]transport.OverviewLock, 0, len(locks))
+	ov.Locks = make([]api.OverviewLock, 0, len(locks))
 	for _, l := range locks {
 		ov.Locks = append(ov.Locks, n.overviewLock(l, applied))
 	}
@@ -113,12 +111,12 @@ func (n *Node) overview(ctx context.Context, admin bool) transport.Overview {
 	slices.SortFunc(sessions, func(a, b fsm.SessionRecord) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(api.SessionHandle(a.ID), api.SessionHandle(b.ID)))
 	})
-	if len(sessions) > transport.MaxOverviewSessions {
-		sessions = sessions[:transport.MaxOverviewSessions]
+	if len(sessions) > api.MaxOverviewSessions {
+		sessions = sessions[:api.MaxOverviewSessions]
 	}
-	ov.Sessions = make([]transport.SessionSummary, 0, len(sessions))
+	ov.Sessions = make([]api.SessionSummary, 0, len(sessions))
 	for _, s := range sessions {
-		sum := transport.SessionSummary{Handle: api.SessionHandle(s.ID), Name: s.Name,
+		sum := api.SessionSummary{Handle: api.SessionHandle(s.ID), Name: s.Name,
 			TTL: time.Duration(s.TTL).String(), LockDelay: time.Duration(s.LockDelay).String(),
 			Created: time.Unix(0, s.Created).UTC().Format(time.RFC3339), Locks: make([]string, 0, len(s.Locks))}
 		for name := range s.Locks {
@@ -137,13 +135,13 @@ func (n *Node) overview(ctx context.Context, admin bool) transport.Overview {
 
 // overviewLock is one lock as the page shows it; applied are the local
 // grant times (eventLog.grantTimes).
-func (n *Node) overviewLock(l fsm.Lock, applied map[uint64]time.Time) transport.OverviewLock {
+func (n *Node) overviewLock(l fsm.Lock, applied map[uint64]time.Time) api.OverviewLock {
 	st := n.lockStateOf(l)
-	r := transport.NewLockReply(st)
-	out := transport.OverviewLock{Name: r.Name, Mode: r.Mode, Holders: make([]transport.OverviewHolder, 0, len(r.Holders)),
+	r := api.NewLockReply(st)
+	out := api.OverviewLock{Name: r.Name, Mode: r.Mode, Holders: make([]api.OverviewHolder, 0, len(r.Holders)),
 		Waiters: r.Waiters, Queue: r.Queue, DelayUntil: r.DelayUntil, Index: r.Index}
 	for _, h := range r.Holders {
-		oh := transport.OverviewHolder{HolderReply: h}
+		oh := api.OverviewHolder{HolderReply: h}
 		if at := n.grantTime(h.Token, applied); !at.IsZero() {
 			oh.Since = at.UTC().Format(time.RFC3339)
 		}
@@ -170,7 +168,7 @@ func (n *Node) grantTime(token uint64, applied map[uint64]time.Time) time.Time {
 // leader's own, and each other member's last log index as its peer port
 // answers it (the bootstrap probe), asked at most once per
 // memberProbeTTL.
-func (n *Node) memberStatuses(ctx context.Context) []transport.MemberStatus {
+func (n *Node) memberStatuses(ctx context.Context) []api.MemberStatus {
 	cf, err := n.configuration()
 	if err != nil {
 		return nil
@@ -189,11 +187,11 @@ func (n *Node) memberStatuses(ctx context.Context) []transport.MemberStatus {
 		n.probes.out = n.probeMembers(context.WithoutCancel(ctx), cf.Servers)
 		n.probes.at, n.probes.last = time.Now(), last
 	}
-	out := make([]transport.MemberStatus, 0, len(cf.Servers))
+	out := make([]api.MemberStatus, 0, len(cf.Servers))
 	for _, s := range cf.Servers {
-		m := transport.Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: https[string(s.ID)],
+		m := api.Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: https[string(s.ID)],
 			Voter: s.Suffrage == raft.Voter}
-		ms := transport.MemberStatus{Member: m, State: "unknown"}
+		ms := api.MemberStatus{Member: m, State: "unknown"}
 		if m.ID == n.cfg.ID {
 			ms.State, ms.LastIndex = "leader", last
 		} else if p, ok := n.probes.out[m.ID]; ok && p.RaftAddr == m.RaftAddr {
@@ -212,8 +210,8 @@ func (n *Node) memberStatuses(ctx context.Context) []transport.MemberStatus {
 
 // probeMembers asks every other member's peer port for its last log
 // index, in parallel, each for at most memberProbeTimeout.
-func (n *Node) probeMembers(ctx context.Context, servers []raft.Server) map[string]transport.MemberStatus {
-	out := make(map[string]transport.MemberStatus)
+func (n *Node) probeMembers(ctx context.Context, servers []raft.Server) map[string]api.MemberStatus {
+	out := make(map[string]api.MemberStatus)
 	if n.peer == nil {
 		return out
 	}
@@ -228,8 +226,8 @@ func (n *Node) probeMembers(ctx context.Context, servers []raft.Server) map[stri
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
 			defer cancel()
-			ms := transport.MemberStatus{Member: transport.Member{ID: string(s.ID), RaftAddr: string(s.Address)}}
-			st, err := transport.GetBootstrapState(pctx, n.DialPeer, string(s.Address))
+			ms := api.MemberStatus{Member: api.Member{ID: string(s.ID), RaftAddr: string(s.Address)}}
+			st, err := raftnet.GetBootstrapState(pctx, n.DialPeer, string(s.Address))
 			switch {
 			case err != nil:
 				ms.State, ms.Error = "unreachable", err.Error()

@@ -10,14 +10,13 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // getOverview asks addr for GET /v1/overview with query q and secret
 // ("": none), and decodes a 200 answer.
-func getOverview(ctx context.Context, addr, q, secret string) (int, string, transport.Overview, []byte) {
+func getOverview(ctx context.Context, addr, q, secret string) (int, string, api.Overview, []byte) {
 	st, code, body := aclDo(ctx, addr, "GET", "/v1/overview"+q, secret, nil)
-	var ov transport.Overview
+	var ov api.Overview
 	if st == http.StatusOK {
 		if err := json.Unmarshal(body, &ov); err != nil {
 			return st, "undecodable: " + err.Error(), ov, body
@@ -118,7 +117,7 @@ func TestOverviewBlocksUntilAChangeAndNamesSessionsNeverByID(t *testing.T) {
 	// The query answers once the applied index moves, whatever moved it:
 	// wait until every member has registered its HTTP address (the last
 	// entries a quiet cluster appends) before taking the index.
-	var first transport.Overview
+	var first api.Overview
 	eventually(t, 20*time.Second, "every member registered", func() error {
 		st, code, ov, _ := getOverview(ctx, follower, "", "")
 		if st != 200 {
@@ -136,7 +135,7 @@ func TestOverviewBlocksUntilAChangeAndNamesSessionsNeverByID(t *testing.T) {
 	type answer struct {
 		st   int
 		code string
-		ov   transport.Overview
+		ov   api.Overview
 		body []byte
 		at   time.Time
 	}
@@ -222,7 +221,7 @@ func TestOverviewShowsAnExpiredSessionsLockDelayAndTheExpiry(t *testing.T) {
 	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/delayed", Session: info.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
-	var ov transport.Overview
+	var ov api.Overview
 	for index := uint64(0); ; {
 		st, code, got, _ := getOverview(ctx, addr, fmt.Sprintf("?index=%d&wait=20s", index), "")
 		if st != 200 {
@@ -241,7 +240,7 @@ func TestOverviewShowsAnExpiredSessionsLockDelayAndTheExpiry(t *testing.T) {
 	if err1 != nil || err2 != nil || !until.After(now) || until.Sub(now) > 30*time.Second {
 		t.Errorf("delay_until %s, now %s (%v %v): want within 30s after now", ov.Locks[0].DelayUntil, ov.Now, err1, err2)
 	}
-	kinds := map[string]transport.EventReply{}
+	kinds := map[string]api.EventReply{}
 	for _, e := range ov.Events {
 		if _, seen := kinds[e.Kind]; !seen {
 			kinds[e.Kind] = e

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The test binary doubles as a client process: with RAFTLOCK_TEST_CLIENT
@@ -43,7 +43,7 @@ const (
 func pausedClient(addrs string, out io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := transport.NewClient(strings.Split(addrs, ","))
+	cl, err := client.NewClient(strings.Split(addrs, ","))
 	if err != nil {
 		return err
 	}

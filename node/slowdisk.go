@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // A leader whose disk is much slower than a follower's hands leadership
@@ -96,7 +95,7 @@ func (n *Node) slowerThanAFollower() (*raft.Server, time.Duration, time.Duration
 			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), memberProbeTimeout)
 			defer cancel()
-			st, err := transport.GetBootstrapState(ctx, n.DialPeer, string(s.Address))
+			st, err := raftnet.GetBootstrapState(ctx, n.DialPeer, string(s.Address))
 			if err != nil || st.ID != string(s.ID) || st.StorageFailing || st.StorageWriteMicros <= 0 || st.LastIndex+slowLeaderMaxLag < last {
 				return
 			}

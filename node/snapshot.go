@@ -19,7 +19,6 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // DefaultTrailingLogs is how many entries a snapshot leaves in the log
@@ -69,8 +68,6 @@ func checkMinToken(minToken uint64) error {
 // restoreTimeout bounds a restore that Raft takes in (raft.Restore).
 const restoreTimeout = time.Minute
 
-var _ transport.SnapshotService = (*Node)(nil)
-
 // snapshotState is a Node's backup and restore state.
 type snapshotState struct {
 	// mu lets one restore run at a time on this node.
@@ -93,35 +90,35 @@ func (c *Config) checkSnapshotConfig() error {
 // Snapshot writes a backup of the state to w (the backupfile format): on
 // the leader, after a Barrier, so that it holds every entry committed
 // before the call. Admin only.
-func (n *Node) Snapshot(ctx context.Context, w io.Writer) (transport.SnapshotInfo, error) {
+func (n *Node) Snapshot(ctx context.Context, w io.Writer) (api.SnapshotInfo, error) {
 	if err := n.authorize(ctx, api.AccessAdmin, ""); err != nil {
-		return transport.SnapshotInfo{}, err
+		return api.SnapshotInfo{}, err
 	}
 	if !n.ready.Load() {
-		return transport.SnapshotInfo{}, n.noLeader()
+		return api.SnapshotInfo{}, n.noLeader()
 	}
 	if err := waitFuture(ctx, n.raft.Barrier(DefaultApplyTimeout)); err != nil {
-		return transport.SnapshotInfo{}, mapRaftError(err)
+		return api.SnapshotInfo{}, mapRaftError(err)
 	}
 	term := n.raft.CurrentTerm()
 	state := n.fsm.Dump()
 	sum, err := fsm.Inspect(state)
 	if err != nil {
-		return transport.SnapshotInfo{}, api.Errorf(api.CodeInternal, "snapshot: the state does not decode: %v", err)
+		return api.SnapshotInfo{}, api.Errorf(api.CodeInternal, "snapshot: the state does not decode: %v", err)
 	}
 	h := backupfile.Header{Index: sum.Applied, Term: term, Created: time.Now().UTC(), Node: n.cfg.ID}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
-		return transport.SnapshotInfo{}, mapRaftError(err)
+		return api.SnapshotInfo{}, mapRaftError(err)
 	}
 	for _, s := range cf.Configuration().Servers {
 		h.Configuration = append(h.Configuration, backupfile.Server{ID: string(s.ID), Address: string(s.Address), Suffrage: s.Suffrage.String()})
 	}
 	checksum, err := backupfile.Encode(w, h, state)
 	if err != nil {
-		return transport.SnapshotInfo{}, err
+		return api.SnapshotInfo{}, err
 	}
-	return transport.SnapshotInfo{Index: h.Index, Term: term, Sessions: sum.Sessions, Locks: sum.Locks, Checksum: checksum}, nil
+	return api.SnapshotInfo{Index: h.Index, Term: term, Sessions: sum.Sessions, Locks: sum.Locks, Checksum: checksum}, nil
 }
 
 // Restore replaces the cluster's whole state with a backup's (data, a
@@ -130,9 +127,9 @@ func (n *Node) Snapshot(ctx context.Context, w io.Writer) (transport.SnapshotInf
 // issued before (its last log index), and above minToken. data is checked
 // completely first: a file that is not a whole backup is refused
 // (invalid_argument) and nothing changes.
-func (n *Node) Restore(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
+func (n *Node) Restore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
 	if err := n.authorize(ctx, api.AccessAdmin, ""); err != nil {
-		return transport.RestoreInfo{}, err
+		return api.RestoreInfo{}, err
 	}
 	return n.restore(ctx, data, minToken)
 }
@@ -142,23 +139,23 @@ func (n *Node) Restore(ctx context.Context, data []byte, minToken uint64) (trans
 // route. raftlockd --restore no longer uses it (a new cluster starts from
 // its backup, Config.Restore); it restores into the running cluster as
 // Restore does.
-func (n *Node) PeerRestore(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
+func (n *Node) PeerRestore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
 	return n.restore(ctx, data, minToken)
 }
 
-func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (transport.RestoreInfo, error) {
+func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (api.RestoreInfo, error) {
 	if err := checkMinToken(minToken); err != nil {
-		return transport.RestoreInfo{}, err
+		return api.RestoreInfo{}, err
 	}
 	b, err := backupfile.Parse(data)
 	if err != nil {
-		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+		return api.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
 	}
 	n.snap.mu.Lock()
 	defer n.snap.mu.Unlock()
 	t := n.leadership()
 	if !n.ready.Load() || t == nil {
-		return transport.RestoreInfo{}, n.noLeader()
+		return api.RestoreInfo{}, n.noLeader()
 	}
 	// Refuse proposals and pause expiries while the state is replaced,
 	// then drain what Raft already has: the last index read next is then
@@ -170,15 +167,15 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 		t.serve()
 	}()
 	if err := waitFuture(ctx, n.raft.Barrier(DefaultApplyTimeout)); err != nil {
-		return transport.RestoreInfo{}, mapRaftError(err)
+		return api.RestoreInfo{}, mapRaftError(err)
 	}
 	floor := max(n.raft.LastIndex(), b.Header.Index, minToken) + restoreMargin
 	state, rep, err := fsm.PrepareRestore(b.State, floor, n.fsm)
 	if err != nil {
-		return transport.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
+		return api.RestoreInfo{}, api.Errorf(api.CodeInvalidArgument, "restore: %v", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return transport.RestoreInfo{}, err
+		return api.RestoreInfo{}, err
 	}
 	// raft.Restore writes the state as a snapshot at index
 	// max(last index, meta.Index)+1 = floor+1: every later entry, hence
@@ -186,7 +183,7 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: floor, Term: b.Header.Term, Size: int64(len(state))}
 	n.raftLog.lim.restoring()
 	if err := n.raft.Restore(meta, bytes.NewReader(state), restoreTimeout); err != nil {
-		return transport.RestoreInfo{}, fmt.Errorf("restore: %w", mapRaftError(err))
+		return api.RestoreInfo{}, fmt.Errorf("restore: %w", mapRaftError(err))
 	}
 	t.afterRestore()
 	if n.cfg.Faults.revokeWithoutNotice() {
@@ -196,7 +193,7 @@ func (n *Node) restore(ctx context.Context, data []byte, minToken uint64) (trans
 	n.log.Warn("state restored from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
 		"floor", floor, "index", index, "sessions_kept", rep.SessionsKept, "sessions_ended", rep.SessionsEnded,
 		"grants_revoked", rep.GrantsRevoked, "grants_dropped", rep.GrantsDropped, "locks", rep.State.Locks)
-	return transport.RestoreInfo{BackupIndex: b.Header.Index, Floor: floor, Index: index,
+	return api.RestoreInfo{BackupIndex: b.Header.Index, Floor: floor, Index: index,
 		Sessions: rep.SessionsKept, Locks: rep.State.Locks, Checksum: b.Checksum, SessionsEnded: rep.SessionsEnded,
 		GrantsRevoked: rep.GrantsRevoked, GrantsDropped: rep.GrantsDropped}, nil
 }

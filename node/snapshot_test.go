@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // TestRestoreIntoRunningClusterRaisesTokensAndNeverOutrunsTheHolder: a
@@ -237,7 +237,7 @@ func TestRestoreReachesTheLeaderFromAFollower(t *testing.T) {
 		t.Fatalf("backup of %d bytes: the test needs one above 64 KiB", backup.Len())
 	}
 	fi := (li + 1) % 3
-	follower, err := transport.NewClient([]string{c.httpAddrs[fi]})
+	follower, err := client.NewClient([]string{c.httpAddrs[fi]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestRestoreReachesTheLeaderFromAFollower(t *testing.T) {
 func TestNewRefusesASnapshotIntervalOutOfRange(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, time.Millisecond, 2 * time.Hour} {
 		dir := filepath.Join(t.TempDir(), "data")
-		n, err := New(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", SnapshotInterval: d})
+		n, err := New(Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", SnapshotInterval: d, Wire: testWire{}})
 		if err == nil {
 			n.Shutdown(ctxT(t))
 			t.Fatalf("New accepted SnapshotInterval %v", d)

@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
 // screenshotEnv, set to 1, makes TestStatusPageShowsAHolderThenTheFreeLockWithoutAReload
@@ -280,7 +280,7 @@ func TestStatusPageWorksOverHTTPS(t *testing.T) {
 	browser := newBrowser(t, 60*time.Second, chromedp.Flag("ignore-certificate-errors", true))
 	c := newTestCluster(t, 1, nil)
 	n, _ := c.leader()
-	srv := httptest.NewUnstartedServer(transport.NewServer(n))
+	srv := httptest.NewUnstartedServer(httpapi.NewServer(n))
 	srv.StartTLS()
 	t.Cleanup(func() {
 		srv.CloseClientConnections() // the page's blocking query

@@ -4,12 +4,6 @@ import (
 	"context"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
-)
-
-var (
-	_ transport.RestoreAuthorizer = (*Node)(nil)
-	_ transport.Spooler           = (*Node)(nil)
 )
 
 // AuthorizeRestore is Restore's authorisation alone (admin with ACLs on):
@@ -20,6 +14,6 @@ func (n *Node) AuthorizeRestore(ctx context.Context) error {
 
 // SpoolDir is where an uploaded backup is written while it arrives: the
 // node's data dir, on its own disk (not a tmpfs that would hold it in
-// memory). The file (transport.SpoolPattern) is removed once the request
+// memory). The file (api.SpoolPattern) is removed once the request
 // ends; one left by a crash mid-upload may be deleted.
 func (n *Node) SpoolDir() string { return n.cfg.DataDir }

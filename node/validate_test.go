@@ -149,7 +149,7 @@ func TestNewRefusesOutOfRangeDurations(t *testing.T) {
 		{"negative expiries per tick", func(c *Config) { c.MaxExpiriesPerTick = -1 }, "MaxExpiriesPerTick -1 must be positive"},
 	} {
 		dir := filepath.Join(t.TempDir(), "data")
-		cfg := Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0"}
+		cfg := Config{ID: "n1", DataDir: dir, RaftBind: "127.0.0.1:0", Wire: testWire{}}
 		tc.mut(&cfg)
 		n, err := New(cfg)
 		if err == nil {
@@ -175,7 +175,7 @@ func TestFillResolvesFailoverGrace(t *testing.T) {
 		2 * time.Second:  2 * time.Second,
 		MaxFailoverGrace: MaxFailoverGrace,
 	} {
-		cfg := Config{ID: "n1", DataDir: "d", RaftBind: "127.0.0.1:0", FailoverGrace: in}
+		cfg := Config{ID: "n1", DataDir: "d", RaftBind: "127.0.0.1:0", FailoverGrace: in, Wire: testWire{}}
 		if err := cfg.fill(); err != nil || cfg.FailoverGrace != want {
 			t.Errorf("fill(FailoverGrace %v) = %v, %v; want %v", in, cfg.FailoverGrace, err, want)
 		}

@@ -583,7 +583,7 @@ func (s *Session) LostDeadline() time.Time {
 
 // startKeepAlive sends one keepalive from its own goroutine; the answer
 // comes back on s.results. The call has a deadline of ttl/3, the keepalive
-// cadence: a backend that splits it between attempts (transport.Client)
+// cadence: a backend that splits it between attempts (client.Client)
 // moves on from a node that does not answer in time, so that a frozen or
 // black-holed node costs one late keepalive, never the lease.
 func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) *kaCall {

@@ -49,7 +49,7 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 
 // withTimeout returns a context that is done when ctx is, or d from now on
 // clock. On the real clock it is context.WithTimeout, whose deadline the
-// backend sees (transport.Client splits what is left of a call between its
+// backend sees (client.Client splits what is left of a call between its
 // attempts); on any other clock a timer of that clock ends it.
 func withTimeout(ctx context.Context, clock Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, real := clock.(realClock); real {

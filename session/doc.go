@@ -4,7 +4,7 @@
 // anyone else can be granted the lock, and runs elections (Campaign,
 // Observe) and watches on top of them.
 //
-// A Session talks to the cluster through an api.Backend: transport.Client
+// A Session talks to the cluster through an api.Backend: client.Client
 // for a cluster over the network, node.Node.Backend for an embedded
 // replica. The contract they share (requests, results, error codes, limits,
 // validators) is package api.

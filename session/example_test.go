@@ -13,7 +13,7 @@ import (
 // protects; Lost tells it when to stop.
 func ExampleSession_Lock() {
 	ctx := context.Background()
-	var b api.Backend = apitest.New() // transport.Client or node.Node in real code
+	var b api.Backend = apitest.New() // client.Client or node.Node in real code
 	s, err := Open(ctx, b, TTL(30*time.Second), Name("worker-1"))
 	if err != nil {
 		fmt.Println(err)
@@ -52,7 +52,7 @@ func ExampleSession_Lock() {
 // done. Others find the leader with Leader or follow it with Observe.
 func ExampleSession_Campaign() {
 	ctx := context.Background()
-	var b api.Backend = apitest.New() // transport.Client or node.Node.Backend() in real code
+	var b api.Backend = apitest.New() // client.Client or node.Node.Backend() in real code
 	s, err := Open(ctx, b, TTL(15*time.Second))
 	if err != nil {
 		fmt.Println(err)

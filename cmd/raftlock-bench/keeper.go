@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // keeper is the session load of scenario (c): many sessions kept alive by
@@ -22,7 +22,7 @@ import (
 // ttl/3, the lease counted from the send time of the acknowledged
 // keepalive, a retry every ttl/10 after an error.
 type keeper struct {
-	c       *transport.Client
+	c       *client.Client
 	ttl     time.Duration
 	workers int
 	prefix  string
@@ -58,7 +58,7 @@ type kaSession struct {
 
 var _ bench.SessionLoad = (*keeper)(nil)
 
-func newKeeper(c *transport.Client, ttl time.Duration, workers int, prefix string) *keeper {
+func newKeeper(c *client.Client, ttl time.Duration, workers int, prefix string) *keeper {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &keeper{c: c, ttl: ttl, workers: workers, prefix: prefix, ctx: ctx, cancel: cancel,
 		work: make(chan *kaSession), wake: make(chan struct{}, 1)}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // system is a raftlock cluster under test, reached over its HTTP API.
@@ -24,7 +24,7 @@ type system struct {
 	hc  *http.Client
 	ttl time.Duration
 	// api serves the cluster queries and the session load.
-	api *transport.Client
+	api *client.Client
 }
 
 var _ bench.System = (*system)(nil)
@@ -64,11 +64,11 @@ func newSystem(ctx context.Context, addrs []string, ttl time.Duration, conns int
 }
 
 // client returns a new API client on the shared connection pool.
-func (s *system) client(addrs ...string) (*transport.Client, error) {
+func (s *system) client(addrs ...string) (*client.Client, error) {
 	if len(addrs) == 0 {
 		addrs = s.addrs
 	}
-	c, err := transport.NewClient(addrs, transport.WithHTTPClient(s.hc))
+	c, err := client.NewClient(addrs, client.WithHTTPClient(s.hc))
 	if err != nil {
 		return nil, fmt.Errorf("raftlock client: %w", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // lockPrefix is the prefix of every lock a run's clients take; with ACLs
@@ -22,7 +22,7 @@ func (c *cluster) enableACL() { c.args = append(c.args, "--acl") }
 // (delete-token). It returns the tokens, and keeps the management token's
 // secret for the membership faults and the operator actions (c.admin).
 func (c *cluster) setupACL(ctx context.Context, clients int) ([]clientToken, error) {
-	cl, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
+	cl, err := client.NewClient(c.apiAddrs(), client.WithTLS(c.clientTLS))
 	if err != nil {
 		return nil, err
 	}

@@ -14,11 +14,9 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
-// The Go client (transport.Client) retries a call inside one recorded
+// The Go client (client.Client) retries a call inside one recorded
 // operation: an answer such as lock_busy may follow an earlier attempt
 // that broke after it was sent and may still take effect (a request held
 // up in a partitioned forwarder, an entry of a deposed leader committed
@@ -99,7 +97,7 @@ func (t attemptCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		io.Reader
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(prefix), orig), orig}
-	var er transport.ErrorReply
+	var er api.ErrorReply
 	sure := rerr == nil && json.Unmarshal(prefix, &er) == nil && api.Code(er.Error.Code) == api.CodeNoLeader
 	a.add(!sure)
 	return resp, nil

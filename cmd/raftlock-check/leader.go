@@ -7,7 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // healthTimeout bounds one health probe: a paused node must not hold up
@@ -17,7 +18,7 @@ const healthTimeout = 700 * time.Millisecond
 // view is one node's answer to /v1/health.
 type view struct {
 	node *nodeProc
-	info transport.HealthInfo
+	info api.HealthInfo
 	err  error
 }
 
@@ -36,8 +37,8 @@ func (c *cluster) views(ctx context.Context) []view {
 		go func(n *nodeProc) {
 			defer wg.Done()
 			v := view{node: n}
-			cl, err := transport.NewClient([]string{c.apiAddr(n)}, transport.WithRequestTimeout(healthTimeout),
-				transport.WithTLS(c.clientTLS))
+			cl, err := client.NewClient([]string{c.apiAddr(n)}, client.WithRequestTimeout(healthTimeout),
+				client.WithTLS(c.clientTLS))
 			if err == nil {
 				hctx, cancel := context.WithTimeout(ctx, healthTimeout)
 				v.info, v.err = cl.Health(hctx)

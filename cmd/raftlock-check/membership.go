@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // joinTimeout bounds how long a node brought in with --join may take to
@@ -29,19 +30,19 @@ func (c *cluster) joinAddrs(n *nodeProc) string {
 
 // adminClient is a client of the members with the management token (ACLs
 // on) and the run's TLS.
-func (c *cluster) adminClient() (*transport.Client, error) {
+func (c *cluster) adminClient() (*client.Client, error) {
 	var addrs []string
 	for _, n := range c.nodes {
 		if n.serving() {
 			addrs = append(addrs, c.apiAddr(n))
 		}
 	}
-	return transport.NewClient(addrs, transport.WithTLS(c.clientTLS), transport.WithToken(c.admin),
-		transport.WithRequestTimeout(5*time.Second))
+	return client.NewClient(addrs, client.WithTLS(c.clientTLS), client.WithToken(c.admin),
+		client.WithRequestTimeout(5*time.Second))
 }
 
 // admin runs f with an admin client, bounded by 20 s.
-func (c *cluster) adminCall(ctx context.Context, f func(ctx context.Context, cl *transport.Client) error) error {
+func (c *cluster) adminCall(ctx context.Context, f func(ctx context.Context, cl *client.Client) error) error {
 	cl, err := c.adminClient()
 	if err != nil {
 		return err
@@ -80,13 +81,13 @@ func (c *cluster) bringIn(ctx context.Context, n *nodeProc) error {
 	jctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	for {
-		var ms []transport.Member
-		err := c.adminCall(jctx, func(ctx context.Context, cl *transport.Client) error {
+		var ms []api.Member
+		err := c.adminCall(jctx, func(ctx context.Context, cl *client.Client) error {
 			var err error
 			ms, err = cl.Members(ctx)
 			return err
 		})
-		if err == nil && slices.ContainsFunc(ms, func(m transport.Member) bool { return m.ID == n.id && m.Voter }) {
+		if err == nil && slices.ContainsFunc(ms, func(m api.Member) bool { return m.ID == n.id && m.Voter }) {
 			break
 		}
 		if !sleep(jctx, 200*time.Millisecond) {
@@ -122,7 +123,7 @@ func (in *injector) transferLeader(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, err
 	}
 	rec := FaultRec{Kind: faultTransferLeader, Target: ld.id + " -> " + f.id, Start: monoNow(), LeaderLoss: true}
-	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		_, err := cl.TransferLeadership(ctx, f.id)
 		return err
 	})
@@ -206,7 +207,7 @@ func (in *injector) removeLeader(ctx context.Context) (FaultRec, error) {
 // removeAndWipe removes member n from the configuration (members remove),
 // stops it and wipes its data dir; a refused removal skips the fault.
 func (in *injector) removeAndWipe(ctx context.Context, n *nodeProc) error {
-	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		return cl.RemoveMember(ctx, n.id, false)
 	}); err != nil {
 		return fmt.Errorf("%w: remove %s: %v", errSkipped, n.id, err)

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // The naive waiter is a client that talks HTTP without the Go client's
@@ -51,7 +49,7 @@ type rawBackend struct {
 // outcome).
 func (b *rawBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	addr := b.addrs[b.pick(len(b.addrs))]
-	body := transport.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Wait: req.Wait.String(), Value: req.Value}
+	body := api.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Wait: req.Wait.String(), Value: req.Value}
 	if req.Mode != 0 {
 		body.Mode = req.Mode.String()
 	}
@@ -84,18 +82,18 @@ func (b *rawBackend) Acquire(ctx context.Context, req api.AcquireRequest) (api.G
 		return api.Grant{}, fmt.Errorf("naive acquire %s via %s: reading the answer: %w", req.Name, addr, err)
 	}
 	if resp.StatusCode/100 == 2 {
-		var out transport.GrantReply
+		var out api.GrantReply
 		if err := json.Unmarshal(raw, &out); err != nil {
 			return api.Grant{}, fmt.Errorf("naive acquire %s via %s: decode grant: %w", req.Name, addr, err)
 		}
-		term, _ := strconv.ParseUint(resp.Header.Get(transport.HeaderTerm), 10, 64)
+		term, _ := strconv.ParseUint(resp.Header.Get(api.HeaderTerm), 10, 64)
 		g, err := out.Grant(term)
 		if err != nil {
 			return api.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr, err)
 		}
 		return g, nil
 	}
-	var er transport.ErrorReply
+	var er api.ErrorReply
 	if err := json.Unmarshal(raw, &er); err == nil && er.Error.Code != "" {
 		return api.Grant{}, fmt.Errorf("naive acquire %s via %s: %w", req.Name, addr,
 			&api.Error{Code: api.Code(er.Error.Code), Message: er.Error.Message})

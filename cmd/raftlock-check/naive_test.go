@@ -17,15 +17,13 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // apiError writes an API error answer.
 func apiError(w http.ResponseWriter, status int, code api.Code) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(transport.ErrorReply{Error: transport.ErrorBody{Code: string(code), Message: "test"}})
+	_ = json.NewEncoder(w).Encode(api.ErrorReply{Error: api.ErrorBody{Code: string(code), Message: "test"}})
 }
 
 func TestAttemptCounterTellsUnsureAttempts(t *testing.T) {
@@ -79,7 +77,7 @@ func TestAttemptCounterTellsUnsureAttempts(t *testing.T) {
 			body, rerr := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode >= 500 {
-				var er transport.ErrorReply
+				var er api.ErrorReply
 				if rerr != nil || json.Unmarshal(body, &er) != nil || er.Error.Code == "" {
 					t.Errorf("%s: the body was not handed on whole: %q, %v", tc.url, body, rerr)
 				}
@@ -96,8 +94,8 @@ func TestAttemptCounterTellsUnsureAttempts(t *testing.T) {
 type naiveServer struct {
 	*httptest.Server
 	mu       sync.Mutex
-	acquires []transport.AcquireBody
-	releases []transport.ReleaseBody
+	acquires []api.AcquireBody
+	releases []api.ReleaseBody
 }
 
 func newNaiveServer(t *testing.T, acquire func(w http.ResponseWriter)) *naiveServer {
@@ -108,16 +106,16 @@ func newNaiveServer(t *testing.T, acquire func(w http.ResponseWriter)) *naiveSer
 		defer s.mu.Unlock()
 		switch r.URL.Path {
 		case "/v1/acquire":
-			var b transport.AcquireBody
+			var b api.AcquireBody
 			_ = json.NewDecoder(r.Body).Decode(&b)
 			s.acquires = append(s.acquires, b)
 			acquire(w)
 		case "/v1/release":
-			var b transport.ReleaseBody
+			var b api.ReleaseBody
 			_ = json.NewDecoder(r.Body).Decode(&b)
 			s.releases = append(s.releases, b)
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(transport.ReleaseReply{Released: true})
+			_ = json.NewEncoder(w).Encode(api.ReleaseReply{Released: true})
 		default:
 			apiError(w, http.StatusNotFound, api.CodeNotFound)
 		}
@@ -150,8 +148,8 @@ func TestNaiveAcquireIsOneRequest(t *testing.T) {
 func TestNaiveAcquireReturnsTheGrant(t *testing.T) {
 	srv := newNaiveServer(t, func(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set(transport.HeaderTerm, "3")
-		_ = json.NewEncoder(w).Encode(transport.GrantReply{Name: lk, Mode: "exclusive", Token: 42, Sequencer: "rl1:x:42:" + lk})
+		w.Header().Set(api.HeaderTerm, "3")
+		_ = json.NewEncoder(w).Encode(api.GrantReply{Name: lk, Mode: "exclusive", Token: 42, Sequencer: "rl1:x:42:" + lk})
 	})
 	b := &rawBackend{hc: http.DefaultClient, addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, pick: func(int) int { return 0 }}
 	g, err := b.Acquire(context.Background(), api.AcquireRequest{Name: lk, Session: sA, Holder: hA, Wait: time.Second})

@@ -11,7 +11,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The operator actions as faults: what the cluster's own operators do to
@@ -113,17 +113,17 @@ type clientToken struct {
 
 // newClientToken makes a token for client c that may write under
 // lockPrefix only.
-func (c *cluster) newClientToken(ctx context.Context, client int) (clientToken, error) {
+func (c *cluster) newClientToken(ctx context.Context, clientNo int) (clientToken, error) {
 	made := monoNow()
 	var tok api.TokenSecret
-	err := c.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	err := c.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		var err error
-		tok, err = cl.CreateToken(ctx, api.TokenRequest{Name: fmt.Sprintf("raftlock-check client%d", client),
+		tok, err = cl.CreateToken(ctx, api.TokenRequest{Name: fmt.Sprintf("raftlock-check client%d", clientNo),
 			Rules: []string{"write:" + lockPrefix}})
 		return err
 	})
 	if err != nil {
-		return clientToken{}, fmt.Errorf("acl: create client%d's token: %w", client, err)
+		return clientToken{}, fmt.Errorf("acl: create client%d's token: %w", clientNo, err)
 	}
 	return clientToken{id: tok.ID, secret: tok.Secret, made: made}, nil
 }
@@ -241,8 +241,8 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	}
 	cancel()
 	start := monoNow()
-	var info transport.SnapshotInfo
-	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	var info api.SnapshotInfo
+	if err := in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		var err error
 		info, err = cl.Snapshot(ctx, &buf)
 		return err
@@ -275,8 +275,8 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	// Recorded at once: a check run meanwhile (--stop-on-violation) must
 	// know that grants may be revoked from here on.
 	in.hist.beginFault(rec)
-	var ri transport.RestoreInfo
-	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	var ri api.RestoreInfo
+	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		var err error
 		ri, err = cl.Restore(ctx, buf.Bytes(), minToken)
 		return err
@@ -357,7 +357,7 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 		Lock: hold.Lock, Token: hold.Token}
 	rec.ActCall, rec.ActReturn = monoNow(), pending
 	in.hist.beginFault(rec)
-	err := in.cl.adminCall(ctx, func(ctx context.Context, cl *transport.Client) error {
+	err := in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
 		return cl.DeleteToken(ctx, in.tokens[c].id)
 	})
 	ret, aerr := actOutcome(err)

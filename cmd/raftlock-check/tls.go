@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // certValidity is how long the certificates of a run are valid.
@@ -36,7 +36,7 @@ func writeCerts(dir string, nodes []*nodeProc) (*certFiles, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("tls dir: %w", err)
 	}
-	ca, err := transport.NewCA("raftlock-check CA", certValidity)
+	ca, err := tlsconf.NewCA("raftlock-check CA", certValidity)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func writeCerts(dir string, nodes []*nodeProc) (*certFiles, error) {
 // clientTLS returns the TLS configuration of a client of the run's
 // cluster: the CA, and the client certificate (--client-cert-auth).
 func (f *certFiles) clientTLS() (*tls.Config, error) {
-	return transport.ClientConfig(f.CA, f.ClientCert, f.ClientKey)
+	return tlsconf.ClientConfig(f.CA, f.ClientCert, f.ClientKey)
 }
 
 // nodeURL is the URL of the API at addr (host:port, or a URL with its

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // TestTLSFlag: runs are with TLS unless --tls=false.
@@ -41,7 +42,7 @@ func TestRunCertificates(t *testing.T) {
 	}
 	for _, n := range c.nodes {
 		cert, key := c.certs.nodeCert(n.id)
-		nt, err := transport.LoadTLS(cert, key, c.certs.CA)
+		nt, err := tlsconf.LoadTLS(cert, key, c.certs.CA)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,14 +126,14 @@ func TestRunTokenWritesOnlyUnderTheRunsPrefix(t *testing.T) {
 		t.Fatalf("setupACL made %d tokens, want 2 different ones", len(toks))
 	}
 	secret := toks[1].secret
-	anon, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS))
+	anon, err := client.NewClient(c.apiAddrs(), client.WithTLS(c.clientTLS))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := anon.OpenSession(ctx, api.OpenRequest{Name: "anon", TTL: 10 * time.Second}); api.CodeOf(err) != api.CodeUnauthenticated {
 		t.Errorf("open without a token: %v, want %s", err, api.CodeUnauthenticated)
 	}
-	cl, err := transport.NewClient(c.apiAddrs(), transport.WithTLS(c.clientTLS), transport.WithToken(secret))
+	cl, err := client.NewClient(c.apiAddrs(), client.WithTLS(c.clientTLS), client.WithToken(secret))
 	if err != nil {
 		t.Fatal(err)
 	}

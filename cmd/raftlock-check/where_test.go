@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 // whereReply feeds the link a msgWhere and returns the client's answer.
@@ -50,7 +48,7 @@ func TestClientTellsWhichNodeItTalksTo(t *testing.T) {
 	t.Cleanup(down.Close)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(transport.KeepAliveReply{TTL: "3s"})
+		_ = json.NewEncoder(w).Encode(api.KeepAliveReply{TTL: "3s"})
 	}))
 	t.Cleanup(up.Close)
 	upAddr := strings.TrimPrefix(up.URL, "http://")

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // clientConfig is what the checker tells a client process.
@@ -129,7 +130,7 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	var tc *tls.Config
 	if cfg.TLSCA != "" {
 		var err error
-		if tc, err = transport.ClientConfig(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
+		if tc, err = tlsconf.ClientConfig(cfg.TLSCA, cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 		}
 	}
@@ -143,18 +144,18 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 	bt.set(cfg.Token)
 	hc.Transport = bt
 	l.token = bt.set
-	opts := []transport.ClientOption{transport.WithHTTPClient(hc)}
+	opts := []client.ClientOption{client.WithHTTPClient(hc)}
 	// The Go client's requests go through la, which answers msgWhere.
 	la := &lastAddr{inner: hc.Transport}
 	l.where = la.last
-	c, err := transport.NewClient(addrs, transport.WithHTTPClient(&http.Client{Transport: la}))
+	c, err := client.NewClient(addrs, client.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
 	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn}, link: l, naive: true}
 	for _, a := range cfg.Addrs {
-		rc, err := transport.NewClient([]string{a}, append(opts, transport.WithRequestTimeout(readTimeout))...)
+		rc, err := client.NewClient([]string{a}, append(opts, client.WithRequestTimeout(readTimeout))...)
 		if err != nil {
 			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 		}

@@ -36,7 +36,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // config is the suite's command line.
@@ -60,7 +60,7 @@ type suite struct {
 	tb     *runTB
 	cl     *proccluster.Cluster // nil with -endpoints
 	px     *proxy
-	direct *transport.Client
+	direct *client.Client
 	runID  string
 	// bin is the raftlockd binary of the clusters the suite starts; sec
 	// the TLS and ACL cluster, once a case started it.
@@ -212,7 +212,7 @@ func runSuite(ctx context.Context, cfg config, out io.Writer) (int, error) {
 	if cfg.exec != "" {
 		return runExec(ctx, cfg.exec, addrs, out)
 	}
-	s.direct, err = transport.NewClient(addrs)
+	s.direct, err = client.NewClient(addrs)
 	if err != nil {
 		return 0, err
 	}

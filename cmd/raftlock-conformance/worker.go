@@ -17,11 +17,12 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // goWorker is the reference worker: the line protocol served with the Go
-// client (package session over transport.Client). Broken variants, for the
+// client (package session over client.Client). Broken variants, for the
 // suite's own tests, are chosen with the environment variable
 // RAFTLOCK_CONFORMANCE_BROKEN:
 //   - "late-lost": a lock's lost event is reported at the lease's end plus
@@ -36,7 +37,7 @@ type goWorker struct {
 	broken string
 
 	mu       sync.Mutex
-	client   *transport.Client
+	client   *client.Client
 	sessions map[string]*session.Session
 	locks    map[string]*session.Lock
 	fences   map[string]*sequencer.Fence
@@ -108,21 +109,21 @@ func (w *goWorker) handle(m message) message {
 		ok.Client = "go: github.com/raftlock/raftlock/session"
 		return ok
 	case "connect":
-		opts := []transport.ClientOption{}
+		opts := []client.ClientOption{}
 		if m.RequestTimeout > 0 {
-			opts = append(opts, transport.WithRequestTimeout(seconds(m.RequestTimeout)))
+			opts = append(opts, client.WithRequestTimeout(seconds(m.RequestTimeout)))
 		}
 		if m.CA != "" {
-			cfg, err := transport.ClientConfig(m.CA, m.Cert, m.Key)
+			cfg, err := tlsconf.ClientConfig(m.CA, m.Cert, m.Key)
 			if err != nil {
 				return w.fail(m, api.Errorf(api.CodeInvalidArgument, "tls: %v", err))
 			}
-			opts = append(opts, transport.WithTLS(cfg))
+			opts = append(opts, client.WithTLS(cfg))
 		}
 		if m.ACLToken != "" {
-			opts = append(opts, transport.WithToken(m.ACLToken))
+			opts = append(opts, client.WithToken(m.ACLToken))
 		}
-		c, err := transport.NewClient(m.Endpoints, opts...)
+		c, err := client.NewClient(m.Endpoints, opts...)
 		if err != nil {
 			return w.fail(m, err)
 		}

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The acl group: bootstrap, and token create, list and delete (a cluster
@@ -27,7 +27,7 @@ An empty PREFIX is every lock. Example:
 
 func (c *cli) aclBootstrap(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.TokenSecret, error) { return cl.ACLBootstrap(ctx) }
+		get := func(ctx context.Context, cl *client.Client) (api.TokenSecret, error) { return cl.ACLBootstrap(ctx) }
 		return show(ctx, c, "acl bootstrap", get, func(t api.TokenSecret) any { return t }, c.printTokenSecret)
 	}
 }
@@ -44,7 +44,7 @@ func (c *cli) aclTokenCreate(fs *flag.FlagSet) runFunc {
 		if len(rules) == 0 {
 			return usagef("acl token create", "at least one --rule")
 		}
-		get := func(ctx context.Context, cl *transport.Client) (api.TokenSecret, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.TokenSecret, error) {
 			return cl.CreateToken(ctx, api.TokenRequest{Name: name, Rules: rules})
 		}
 		return show(ctx, c, "acl token create", get, func(t api.TokenSecret) any { return t }, c.printTokenSecret)
@@ -53,19 +53,19 @@ func (c *cli) aclTokenCreate(fs *flag.FlagSet) runFunc {
 
 func (c *cli) aclTokenList(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
-		get := func(ctx context.Context, cl *transport.Client) ([]api.TokenInfo, error) { return cl.Tokens(ctx) }
+		get := func(ctx context.Context, cl *client.Client) ([]api.TokenInfo, error) { return cl.Tokens(ctx) }
 		return show(ctx, c, "acl token list", get,
-			func(ts []api.TokenInfo) any { return transport.TokensReply{Tokens: ts} }, c.printTokens)
+			func(ts []api.TokenInfo) any { return api.TokensReply{Tokens: ts} }, c.printTokens)
 	}
 }
 
 func (c *cli) aclTokenDelete(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (transport.DeletedReply, error) {
-			return transport.DeletedReply{Deleted: true}, cl.DeleteToken(ctx, pos[0])
+		get := func(ctx context.Context, cl *client.Client) (api.DeletedReply, error) {
+			return api.DeletedReply{Deleted: true}, cl.DeleteToken(ctx, pos[0])
 		}
-		return show(ctx, c, "acl token delete", get, func(r transport.DeletedReply) any { return r },
-			func(transport.DeletedReply) error { return c.printf("deleted %s\n", pos[0]) })
+		return show(ctx, c, "acl token delete", get, func(r api.DeletedReply) any { return r },
+			func(api.DeletedReply) error { return c.printf("deleted %s\n", pos[0]) })
 	}
 }
 

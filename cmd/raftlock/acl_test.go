@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/node/nodehttp"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // startACLNode starts a one-node cluster with ACLs on, serving HTTP, and
@@ -20,18 +22,18 @@ func startACLNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pp, err := transport.NewRaftTCPTransport(transport.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
+	pp, err := raftnet.NewRaftTCPTransport(raftnet.RaftTCPConfig{BindAddr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	raftAddr := string(pp.Transport.LocalAddr())
 	n, err := node.New(node.Config{ID: "n1", DataDir: t.TempDir(), RaftBind: raftAddr, HTTPAddr: ln.Addr().String(),
-		Peers: []node.Peer{{ID: "n1", RaftAddr: raftAddr}}, PeerPort: pp, ACL: true})
+		Peers: []node.Peer{{ID: "n1", RaftAddr: raftAddr}}, PeerPort: pp, ACL: true, Wire: nodehttp.Wire{}})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: transport.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpapi.NewServer(n), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
 		_ = srv.Close()

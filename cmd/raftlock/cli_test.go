@@ -18,7 +18,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -308,7 +309,7 @@ func TestLockWatchGolden(t *testing.T) {
 	now := t0
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	f := newFake(apitest.WithClock(clock))
-	ts := httptest.NewServer(transport.NewServer(f))
+	ts := httptest.NewServer(httpapi.NewServer(f))
 	defer ts.Close()
 	t.Setenv("RAFTLOCK_ADDR", strings.TrimPrefix(ts.URL, "http://"))
 	ctx := context.Background()
@@ -391,7 +392,7 @@ func TestExecErrors(t *testing.T) {
 		t.Fatal("acquire failed")
 	}
 	// The cluster's own message, as the Go client gets it.
-	cl, err := transport.NewClient([]string{os.Getenv("RAFTLOCK_ADDR")})
+	cl, err := client.NewClient([]string{os.Getenv("RAFTLOCK_ADDR")})
 	if err != nil {
 		t.Fatal(err)
 	}

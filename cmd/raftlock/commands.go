@@ -11,11 +11,11 @@ import (
 	"github.com/raftlock/raftlock/api"
 
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // call runs f with a client and the command's ctx.
-func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Context, *transport.Client) error) error {
+func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Context, *client.Client) error) error {
 	cl, ctx, cancel, err := c.client(ctx, extra)
 	if err != nil {
 		return err
@@ -28,8 +28,8 @@ func (c *cli) call(ctx context.Context, extra time.Duration, f func(context.Cont
 // show runs a command that makes one call (get) and prints its result:
 // with -o json as asJSON makes it, as text otherwise; cmd names the
 // command in an error.
-func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Context, *transport.Client) (T, error), asJSON func(T) any, text func(T) error) error {
-	return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Context, *client.Client) (T, error), asJSON func(T) any, text func(T) error) error {
+	return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 		v, err := get(ctx, cl)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cmd, err)
@@ -43,11 +43,11 @@ func show[T any](ctx context.Context, c *cli, cmd string, get func(context.Conte
 
 func (c *cli) lockGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.LockState, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.LockState, error) {
 			return cl.LockState(ctx, pos[0])
 		}
 		return show(ctx, c, "lock get", get,
-			func(l api.LockState) any { return transport.NewLockReply(l) }, c.printLock)
+			func(l api.LockState) any { return api.NewLockReply(l) }, c.printLock)
 	}
 }
 
@@ -57,21 +57,21 @@ func (c *cli) lockList(*flag.FlagSet) runFunc {
 		if len(pos) == 1 {
 			prefix = pos[0]
 		}
-		get := func(ctx context.Context, cl *transport.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
+		get := func(ctx context.Context, cl *client.Client) ([]api.LockState, error) { return cl.Locks(ctx, prefix) }
 		return show(ctx, c, "lock list", get,
-			func(ls []api.LockState) any { return transport.NewLocksReply(ls) }, c.printLocks)
+			func(ls []api.LockState) any { return api.NewLocksReply(ls) }, c.printLocks)
 	}
 }
 
 func (c *cli) sequencerCheck(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			chk, err := cl.CheckSequencer(ctx, pos[0])
 			if err != nil {
 				return fmt.Errorf("sequencer check: %w", err)
 			}
 			if c.json() {
-				err = c.printJSON(transport.NewCheckReply(chk))
+				err = c.printJSON(api.NewCheckReply(chk))
 			} else {
 				err = c.printCheck(chk)
 			}
@@ -102,13 +102,13 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 		if req.LockDelay == 0 {
 			req.LockDelay = api.NoLockDelay // --lock-delay 0s asks for none
 		}
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			info, err := cl.OpenSession(ctx, req)
 			if err != nil {
 				return fmt.Errorf("session open: %w", err)
 			}
 			if c.json() {
-				return c.printJSON(transport.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
+				return c.printJSON(api.OpenSessionReply{ID: info.ID, TTL: info.TTL.String(), LockDelay: info.LockDelay.String()})
 			}
 			return c.printf("%s\n", info.ID)
 		})
@@ -117,30 +117,30 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 
 func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (time.Duration, error) {
+		get := func(ctx context.Context, cl *client.Client) (time.Duration, error) {
 			return cl.KeepAlive(ctx, pos[0])
 		}
 		return show(ctx, c, "session keepalive", get,
-			func(ttl time.Duration) any { return transport.KeepAliveReply{TTL: ttl.String()} },
+			func(ttl time.Duration) any { return api.KeepAliveReply{TTL: ttl.String()} },
 			func(ttl time.Duration) error { return c.printf("%s\n", ttl) })
 	}
 }
 
 func (c *cli) sessionGet(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
+		get := func(ctx context.Context, cl *client.Client) (api.Info, error) { return cl.SessionInfo(ctx, pos[0]) }
 		return show(ctx, c, "session get", get,
-			func(info api.Info) any { return transport.NewSessionReply(info) }, c.printSession)
+			func(info api.Info) any { return api.NewSessionReply(info) }, c.printSession)
 	}
 }
 
 func (c *cli) sessionClose(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+		get := func(ctx context.Context, cl *client.Client) (struct{}, error) {
 			return struct{}{}, cl.CloseSession(ctx, pos[0])
 		}
 		return show(ctx, c, "session close", get,
-			func(struct{}) any { return transport.CloseReply{Closed: true} },
+			func(struct{}) any { return api.CloseReply{Closed: true} },
 			func(struct{}) error { return c.printf("closed %s\n", pos[0]) })
 	}
 }
@@ -180,16 +180,16 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 				return err
 			}
 		}
-		return c.call(ctx, req.Wait, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, req.Wait, func(ctx context.Context, cl *client.Client) error {
 			g, err := cl.Acquire(ctx, req)
 			if err != nil {
 				return fmt.Errorf("acquire %s: %w", req.Name, err)
 			}
 			if c.json() {
 				return c.printJSON(struct {
-					transport.GrantReply
+					api.GrantReply
 					Holder string `json:"holder"`
-				}{transport.NewGrantReply(g), req.Holder})
+				}{api.NewGrantReply(g), req.Holder})
 			}
 			return c.printf("token: %d\nsequencer: %s\nholder: %s\n", g.Token, g.Sequencer, req.Holder)
 		})
@@ -205,11 +205,11 @@ func (c *cli) release(fs *flag.FlagSet) runFunc {
 			return usagef("release", "--session and --holder are required")
 		}
 		req.Name = pos[0]
-		get := func(ctx context.Context, cl *transport.Client) (struct{}, error) {
+		get := func(ctx context.Context, cl *client.Client) (struct{}, error) {
 			return struct{}{}, cl.Release(ctx, req)
 		}
 		return show(ctx, c, "release "+req.Name, get,
-			func(struct{}) any { return transport.ReleaseReply{Released: true} },
+			func(struct{}) any { return api.ReleaseReply{Released: true} },
 			func(struct{}) error { return c.printf("released %s\n", req.Name) })
 	}
 }

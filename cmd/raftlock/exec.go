@@ -18,7 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // Exit statuses of exec when CMD did not run to completion with the lock.
@@ -224,7 +224,7 @@ func splitExecArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // takeLock opens a session and takes the lock as --wait says; cmd (exec,
 // elect) names the command in its errors.
-func (c *cli) takeLock(ctx context.Context, cl *transport.Client, cmd, name string, o *execOptions) (*session.Session, *session.Lock, error) {
+func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string, o *execOptions) (*session.Session, *session.Lock, error) {
 	octx := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc

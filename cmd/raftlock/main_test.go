@@ -11,16 +11,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
 
-// fake is the in-memory transport.Service of the CLI tests: the contract's
+// fake is the in-memory httpapi.Service of the CLI tests: the contract's
 // fake lock service (apitest.Backend) as the leader, n1, of a fixed
 // two-node cluster at term 7. n1's HTTP address is the fake's own (httpAddr,
 // once served), n2's (deadAddr) a closed port.
 type fake struct {
 	*apitest.Backend
+	httpapitest.Absent // the roles the CLI's tests do not serve
 	httpAddr, deadAddr string
 }
 
@@ -30,7 +33,7 @@ func newFake(opts ...apitest.Option) *fake {
 	return f
 }
 
-func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {
+func (f *fake) Cluster(context.Context) (api.ClusterInfo, error) {
 	n1, n2 := f.httpAddr, f.deadAddr
 	if n1 == "" {
 		n1 = "127.0.0.1:7001"
@@ -38,17 +41,21 @@ func (f *fake) Cluster(context.Context) (transport.ClusterInfo, error) {
 	if n2 == "" {
 		n2 = "127.0.0.1:7002"
 	}
-	return transport.ClusterInfo{Leader: "n1", Term: 7, CommitIndex: 42, Members: []transport.Member{
+	return api.ClusterInfo{Leader: "n1", Term: 7, CommitIndex: 42, Members: []api.Member{
 		{ID: "n1", RaftAddr: "127.0.0.1:7101", HTTPAddr: n1, Voter: true},
 		{ID: "n2", RaftAddr: "127.0.0.1:7102", HTTPAddr: n2, Voter: true},
 	}}, nil
 }
 
-func (f *fake) Leader() transport.LeaderInfo {
-	return transport.LeaderInfo{ID: "n1", Self: true, Term: 7}
+func (f *fake) Leader() api.LeaderInfo {
+	return api.LeaderInfo{ID: "n1", Self: true, Term: 7}
 }
 
-func (f *fake) RegisterMember(context.Context, transport.Member) error { return nil }
+func (f *fake) RegisterMember(context.Context, api.Member) error { return nil }
+
+func (f *fake) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
+	return httpapitest.LocksPage(ctx, f.Backend, q)
+}
 
 // cluster starts a server over the fake and returns a runner of the CLI
 // against it.
@@ -62,7 +69,7 @@ func cluster(t *testing.T) func(args ...string) (int, string, string) {
 func fakeCluster(t *testing.T) (*fake, func(args ...string) (int, string, string)) {
 	t.Helper()
 	f := newFake()
-	ts := httptest.NewServer(transport.NewServer(f))
+	ts := httptest.NewServer(httpapi.NewServer(f))
 	t.Cleanup(ts.Close)
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	f.httpAddr, f.deadAddr = addr, closedAddr(t)
@@ -82,7 +89,7 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status: %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, _ = rl("--json", "status")
-	var info transport.ClusterInfo
+	var info api.ClusterInfo
 	if code != 0 || json.Unmarshal([]byte(out), &info) != nil || info.Leader != "n1" || len(info.Members) != 2 {
 		t.Fatalf("status --json: %d %s", code, out)
 	}
@@ -119,7 +126,7 @@ func TestLockLifecycle(t *testing.T) {
 		t.Fatalf("lock get: %d %s", code, out)
 	}
 	code, out, _ = rl("lock", "get", "--json", "jobs/compactor")
-	var l transport.LockReply
+	var l api.LockReply
 	if code != 0 || json.Unmarshal([]byte(out), &l) != nil || len(l.Holders) != 1 || l.Holders[0].Holder != "h1" {
 		t.Fatalf("lock get --json: %d %s", code, out)
 	}

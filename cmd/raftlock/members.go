@@ -7,7 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The members group (list, add, remove) and leader-transfer: membership
@@ -36,14 +37,14 @@ SIGTERM.`
 
 func (c *cli) membersList(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
-		get := func(ctx context.Context, cl *transport.Client) ([]transport.Member, error) { return cl.Members(ctx) }
+		get := func(ctx context.Context, cl *client.Client) ([]api.Member, error) { return cl.Members(ctx) }
 		return show(ctx, c, "members list", get,
-			func(ms []transport.Member) any { return transport.MembersReply{Members: ms} }, c.printMembers)
+			func(ms []api.Member) any { return api.MembersReply{Members: ms} }, c.printMembers)
 	}
 }
 
 func (c *cli) membersAdd(fs *flag.FlagSet) runFunc {
-	var m transport.Member
+	var m api.Member
 	var nonvoter bool
 	fs.StringVar(&m.RaftAddr, "raft-addr", "", "the node's Raft `HOST:PORT` (its --raft-addr or --raft-advertise)")
 	fs.StringVar(&m.HTTPAddr, "http-addr", "", "the node's HTTP API `HOST:PORT` (its --http-addr)")
@@ -53,11 +54,11 @@ func (c *cli) membersAdd(fs *flag.FlagSet) runFunc {
 			return usagef("members add", "--raft-addr and --http-addr are required")
 		}
 		m.ID, m.Voter = pos[0], !nonvoter
-		get := func(ctx context.Context, cl *transport.Client) (transport.Member, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.Member, error) {
 			return m, cl.AddMember(ctx, m)
 		}
-		return show(ctx, c, "members add", get, func(m transport.Member) any { return m },
-			func(m transport.Member) error { return c.printf("added %s (%s)\n", m.ID, role(m.Voter)) })
+		return show(ctx, c, "members add", get, func(m api.Member) any { return m },
+			func(m api.Member) error { return c.printf("added %s (%s)\n", m.ID, role(m.Voter)) })
 	}
 }
 
@@ -65,11 +66,11 @@ func (c *cli) membersRemove(fs *flag.FlagSet) runFunc {
 	var force bool
 	fs.BoolVar(&force, "force", false, "remove it even if fewer than 2 voters remain")
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *transport.Client) (transport.DeletedReply, error) {
-			return transport.DeletedReply{Deleted: true}, cl.RemoveMember(ctx, pos[0], force)
+		get := func(ctx context.Context, cl *client.Client) (api.DeletedReply, error) {
+			return api.DeletedReply{Deleted: true}, cl.RemoveMember(ctx, pos[0], force)
 		}
-		return show(ctx, c, "members remove", get, func(r transport.DeletedReply) any { return r },
-			func(transport.DeletedReply) error { return c.printf("removed %s\n", pos[0]) })
+		return show(ctx, c, "members remove", get, func(r api.DeletedReply) any { return r },
+			func(api.DeletedReply) error { return c.printf("removed %s\n", pos[0]) })
 	}
 }
 
@@ -79,11 +80,11 @@ func (c *cli) leaderTransfer(*flag.FlagSet) runFunc {
 		if len(pos) == 1 {
 			to = pos[0]
 		}
-		get := func(ctx context.Context, cl *transport.Client) (transport.TransferReply, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.TransferReply, error) {
 			return cl.TransferLeadership(ctx, to)
 		}
-		return show(ctx, c, "leader-transfer", get, func(r transport.TransferReply) any { return r },
-			func(r transport.TransferReply) error {
+		return show(ctx, c, "leader-transfer", get, func(r api.TransferReply) any { return r },
+			func(r api.TransferReply) error {
 				return c.printf("leadership moved from %s to %s\n", r.From, orNone(r.To))
 			})
 	}
@@ -96,7 +97,7 @@ func role(voter bool) string {
 	return "non-voter"
 }
 
-func (c *cli) printMembers(ms []transport.Member) error {
+func (c *cli) printMembers(ms []api.Member) error {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tRAFT\tHTTP\tROLE")

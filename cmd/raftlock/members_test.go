@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/api"
 )
 
 // The members commands and leader-transfer end to end on a one-node
@@ -39,9 +39,9 @@ func TestMembersCommandsListAddRemoveAndLeaderTransfer(t *testing.T) {
 		t.Fatalf("members add: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "-o", "json", "members", "list")
-	var ms transport.MembersReply
+	var ms api.MembersReply
 	if code != 0 || json.Unmarshal([]byte(out), &ms) != nil || len(ms.Members) != 2 ||
-		ms.Members[1] != (transport.Member{ID: "n2", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}) {
+		ms.Members[1] != (api.Member{ID: "n2", RaftAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}) {
 		t.Fatalf("members list -o json: %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut := runCLI(t, "members", "remove", "n1"); code != 1 || !strings.Contains(errOut, "invalid_argument") ||

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-
-	"github.com/raftlock/raftlock/transport"
 )
 
 func (c *cli) printf(format string, args ...any) error {
@@ -91,8 +89,8 @@ func (c *cli) printWatched(l api.LockState) error {
 	if c.json() {
 		return c.printJSON(struct {
 			At string `json:"at"`
-			transport.LockReply
-		}{at, transport.NewLockReply(l)})
+			api.LockReply
+		}{at, api.NewLockReply(l)})
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s lock %s: %s", at, l.Name, c.lockSummary(l))

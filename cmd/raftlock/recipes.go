@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // leaderReply is the JSON form of an election's leader. Its session is
@@ -94,7 +94,7 @@ func (c *cli) leader(fs *flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		name := pos[0]
 		if *observe {
-			return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
+			return c.stream(ctx, func(ctx context.Context, cl *client.Client) error {
 				ch, err := session.Observe(ctx, cl, name)
 				if err != nil {
 					return err
@@ -107,7 +107,7 @@ func (c *cli) leader(fs *flag.FlagSet) runFunc {
 				return nil
 			})
 		}
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			l, err := session.CurrentLeader(ctx, cl, name)
 			if err != nil {
 				return err
@@ -121,7 +121,7 @@ func (c *cli) leader(fs *flag.FlagSet) runFunc {
 // each change, until interrupted; each line starts with the time.
 func (c *cli) lockWatch(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		return c.stream(ctx, func(ctx context.Context, cl *transport.Client) error {
+		return c.stream(ctx, func(ctx context.Context, cl *client.Client) error {
 			ch, err := session.Watch(ctx, cl, pos[0])
 			if err != nil {
 				return err
@@ -139,7 +139,7 @@ func (c *cli) lockWatch(*flag.FlagSet) runFunc {
 // stream runs a command that prints until interrupted: --timeout does not
 // apply (but a cluster that cannot be reached at the start fails it), and
 // the interrupt is a normal end.
-func (c *cli) stream(ctx context.Context, f func(context.Context, *transport.Client) error) error {
+func (c *cli) stream(ctx context.Context, f func(context.Context, *client.Client) error) error {
 	cl, err := c.longClient(ctx)
 	if err != nil {
 		return err

@@ -14,7 +14,8 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/flaghint"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // Exit statuses (exec adds its own: exec.go).
@@ -28,7 +29,7 @@ const (
 	defaultAddr    = "127.0.0.1:7001"
 	defaultTimeout = 30 * time.Second
 	// failFast is how long a command tries to connect to any node before
-	// it fails with unreachable (transport.WithFailFast).
+	// it fails with unreachable (client.WithFailFast).
 	failFast = time.Second
 )
 
@@ -380,33 +381,33 @@ func parse(fs *flag.FlagSet, args []string, minPos, maxPos int) ([]string, error
 // newClient returns a client of the cluster. Unless --timeout is 0s
 // (never give up), it fails fast: a cluster none of whose nodes can be
 // connected to is reported as unreachable after about a second.
-func (c *cli) newClient() (*transport.Client, error) {
-	var opts []transport.ClientOption
+func (c *cli) newClient() (*client.Client, error) {
+	var opts []client.ClientOption
 	if c.timeout > 0 {
-		opts = append(opts, transport.WithFailFast(failFast))
+		opts = append(opts, client.WithFailFast(failFast))
 	}
 	return c.dial(opts...)
 }
 
 // dial returns a client of --addr with opts and, when --ca or --cert is
 // given, TLS.
-func (c *cli) dial(opts ...transport.ClientOption) (*transport.Client, error) {
+func (c *cli) dial(opts ...client.ClientOption) (*client.Client, error) {
 	return c.dialTo(c.addrs, opts...)
 }
 
 // dialTo returns a client of addrs with opts and the CLI's TLS and token.
-func (c *cli) dialTo(addrs []string, opts ...transport.ClientOption) (*transport.Client, error) {
+func (c *cli) dialTo(addrs []string, opts ...client.ClientOption) (*client.Client, error) {
 	if c.caFile != "" || c.certFile != "" || c.keyFile != "" {
-		cfg, err := transport.ClientConfig(c.caFile, c.certFile, c.keyFile)
+		cfg, err := tlsconf.ClientConfig(c.caFile, c.certFile, c.keyFile)
 		if err != nil {
 			return nil, usagef("", "--ca, --cert, --key: %v", err)
 		}
-		opts = append(opts, transport.WithTLS(cfg))
+		opts = append(opts, client.WithTLS(cfg))
 	}
 	if c.token != "" {
-		opts = append(opts, transport.WithToken(c.token))
+		opts = append(opts, client.WithToken(c.token))
 	}
-	cl, err := transport.NewClient(addrs, opts...)
+	cl, err := client.NewClient(addrs, opts...)
 	if err != nil {
 		return nil, usagef("", "--addr: %v", err)
 	}
@@ -415,7 +416,7 @@ func (c *cli) dialTo(addrs []string, opts ...transport.ClientOption) (*transport
 
 // client returns a client of the cluster and the ctx of one command, with
 // extra time on top of --timeout (a waiting acquire's wait).
-func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Client, context.Context, context.CancelFunc, error) {
+func (c *cli) client(ctx context.Context, extra time.Duration) (*client.Client, context.Context, context.CancelFunc, error) {
 	cl, err := c.newClient()
 	if err != nil {
 		return nil, nil, nil, err
@@ -434,9 +435,9 @@ func (c *cli) client(ctx context.Context, extra time.Duration) (*transport.Clien
 // call, unless --timeout is 0s), then returns a client that, like a
 // session's, retries until its ctx ends, so that the command rides out a
 // full restart of the cluster.
-func (c *cli) longClient(ctx context.Context) (*transport.Client, error) {
+func (c *cli) longClient(ctx context.Context) (*client.Client, error) {
 	if c.timeout > 0 {
-		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		err := c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.Health(ctx)
 			return err
 		})

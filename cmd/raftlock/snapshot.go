@@ -14,7 +14,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/backupfile"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The snapshot group: save, inspect and restore backups (GET
@@ -95,7 +95,7 @@ func readBackup(file string) (*backupfile.Backup, []byte, error) {
 func (c *cli) snapshotSave(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
 		file := pos[0]
-		return c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			var buf bytes.Buffer
 			if _, err := cl.Snapshot(ctx, &buf); err != nil {
 				return fmt.Errorf("snapshot save: %w", err)
@@ -164,7 +164,7 @@ func (c *cli) snapshotRestore(fs *flag.FlagSet) runFunc {
 		if err != nil {
 			return fmt.Errorf("snapshot restore: %w", err)
 		}
-		return c.call(ctx, restoreExtra, func(ctx context.Context, cl *transport.Client) error {
+		return c.call(ctx, restoreExtra, func(ctx context.Context, cl *client.Client) error {
 			info, err := cl.Restore(ctx, data, minToken)
 			if err != nil {
 				if api.CodeOf(err) == api.CodeUnknownOutcome || errors.Is(err, context.DeadlineExceeded) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // memberTimeout bounds the health call status makes to each member.
@@ -23,7 +23,7 @@ const memberTimeout = 2 * time.Second
 const clusterTimeout = 3 * time.Second
 
 // statusReport is what status prints (-o json: this object): the
-// cluster as the leader sees it (transport.ClusterInfo's fields) and each
+// cluster as the leader sees it (client.ClusterInfo's fields) and each
 // member's own view, asked of the member itself.
 type statusReport struct {
 	Leader      string         `json:"leader"`
@@ -38,7 +38,7 @@ type statusReport struct {
 
 // memberStatus is one member in statusReport.
 type memberStatus struct {
-	transport.Member
+	api.Member
 	// State is leader, follower (or candidate, unhealthy) as the member
 	// says, or unreachable.
 	State   string `json:"state"`
@@ -56,7 +56,7 @@ type memberStatus struct {
 func (c *cli) status(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, _ []string) error {
 		var rep statusReport
-		err := c.call(ctx, 0, func(ctx context.Context, cl *transport.Client) error {
+		err := c.call(ctx, 0, func(ctx context.Context, cl *client.Client) error {
 			if c.timeout > clusterTimeout { // --timeout 0s: never give up
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, clusterTimeout)
@@ -81,7 +81,7 @@ func (c *cli) status(*flag.FlagSet) runFunc {
 			clusterErr = err
 			rep = statusReport{Error: err.Error()}
 			for _, a := range c.addrs {
-				rep.Members = append(rep.Members, memberStatus{Member: transport.Member{HTTPAddr: a}})
+				rep.Members = append(rep.Members, memberStatus{Member: api.Member{HTTPAddr: a}})
 			}
 		}
 		c.askMembers(ctx, &rep)
@@ -205,8 +205,8 @@ func noQuorum(rep statusReport) error {
 }
 
 // dialAddr returns a client of one address, with the CLI's TLS and token.
-func (c *cli) dialAddr(addr string) (*transport.Client, error) {
-	return c.dialTo([]string{addr}, transport.WithFailFast(failFast), transport.WithRequestTimeout(memberTimeout))
+func (c *cli) dialAddr(addr string) (*client.Client, error) {
+	return c.dialTo([]string{addr}, client.WithFailFast(failFast), client.WithRequestTimeout(memberTimeout))
 }
 
 // printStatus prints a statusReport as text.

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // certValidity is how long tls init's CA and certificates are valid.
@@ -217,9 +217,9 @@ func (p *tlsPlan) write() ([]string, error) {
 }
 
 // ca returns a new CA, or the one in DIR.
-func (p *tlsPlan) ca() (*transport.CA, error) {
+func (p *tlsPlan) ca() (*tlsconf.CA, error) {
 	if p.newCA {
-		ca, err := transport.NewCA("raftlock CA", certValidity)
+		ca, err := tlsconf.NewCA("raftlock CA", certValidity)
 		if err != nil {
 			return nil, fmt.Errorf("tls init: %w", err)
 		}
@@ -237,5 +237,5 @@ func (p *tlsPlan) ca() (*transport.CA, error) {
 	if !ok || !cert.IsCA {
 		return nil, fmt.Errorf("tls init: %s is not an ECDSA CA certificate and key", p.path("ca"))
 	}
-	return &transport.CA{Cert: cert, Key: key}, nil
+	return &tlsconf.CA{Cert: cert, Key: key}, nil
 }

@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // tls init writes a CA, node and client certificates that load, verify
@@ -29,7 +30,7 @@ func TestTLSInit(t *testing.T) {
 		}
 	}
 	verify := func(name, host string, usage x509.ExtKeyUsage) error {
-		id, err := transport.LoadTLS(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"), filepath.Join(dir, "ca.pem"))
+		id, err := tlsconf.LoadTLS(filepath.Join(dir, name+".pem"), filepath.Join(dir, name+"-key.pem"), filepath.Join(dir, "ca.pem"))
 		if err != nil {
 			return err
 		}
@@ -96,12 +97,12 @@ func TestCLIOverHTTPS(t *testing.T) {
 	if code, _, errOut := runCLI(t, "tls", "init", dir, "--node", "n1=127.0.0.1", "--client", "alice"); code != 0 {
 		t.Fatal(errOut)
 	}
-	id, err := transport.LoadTLS(filepath.Join(dir, "n1.pem"), filepath.Join(dir, "n1-key.pem"), filepath.Join(dir, "ca.pem"))
+	id, err := tlsconf.LoadTLS(filepath.Join(dir, "n1.pem"), filepath.Join(dir, "n1-key.pem"), filepath.Join(dir, "ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFake()
-	ts := httptest.NewUnstartedServer(transport.NewServer(f))
+	ts := httptest.NewUnstartedServer(httpapi.NewServer(f))
 	ts.TLS = id.APIConfig(true)
 	ts.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes are meant
 	ts.StartTLS()

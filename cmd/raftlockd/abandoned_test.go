@@ -8,7 +8,7 @@ import (
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL pins the
@@ -104,7 +104,7 @@ func TestAbandonedPlaceIsReleasedAfterAQuorumLossLongerThanTheTTL(t *testing.T) 
 		}
 	}
 	defer thaw()
-	alone, err := transport.NewClient([]string{c.Nodes[li].HTTPAddr}, transport.WithRequestTimeout(time.Second))
+	alone, err := client.NewClient([]string{c.Nodes[li].HTTPAddr}, client.WithRequestTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/fsm"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // aclCluster starts a three-node --acl cluster of raftlockd processes,
@@ -116,7 +116,7 @@ func TestRestoreRefusesNonAdminBeforeReadingTheBody(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, admin := aclCluster(ctx, t)
-	tok, err := c.Client(transport.WithToken(admin)).CreateToken(ctx, api.TokenRequest{Name: "reader", Rules: []string{"read:"}})
+	tok, err := c.Client(client.WithToken(admin)).CreateToken(ctx, api.TokenRequest{Name: "reader", Rules: []string{"read:"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,8 +244,8 @@ func TestIdleConnectionsAreCappedPerSourceAndClosed(t *testing.T) {
 		held = append(held, open...)
 	}
 	// A new client is served.
-	only := func(i int) *transport.Client {
-		cl, err := transport.NewClient([]string{c.Nodes[i].HTTPAddr}, transport.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
+	only := func(i int) *client.Client {
+		cl, err := client.NewClient([]string{c.Nodes[i].HTTPAddr}, client.WithRetryBackoff(50*time.Millisecond, 200*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,19 +295,19 @@ func TestOneTokenCannotTakeEveryLockSlot(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, admin := aclCluster(ctx, t, "--max-locks-per-token", "5", "--max-waiters-per-token", "2")
-	ac := c.Client(transport.WithToken(admin))
+	ac := c.Client(client.WithToken(admin))
 	// The leader writes the caps once every member has recorded that its
 	// build reads the command format that carries them.
 	awaitCommandVersion(ctx, t, ac)
-	clientOf := func(name string) *transport.Client {
+	clientOf := func(name string) *client.Client {
 		tok, err := ac.CreateToken(ctx, api.TokenRequest{Name: name, Rules: []string{"write:"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Client(transport.WithToken(tok.Secret))
+		return c.Client(client.WithToken(tok.Secret))
 	}
 	greedy, other := clientOf("greedy"), clientOf("other")
-	open := func(cl *transport.Client) string {
+	open := func(cl *client.Client) string {
 		info, err := cl.OpenSession(ctx, api.OpenRequest{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -355,7 +355,7 @@ func TestOneTokenCannotTakeEveryLockSlot(t *testing.T) {
 
 // awaitCommandVersion waits until every member of c records that its
 // build reads this build's command version.
-func awaitCommandVersion(ctx context.Context, t *testing.T, cl *transport.Client) {
+func awaitCommandVersion(ctx context.Context, t *testing.T, cl *client.Client) {
 	t.Helper()
 	proccluster.Eventually(t, time.Minute, "every member reads this build's commands", func() error {
 		info, err := cl.Cluster(ctx)
@@ -387,7 +387,7 @@ func TestLostBootstrapAnswerHasAWayBackThroughTheDataDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c, lost := aclCluster(ctx, t)
-	awaitCommandVersion(ctx, t, c.Client(transport.WithToken(lost)))
+	awaitCommandVersion(ctx, t, c.Client(client.WithToken(lost)))
 	cl := c.Client()
 	_, err := cl.ACLBootstrap(ctx)
 	var idx uint64
@@ -415,7 +415,7 @@ func TestLostBootstrapAnswerHasAWayBackThroughTheDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the bootstrap with the reset index: %v", err)
 	}
-	if _, err := c.Client(transport.WithToken(boot.Secret)).CreateToken(ctx, api.TokenRequest{Name: "x", Rules: []string{"read:"}}); err != nil {
+	if _, err := c.Client(client.WithToken(boot.Secret)).CreateToken(ctx, api.TokenRequest{Name: "x", Rules: []string{"read:"}}); err != nil {
 		t.Fatalf("the new management token is not admin: %v", err)
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {

@@ -15,7 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/sequencer"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // runCLI runs the raftlock binary cli with args and returns its stdout,
@@ -34,7 +34,7 @@ func runCLI(t *testing.T, cli string, args ...string) string {
 }
 
 // grant opens a session and takes lock name with it.
-func grant(ctx context.Context, t *testing.T, cl *transport.Client, name, holder string) (api.Info, api.Grant) {
+func grant(ctx context.Context, t *testing.T, cl *client.Client, name, holder string) (api.Info, api.Grant) {
 	t.Helper()
 	info, err := cl.OpenSession(ctx, api.OpenRequest{TTL: time.Minute, Name: holder})
 	if err != nil {
@@ -223,7 +223,7 @@ func TestRecoverLastNodeKeepsStateAndRaisesTokens(t *testing.T) {
 		t.Fatalf("raftlockd --recover: %v: %s", err, out)
 	}
 	c.Restart(s)
-	scl, err := transport.NewClient([]string{c.Nodes[s].HTTPAddr})
+	scl, err := client.NewClient([]string{c.Nodes[s].HTTPAddr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,4 +319,20 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 	if uint64(gb.Token) <= minToken {
 		t.Fatalf("grant after recovery and a failover: token %d, not above --min-token %d", gb.Token, minToken)
 	}
+}
+
+// awaitHolder waits until the cluster answers that lock has one holder,
+// of token.
+func awaitHolder(t *testing.T, ctx context.Context, cl *client.Client, what, lock string, token sequencer.Token) {
+	t.Helper()
+	proccluster.Eventually(t, time.Minute, what, func() error {
+		st, err := cl.LockState(ctx, lock)
+		if err != nil {
+			return err
+		}
+		if len(st.Holders) != 1 || st.Holders[0].Token != token {
+			return fmt.Errorf("holders %+v", st.Holders)
+		}
+		return nil
+	})
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/damage"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // A byte changed in a stopped follower's raft.db, inside a committed
@@ -268,7 +268,7 @@ func crashed(log string) string {
 // snapshottingCluster starts 3 nodes on log store store that snapshot and
 // compact their log often (every 32 entries, keeping 8), and returns the cluster, its
 // leader, a follower, a client and a session of it.
-func snapshottingCluster(t *testing.T, ctx context.Context, store string) (c *proccluster.Cluster, ld, f int, cl *transport.Client, s api.Info) {
+func snapshottingCluster(t *testing.T, ctx context.Context, store string) (c *proccluster.Cluster, ld, f int, cl *client.Client, s api.Info) {
 	t.Helper()
 	bin := proccluster.BuildDaemon(t)
 	c = proccluster.Start(t, bin, 3, "--log-store", store, "--snapshot-threshold", "32", "--snapshot-interval", "100ms", "--snapshot-trailing-logs", "8")

@@ -15,7 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/damage"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/raftnet"
 )
 
 // damageSeeds is how many seeds TestRandomDamageIsRefusedOrHarmless runs:
@@ -104,7 +104,7 @@ func randomDamageIsRefusedOrHarmless(t *testing.T, store string) {
 				code = cd
 				return nil
 			}
-			if _, err := transport.GetDigests(ctx, nil, c.Flag(f, "--raft-addr")); err == nil {
+			if _, err := raftnet.GetDigests(ctx, nil, c.Flag(f, "--raft-addr")); err == nil {
 				return nil
 			}
 			return errors.New("starting")
@@ -141,7 +141,7 @@ func randomDamageIsRefusedOrHarmless(t *testing.T, store string) {
 			if cd, exited := c.Exited(f); exited {
 				t.Fatalf("seed %d: with %s put back, the follower exits %d:\n%s", seed, target, cd, c.Nodes[f].Log()[from:])
 			}
-			_, err := transport.GetDigests(ctx, nil, c.Flag(f, "--raft-addr"))
+			_, err := raftnet.GetDigests(ctx, nil, c.Flag(f, "--raft-addr"))
 			return err
 		})
 		work(5)
@@ -154,8 +154,8 @@ func randomDamageIsRefusedOrHarmless(t *testing.T, store string) {
 func sameDigest(ctx context.Context, c *proccluster.Cluster, a, b int) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		ra, err1 := transport.GetDigests(ctx, nil, c.Flag(a, "--raft-addr"))
-		rb, err2 := transport.GetDigests(ctx, nil, c.Flag(b, "--raft-addr"))
+		ra, err1 := raftnet.GetDigests(ctx, nil, c.Flag(a, "--raft-addr"))
+		rb, err2 := raftnet.GetDigests(ctx, nil, c.Flag(b, "--raft-addr"))
 		if err1 == nil && err2 == nil && ra.Origin == rb.Origin {
 			at := map[uint64]string{}
 			for _, d := range ra.Digests {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test (root only: the
@@ -284,13 +284,13 @@ func TestFullDiskFailsSnapshotsVisiblyAndRecovers(t *testing.T) {
 // nodeHealth returns a probe of one node's health (its answer, or the zero
 // value when it does not answer within a second), for tests that watch
 // that node's disk.
-func nodeHealth(ctx context.Context, t *testing.T, addr string) func() transport.HealthInfo {
+func nodeHealth(ctx context.Context, t *testing.T, addr string) func() api.HealthInfo {
 	t.Helper()
-	cl, err := transport.NewClient([]string{addr}, transport.WithFailFast(time.Second))
+	cl, err := client.NewClient([]string{addr}, client.WithFailFast(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func() transport.HealthInfo {
+	return func() api.HealthInfo {
 		h, _ := cl.Health(ctx)
 		return h
 	}

@@ -6,7 +6,7 @@ import (
 	"flag"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
 // addFaultFlags adds nothing: the default build has no --unsafe-fault
@@ -14,4 +14,4 @@ import (
 func addFaultFlags(*flag.FlagSet, *node.Faults) {}
 
 // faultServerOptions: none in the default build.
-func faultServerOptions(node.Faults) []transport.ServerOption { return nil }
+func faultServerOptions(node.Faults) []httpapi.ServerOption { return nil }

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
 // addFaultFlags adds --unsafe-fault, which exists only in a build with
@@ -32,9 +32,9 @@ func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
 }
 
 // faultServerOptions are the HTTP server's options for the enabled faults.
-func faultServerOptions(f node.Faults) []transport.ServerOption {
+func faultServerOptions(f node.Faults) []httpapi.ServerOption {
 	if f.LocalReads {
-		return []transport.ServerOption{transport.WithUnsafeLocalReads()}
+		return []httpapi.ServerOption{httpapi.WithUnsafeLocalReads()}
 	}
 	return nil
 }

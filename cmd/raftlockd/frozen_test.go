@@ -9,7 +9,7 @@ import (
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // grayFault is a gray failure of one node: while it lasts the node's
@@ -72,14 +72,14 @@ func grayNodeCostsNoSessionOrLock(t *testing.T, c *proccluster.Cluster, f grayFa
 					addrs = append(addrs, n.HTTPAddr)
 				}
 			}
-			cl, err := transport.NewClient(addrs, transport.WithHTTPClient(f.hc))
+			cl, err := client.NewClient(addrs, client.WithHTTPClient(f.hc))
 			if err != nil {
 				t.Fatal(err)
 			}
 			// The test's own reads go to the healthy nodes only: they
 			// observe the system under test and must not wait on the
 			// fault themselves.
-			observer, err := transport.NewClient(addrs[1:])
+			observer, err := client.NewClient(addrs[1:])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // TestPartitionedClientLosesLockBeforeRegrant pins the client's promise
@@ -45,7 +45,7 @@ func TestPartitionedClientLosesLockBeforeRegrant(t *testing.T) {
 			t.Parallel()
 			lock := "jeop/" + name
 			holes := proccluster.BlackholeAll(t, c.Addrs())
-			cut, err := transport.NewClient(holes.Addrs())
+			cut, err := client.NewClient(holes.Addrs())
 			if err != nil {
 				t.Fatal(err)
 			}

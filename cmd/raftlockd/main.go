@@ -34,12 +34,15 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/node/nodehttp"
+	"github.com/raftlock/raftlock/transport/httpapi"
+	"github.com/raftlock/raftlock/transport/raftnet"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/cmd/internal/buildinfo"
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
 )
 
 func main() {
@@ -75,7 +78,7 @@ type options struct {
 	insecure               bool
 	// acl: ACLs on (node.Config.ACL).
 	acl      bool
-	tlsFiles *transport.TLS // loaded by run
+	tlsFiles *tlsconf.TLS // loaded by run
 	// backup: snapshot, --restore and --recover flags (restore.go).
 	backup  backupOptions
 	members membershipOptions
@@ -131,10 +134,10 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
-	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", transport.DefaultMaxConnsPerIP,
-		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP))
-	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", transport.DefaultIdleTimeout,
-		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", transport.MinIdleTimeout, transport.MaxIdleTimeout))
+	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP,
+		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP))
+	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", api.DefaultIdleTimeout,
+		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", api.MinIdleTimeout, api.MaxIdleTimeout))
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of a plain-HTTP listener serving only GET /v1/health and GET /metrics, "+
 		"with no client certificate or token (for probes and scrapers; default: off)")
 	addFaultFlags(fs, &o.faults)
@@ -169,7 +172,7 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if o.version {
 		return o, nil
 	}
-	if o.debugAddr != "" && !o.debugRemote && !transport.IsLoopback(o.debugAddr) {
+	if o.debugAddr != "" && !o.debugRemote && !tlsconf.IsLoopback(o.debugAddr) {
 		return o, fmt.Errorf("--debug-addr %s is not a loopback address: its profiling endpoints are plaintext and need no token; "+
 			"serve them on 127.0.0.1, or pass --debug-allow-remote", o.debugAddr)
 	}
@@ -182,8 +185,8 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := o.limits.Check(); err != nil {
 		return o, err
 	}
-	if o.maxConnsPerIP < transport.MinMaxConnsPerIP || o.maxConnsPerIP > transport.MaxMaxConnsPerIP {
-		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, transport.MinMaxConnsPerIP, transport.MaxMaxConnsPerIP)
+	if o.maxConnsPerIP < api.MinMaxConnsPerIP || o.maxConnsPerIP > api.MaxMaxConnsPerIP {
+		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
 	}
 	if err := node.CheckIdleTimeout("--http-idle-timeout", o.idleTimeout); err != nil {
 		return o, err
@@ -240,7 +243,7 @@ func (o options) checkTLS() error {
 		return nil
 	}
 	for _, a := range []struct{ flag, addr string }{{"--http-addr", o.httpAddr}, {"--raft-addr", o.raftAddr}, {"--raft-advertise", o.raftAdvertise}} {
-		if a.addr != "" && !transport.IsLoopback(a.addr) {
+		if a.addr != "" && !tlsconf.IsLoopback(a.addr) {
 			return fmt.Errorf("%s %s is not a loopback address: refusing to run without TLS (give --tls-cert, --tls-key and --tls-ca; "+
 				"raftlock tls init makes them), or pass --insecure to serve it in plaintext, to anyone who can reach it", a.flag, a.addr)
 		}
@@ -382,7 +385,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.tls() {
-		if o.tlsFiles, err = transport.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
+		if o.tlsFiles, err = tlsconf.LoadTLS(o.tlsCert, o.tlsKey, o.tlsCA); err != nil {
 			fmt.Fprintf(stderr, "raftlockd: %v\n", err)
 			return 2
 		}
@@ -562,16 +565,16 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		return nil, err
 	}
 	s := &server{node: n, errc: make(chan error, 2), transferOnStop: !o.dev}
-	sopts := append([]transport.ServerOption{transport.WithLogger(nlog)}, faultServerOptions(o.faults)...)
+	sopts := append([]httpapi.ServerOption{httpapi.WithLogger(nlog)}, faultServerOptions(o.faults)...)
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}
 	s.http = &http.Server{
-		Handler:  transport.NewServer(n, sopts...),
+		Handler:  httpapi.NewServer(n, sopts...),
 		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
-	transport.ConfigureServer(s.http, o.idleTimeout)
-	ln = transport.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
+	httpapi.ConfigureServer(s.http, o.idleTimeout)
+	ln = raftnet.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
 		s.http.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)
@@ -590,7 +593,7 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	}()
 	if spec.metricsLn != nil {
 		s.metrics = &http.Server{
-			Handler:           transport.NewMetricsServer(n, transport.WithLogger(nlog)),
+			Handler:           httpapi.NewMetricsServer(n, httpapi.WithLogger(nlog)),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		}
@@ -622,7 +625,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		Faults: o.faults, TLS: o.tlsFiles, Limits: o.limits, ACL: o.acl, MetricsOpen: o.metricsOpen,
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
-		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout,
+		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout, Wire: nodehttp.Wire{},
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // stepDownTimeout bounds the leadership transfer of a leader that stops.
@@ -67,7 +67,7 @@ func joinConfig(o options) (*node.JoinConfig, error) {
 		return nil, errors.New("--join: no address")
 	}
 	if o.tls() {
-		cfg, err := transport.ClientConfig(o.tlsCA, o.tlsCert, o.tlsKey)
+		cfg, err := tlsconf.ClientConfig(o.tlsCA, o.tlsCert, o.tlsKey)
 		if err != nil {
 			return nil, err
 		}

@@ -18,12 +18,12 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // awaitVoters waits until the cluster's members are exactly ids, all
 // voters with an HTTP address.
-func awaitVoters(t *testing.T, cl *transport.Client, ids ...string) {
+func awaitVoters(t *testing.T, cl *client.Client, ids ...string) {
 	t.Helper()
 	sort.Strings(ids)
 	proccluster.Eventually(t, 60*time.Second, fmt.Sprintf("voters %v", ids), func() error {

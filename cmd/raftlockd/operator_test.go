@@ -12,7 +12,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // The tests of this file pin DESIGN.md's "Server actions never outrun the
@@ -89,7 +89,7 @@ func TestDeletingATokenTellsTheHolderBeforeTheNextGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := c.Client(transport.WithToken(boot.Secret))
+	admin := c.Client(client.WithToken(boot.Secret))
 	ta, err := admin.CreateToken(ctx, api.TokenRequest{Name: "holder", Rules: []string{"write:op/"}})
 	if err != nil {
 		t.Fatal(err)
@@ -98,12 +98,12 @@ func TestDeletingATokenTellsTheHolderBeforeTheNextGrant(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holder, err := session.Open(ctx, c.Client(transport.WithToken(ta.Secret)), session.TTL(opTTL), session.LockDelay(opLockDelay))
+	holder, err := session.Open(ctx, c.Client(client.WithToken(ta.Secret)), session.TTL(opTTL), session.LockDelay(opLockDelay))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer holder.Close(ctx)
-	next, err := session.Open(ctx, c.Client(transport.WithToken(tb.Secret)), session.TTL(opTTL), session.LockDelay(opLockDelay))
+	next, err := session.Open(ctx, c.Client(client.WithToken(tb.Secret)), session.TTL(opTTL), session.LockDelay(opLockDelay))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/crashfs"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // powerLossDisks mounts one crashfs per node (a disk that keeps only what
@@ -81,7 +81,7 @@ func TestPowerLossAfterSnapshotKeepsEveryNodeStartable(t *testing.T) {
 			if _, err := c.Leader(ctx); err != nil {
 				t.Fatal(err)
 			}
-			cl := c.Client(transport.WithRequestTimeout(5 * time.Second))
+			cl := c.Client(client.WithRequestTimeout(5 * time.Second))
 			s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -146,7 +146,7 @@ func TestPowerLossAfterSnapshotKeepsEveryNodeStartable(t *testing.T) {
 						if code, exited := c.Exited(i); exited {
 							t.Fatalf("round %d: n%d exited (%d) after the power loss:\n%s", round, i+1, code, c.Nodes[i].Log())
 						}
-						one, err := transport.NewClient([]string{a}, transport.WithFailFast(time.Second))
+						one, err := client.NewClient([]string{a}, client.WithFailFast(time.Second))
 						if err != nil {
 							return err
 						}

@@ -14,7 +14,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // TestClientFollowsAFullMembershipRotation pins issue 26, item 7: a Go
@@ -39,12 +39,12 @@ func TestClientFollowsAFullMembershipRotation(t *testing.T) {
 	// The test's own operations go to the members of the moment, through
 	// clients that do not follow the cluster by themselves.
 	members := []int{0, 1, 2}
-	ctl := func() *transport.Client {
+	ctl := func() *client.Client {
 		var addrs []string
 		for _, i := range members {
 			addrs = append(addrs, c.Nodes[i].HTTPAddr)
 		}
-		cl, err := transport.NewClient(addrs, transport.WithMemberSync(-1))
+		cl, err := client.NewClient(addrs, client.WithMemberSync(-1))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestClientFollowsAFullMembershipRotation(t *testing.T) {
 	}
 
 	// The client under test: given n1-n3 only.
-	user, err := transport.NewClient(c.Addrs())
+	user, err := client.NewClient(c.Addrs())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestClientFollowsAFullMembershipRotation(t *testing.T) {
 		want = append(want, c.Nodes[i].HTTPAddr)
 	}
 	slices.Sort(want)
-	proccluster.Eventually(t, 2*transport.DefaultMemberSync, "the client's addresses to become the members'", func() error {
+	proccluster.Eventually(t, 2*client.DefaultMemberSync, "the client's addresses to become the members'", func() error {
 		got := user.Addrs()
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
@@ -200,13 +200,13 @@ func namesLeader(ctx context.Context, addr, leaderAddr string) error {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	var er transport.ErrorReply
+	var er api.ErrorReply
 	_ = json.Unmarshal(body, &er)
 	if resp.StatusCode != http.StatusServiceUnavailable || er.Error.Code != string(api.CodeNoLeader) {
 		return fmt.Errorf("HTTP %d %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get(transport.HeaderLeaderAddr); got != leaderAddr {
-		return fmt.Errorf("%s %q names leader address %q, want %q", transport.HeaderLeaderAddr, body, got, leaderAddr)
+	if got := resp.Header.Get(api.HeaderLeaderAddr); got != leaderAddr {
+		return fmt.Errorf("%s %q names leader address %q, want %q", api.HeaderLeaderAddr, body, got, leaderAddr)
 	}
 	return nil
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/crashfs"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // followerOn starts a 3-node cluster whose n3 keeps its data on disk and
 // makes sure n3 follows; it returns the cluster and a client of n3 alone.
-func followerOn(t *testing.T, ctx context.Context, disk *crashfs.FS, extra ...string) (*proccluster.Cluster, *transport.Client) {
+func followerOn(t *testing.T, ctx context.Context, disk *crashfs.FS, extra ...string) (*proccluster.Cluster, *client.Client) {
 	t.Helper()
 	bin := proccluster.BuildDaemon(t)
 	c := proccluster.StartEach(t, bin, 3, func(i int) []string {
@@ -35,7 +35,7 @@ func followerOn(t *testing.T, ctx context.Context, disk *crashfs.FS, extra ...st
 			t.Fatal(err)
 		}
 	}
-	n3, err := transport.NewClient([]string{c.Nodes[2].HTTPAddr}, transport.WithFailFast(time.Second))
+	n3, err := client.NewClient([]string{c.Nodes[2].HTTPAddr}, client.WithFailFast(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestStorageFailingClearsOnceTheDiskWorksAgain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, n3 := followerOn(t, ctx, disk)
-	cl := c.Client(transport.WithRequestTimeout(10 * time.Second))
+	cl := c.Client(client.WithRequestTimeout(10 * time.Second))
 	wctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for w := range 16 {
@@ -116,7 +116,7 @@ func TestStorageFailingClearsOnceTheDiskWorksAgain(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		ld, err := transport.NewClient([]string{c.Nodes[l].HTTPAddr}, transport.WithFailFast(time.Second))
+		ld, err := client.NewClient([]string{c.Nodes[l].HTTPAddr}, client.WithFailFast(time.Second))
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func TestSlowLeaderDiskHandsLeadershipToAHealthyVoter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := c.Client(transport.WithRequestTimeout(10 * time.Second))
+	cl := c.Client(client.WithRequestTimeout(10 * time.Second))
 	s, err := cl.OpenSession(ctx, api.OpenRequest{Name: "work", TTL: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)

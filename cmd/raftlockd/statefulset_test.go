@@ -16,10 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // podIP is the loopback address standing for pod i's IP: a range of its own
@@ -172,7 +174,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	proccluster.Eventually(t, 60*time.Second, "every pod ready", allReady)
 
 	// ACL bootstrap, as docs/DEPLOYING.md does it, through any pod.
-	clientTLS, err := transport.ClientConfig(filepath.Join(tlsDir, "ca.pem"), "", "")
+	clientTLS, err := tlsconf.ClientConfig(filepath.Join(tlsDir, "ca.pem"), "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	for i := range pods {
 		addrs = append(addrs, "https://"+podIP(i)+":7001")
 	}
-	boot, err := transport.NewClient(addrs, transport.WithTLS(clientTLS))
+	boot, err := client.NewClient(addrs, client.WithTLS(clientTLS))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	}
 
 	// The load: clients each with a session take and release locks.
-	cl, err := transport.NewClient(addrs, transport.WithTLS(clientTLS), transport.WithToken(mgmt.Secret))
+	cl, err := client.NewClient(addrs, client.WithTLS(clientTLS), client.WithToken(mgmt.Secret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +265,7 @@ func TestStatefulSetBootstrapAndRollingRestart(t *testing.T) {
 	for i := len(pods) - 1; i >= 0; i-- {
 		p := pods[i]
 		before := grantsSoFar()
-		var h transport.HealthInfo
+		var h api.HealthInfo
 		if err := getJSON("http://"+podIP(i)+":9101/v1/health", &h); err != nil {
 			t.Fatal(err)
 		}

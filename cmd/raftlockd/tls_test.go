@@ -18,8 +18,10 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // The TLS flags: all three files or none; --client-cert-auth needs them;
@@ -84,7 +86,7 @@ func TestInsecureNodeOnAllInterfacesStarts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	proccluster.Eventually(t, 30*time.Second, "the --insecure node serving", func() error {
-		var h transport.HealthInfo
+		var h api.HealthInfo
 		if err := call(httpAddr, http.MethodGet, "/v1/health", nil, &h); err != nil {
 			return err
 		}
@@ -218,7 +220,7 @@ func TestTLSNodeWithForeignCertNeverJoins(t *testing.T) {
 	if _, err := s.Lock(ctx, "jobs/foreign"); err != nil { // committed by n1 and n2
 		t.Fatal(err)
 	}
-	n3, err := transport.NewClient([]string{c.Addrs()[2]}, transport.WithTLS(proccluster.ClientTLS(t, other)))
+	n3, err := client.NewClient([]string{c.Addrs()[2]}, client.WithTLS(proccluster.ClientTLS(t, other)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,12 +274,12 @@ func BenchmarkSecurity(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tok, err := c.Client(transport.WithToken(boot.Secret)).CreateToken(ctx,
+			tok, err := c.Client(client.WithToken(boot.Secret)).CreateToken(ctx,
 				api.TokenRequest{Name: "bench", Rules: []string{"write:bench/"}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			cl = c.Client(transport.WithToken(tok.Secret))
+			cl = c.Client(client.WithToken(tok.Secret))
 		}
 		for _, clients := range []int{1, 64} {
 			b.Run(fmt.Sprintf("tls=%v/acl=%v/clients=%d", mode.tls, mode.acl, clients), func(b *testing.B) { pairs(ctx, b, cl, clients) })
@@ -291,7 +293,7 @@ func BenchmarkSecurity(b *testing.B) {
 
 // pairs runs b.N Lock+Unlock pairs over clients sessions, each on its own
 // lock, and reports pairs/s and the median pair in ms.
-func pairs(ctx context.Context, b *testing.B, cl *transport.Client, clients int) {
+func pairs(ctx context.Context, b *testing.B, cl *client.Client, clients int) {
 	sessions := make([]*session.Session, clients)
 	for i := range sessions {
 		s, err := session.Open(ctx, cl, session.TTL(15*time.Second), session.LockDelay(api.NoLockDelay))
@@ -346,7 +348,7 @@ func pairs(ctx context.Context, b *testing.B, cl *transport.Client, clients int)
 // cluster over mutual TLS, and a follower's Backend, which reaches the
 // leader's peer port, opens a session and takes a lock there.
 func TestEmbeddedReplicasOverTLS(t *testing.T) {
-	ca, err := transport.NewCA("test CA", time.Hour)
+	ca, err := tlsconf.NewCA("test CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,11 +369,11 @@ func TestEmbeddedReplicasOverTLS(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		id, err := transport.LoadTLS(filepath.Join(dir, p.ID+".pem"), filepath.Join(dir, p.ID+"-key.pem"), filepath.Join(dir, "ca.pem"))
+		id, err := tlsconf.LoadTLS(filepath.Join(dir, p.ID+".pem"), filepath.Join(dir, p.ID+"-key.pem"), filepath.Join(dir, "ca.pem"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := node.New(node.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftBind: p.RaftAddr, Peers: peers, TLS: id})
+		n, err := node.New(node.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftBind: p.RaftAddr, Peers: peers, TLS: id, Wire: nodehttp.Wire{}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/cmd/internal/proccluster"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // A follower whose disk fills up while raft-wal rotates to a new segment
@@ -121,7 +121,7 @@ func walFullAtRotation(t *testing.T, bin string, restart bool) {
 		if err != nil {
 			return err
 		}
-		ld, err := transport.NewClient([]string{c.Nodes[l].HTTPAddr}, transport.WithFailFast(time.Second))
+		ld, err := client.NewClient([]string{c.Nodes[l].HTTPAddr}, client.WithFailFast(time.Second))
 		if err != nil {
 			return err
 		}

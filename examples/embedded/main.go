@@ -30,8 +30,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/raftlock/raftlock/node"
+	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/session"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 const election = "app/leader"
@@ -70,13 +71,13 @@ func run() error {
 	if id == "" || raftAddr == "" || dataDir == "" || peerList == "" {
 		return errors.New("--id, --raft, --data and --peers are required")
 	}
-	var tlsID *transport.TLS
+	var tlsID *tlsconf.TLS
 	if tlsCert != "" || tlsKey != "" || tlsCA != "" {
 		if tlsCert == "" || tlsKey == "" || tlsCA == "" {
 			return errors.New("TLS needs all of --tls-cert, --tls-key and --tls-ca")
 		}
 		var err error
-		if tlsID, err = transport.LoadTLS(tlsCert, tlsKey, tlsCA); err != nil {
+		if tlsID, err = tlsconf.LoadTLS(tlsCert, tlsKey, tlsCA); err != nil {
 			return err
 		}
 	}
@@ -98,7 +99,7 @@ func run() error {
 	// is new too, and never beside a cluster that exists already (a wiped
 	// instance restarted with these flags refuses and names the fix).
 	n, err := node.Start(ctx, node.Config{ID: id, DataDir: dataDir, RaftBind: raftAddr, Peers: peers, Logger: logger,
-		TLS: tlsID, ProbePeers: true})
+		TLS: tlsID, ProbePeers: true, Wire: nodehttp.Wire{}})
 	if err != nil {
 		return fmt.Errorf("start node: %w", err)
 	}

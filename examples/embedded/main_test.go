@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 func freeAddr(t *testing.T) string {
@@ -69,10 +69,10 @@ func startExample(t *testing.T, withTLS bool) *example {
 	e := &example{t: t, cmds: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, waitErr: map[string]error{},
 		elected: make(chan electedLine, 16)}
 	dir := t.TempDir()
-	var ca *transport.CA
+	var ca *tlsconf.CA
 	if withTLS {
 		var err error
-		if ca, err = transport.NewCA("embedded test CA", time.Hour); err != nil {
+		if ca, err = tlsconf.NewCA("embedded test CA", time.Hour); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca.CertPEM(), 0o600); err != nil {

@@ -22,7 +22,8 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
-	"github.com/raftlock/raftlock/transport"
+	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/tlsconf"
 )
 
 // BuildDaemon builds raftlockd into a temp dir and returns its path.
@@ -105,7 +106,7 @@ func StartTLS(t testing.TB, bin, certDir string, size int, extra ...string) *Clu
 // certificate.
 func ClientTLS(t testing.TB, certDir string) *tls.Config {
 	t.Helper()
-	cfg, err := transport.ClientConfig(filepath.Join(certDir, "ca.pem"),
+	cfg, err := tlsconf.ClientConfig(filepath.Join(certDir, "ca.pem"),
 		filepath.Join(certDir, "client.pem"), filepath.Join(certDir, "client-key.pem"))
 	if err != nil {
 		t.Fatal(err)
@@ -182,9 +183,9 @@ func (c *Cluster) Addrs() []string {
 
 // clientOptions are the options every Go client of the cluster takes
 // (TLS), then opts.
-func (c *Cluster) clientOptions(opts ...transport.ClientOption) []transport.ClientOption {
+func (c *Cluster) clientOptions(opts ...client.ClientOption) []client.ClientOption {
 	if c.tls != nil {
-		opts = append(opts, transport.WithTLS(c.tls))
+		opts = append(opts, client.WithTLS(c.tls))
 	}
 	return opts
 }
@@ -195,8 +196,8 @@ func (c *Cluster) AddrList() string { return strings.Join(c.Addrs(), ",") }
 
 // Client returns a Go client of the cluster, with opts (e.g. an ACL
 // token) after the cluster's own (TLS).
-func (c *Cluster) Client(opts ...transport.ClientOption) *transport.Client {
-	cl, err := transport.NewClient(c.Addrs(), c.clientOptions(opts...)...)
+func (c *Cluster) Client(opts ...client.ClientOption) *client.Client {
+	cl, err := client.NewClient(c.Addrs(), c.clientOptions(opts...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -296,7 +297,7 @@ func (c *Cluster) signal(i int, sig syscall.Signal) {
 // Leader waits until the cluster names a leader and returns its index in
 // Nodes.
 func (c *Cluster) Leader(ctx context.Context) (int, error) {
-	cl, err := transport.NewClient(c.Addrs(), c.clientOptions(transport.WithRequestTimeout(time.Second))...)
+	cl, err := client.NewClient(c.Addrs(), c.clientOptions(client.WithRequestTimeout(time.Second))...)
 	if err != nil {
 		return 0, err
 	}
@@ -330,7 +331,7 @@ func (c *Cluster) Leader(ctx context.Context) (int, error) {
 // serves.
 func (c *Cluster) servingLeader(ctx context.Context) (int, bool) {
 	for i, a := range c.Addrs() {
-		cl, err := transport.NewClient([]string{a}, c.clientOptions(transport.WithRequestTimeout(time.Second), transport.WithFailFast(time.Second))...)
+		cl, err := client.NewClient([]string{a}, c.clientOptions(client.WithRequestTimeout(time.Second), client.WithFailFast(time.Second))...)
 		if err != nil {
 			continue
 		}

@@ -1,0 +1,140 @@
+// Package httpapitest is the test kit of transport/httpapi: Fake, an
+// in-memory service built on the contract's fake (api/apitest), and
+// Absent, the roles of httpapi.Service a fake does not serve, each
+// answering as a replica without it would.
+package httpapitest
+
+import (
+	"context"
+	"io"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/raftlock/raftlock/api"
+)
+
+// Absent implements every role of httpapi.Service but the lock calls and
+// httpapi.Replica, as a replica without that role: ACLs off, no membership
+// management, no snapshots, no overview, always healthy, no metrics, no
+// digests, a plain dialer. A fake embeds it and overrides what it serves.
+type Absent struct{}
+
+var errACLOff = api.Errorf(api.CodeInvalidArgument, "ACLs are off on this cluster (raftlockd --acl)")
+
+// ACLEnabled reports false: ACLs are off.
+func (Absent) ACLEnabled() bool { return false }
+
+// Authenticate answers that ACLs are off.
+func (Absent) Authenticate(context.Context, string) (api.Principal, error) {
+	return api.Principal{}, errACLOff
+}
+
+// ACLBootstrap answers that ACLs are off.
+func (Absent) ACLBootstrap(context.Context) (api.TokenSecret, error) {
+	return api.TokenSecret{}, errACLOff
+}
+
+// CreateToken answers that ACLs are off.
+func (Absent) CreateToken(context.Context, api.TokenRequest) (api.TokenSecret, error) {
+	return api.TokenSecret{}, errACLOff
+}
+
+// Tokens answers that ACLs are off.
+func (Absent) Tokens(context.Context) ([]api.TokenInfo, error) { return nil, errACLOff }
+
+// DeleteToken answers that ACLs are off.
+func (Absent) DeleteToken(context.Context, string) error { return errACLOff }
+
+var errNoMembership = api.Errorf(api.CodeInvalidArgument, "this server does not manage membership")
+
+// Members answers that this server does not manage membership.
+func (Absent) Members(context.Context) ([]api.Member, error) { return nil, errNoMembership }
+
+// AddMember answers that this server does not manage membership.
+func (Absent) AddMember(context.Context, api.Member) error { return errNoMembership }
+
+// RemoveMember answers that this server does not manage membership.
+func (Absent) RemoveMember(context.Context, string, bool) error { return errNoMembership }
+
+// TransferLeadership answers that this server does not manage membership.
+func (Absent) TransferLeadership(context.Context, string) (api.TransferReply, error) {
+	return api.TransferReply{}, errNoMembership
+}
+
+// BootstrapState answers an empty state.
+func (Absent) BootstrapState() api.BootstrapState { return api.BootstrapState{} }
+
+// Removed reports that the node was not removed.
+func (Absent) Removed() (bool, []string) { return false, nil }
+
+var errNoSnapshots = api.Errorf(api.CodeNotFound, "this server does not serve snapshots")
+
+// Snapshot answers that this server does not serve snapshots.
+func (Absent) Snapshot(context.Context, io.Writer) (api.SnapshotInfo, error) {
+	return api.SnapshotInfo{}, errNoSnapshots
+}
+
+// Restore answers that this server does not serve snapshots.
+func (Absent) Restore(context.Context, []byte, uint64) (api.RestoreInfo, error) {
+	return api.RestoreInfo{}, errNoSnapshots
+}
+
+// PeerRestore answers that this server does not serve snapshots.
+func (Absent) PeerRestore(context.Context, []byte, uint64) (api.RestoreInfo, error) {
+	return api.RestoreInfo{}, errNoSnapshots
+}
+
+// AuthorizeRestore lets every caller restore.
+func (Absent) AuthorizeRestore(context.Context) error { return nil }
+
+// SpoolDir is "": uploads go to os.TempDir().
+func (Absent) SpoolDir() string { return "" }
+
+// Overview answers that this server has no overview.
+func (Absent) Overview(context.Context, uint64, time.Duration) (api.Overview, error) {
+	return api.Overview{}, api.Errorf(api.CodeNotFound, "this server has no overview")
+}
+
+// Health reports healthy: the server answers 200 whenever it answers.
+func (Absent) Health() api.HealthStatus { return api.HealthStatus{Healthy: true} }
+
+// MetricsRegisterer is nil: no metrics.
+func (Absent) MetricsRegisterer() prometheus.Registerer { return nil }
+
+// MetricsOpen reports false.
+func (Absent) MetricsOpen() bool { return false }
+
+// Metrics answers that this server exports no metrics.
+func (Absent) Metrics(context.Context, string) (prometheus.Gatherer, error) {
+	return nil, api.Errorf(api.CodeNotFound, "this server exports no metrics")
+}
+
+// MetricsGatherer is nil: no metrics.
+func (Absent) MetricsGatherer() prometheus.Gatherer { return nil }
+
+// DigestReport answers an empty report.
+func (Absent) DigestReport() api.DigestReport { return api.DigestReport{} }
+
+// Diverged does nothing.
+func (Absent) Diverged(api.DivergedNotice) {}
+
+// DialPeer dials addr directly (5 s timeout, 30 s keep-alive).
+func (Absent) DialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext(ctx, network, addr)
+}
+
+// LocksPage lists one page of b's locks from its full listing
+// (api.PageLocks): httpapi.Replica's LocksPage for a fake whose backend
+// lists all its locks at once.
+func LocksPage(ctx context.Context, b api.Backend, q api.LocksQuery) (api.LocksPage, error) {
+	if err := q.Resolve(); err != nil {
+		return api.LocksPage{}, err
+	}
+	ls, err := b.Locks(ctx, q.Prefix)
+	if err != nil {
+		return api.LocksPage{}, err
+	}
+	return api.PageLocks(ls, q), nil
+}
