@@ -320,19 +320,3 @@ func TestRecoverThreeNodesFromOneCopiedDataDir(t *testing.T) {
 		t.Fatalf("grant after recovery and a failover: token %d, not above --min-token %d", gb.Token, minToken)
 	}
 }
-
-// awaitHolder waits until the cluster answers that lock has one holder,
-// of token.
-func awaitHolder(t *testing.T, ctx context.Context, cl *client.Client, what, lock string, token sequencer.Token) {
-	t.Helper()
-	proccluster.Eventually(t, time.Minute, what, func() error {
-		st, err := cl.LockState(ctx, lock)
-		if err != nil {
-			return err
-		}
-		if len(st.Holders) != 1 || st.Holders[0].Token != token {
-			return fmt.Errorf("holders %+v", st.Holders)
-		}
-		return nil
-	})
-}
