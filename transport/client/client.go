@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/internal/bufpool"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -616,9 +617,9 @@ func (c *Client) attempt(ctx context.Context, addr string, cl *call) (http.Heade
 			"connection to %s failed after the request was sent: %v; it may or may not have been processed", addr, err)}, nil
 	}
 	defer resp.Body.Close()
-	buf := getBuf()
-	defer putBuf(buf)
-	data, err := readAll(io.LimitReader(resp.Body, maxResponseBytes), (*buf)[:0])
+	buf := bufpool.Get()
+	defer bufpool.Put(buf)
+	data, err := bufpool.ReadAll(io.LimitReader(resp.Body, maxResponseBytes), (*buf)[:0])
 	*buf = data[:0]
 	if err != nil {
 		if ctx.Err() != nil {

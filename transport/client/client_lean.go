@@ -2,11 +2,9 @@ package client
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 
 	"github.com/raftlock/raftlock/api"
 )
@@ -93,46 +91,6 @@ func isHealthAnswer(status int, data []byte) bool {
 		OK *bool `json:"ok"`
 	}
 	return json.Unmarshal(data, &probe) == nil && probe.OK != nil
-}
-
-// bufPool holds the buffers answers are read into (as the server's
-// transport/httpapi does for bodies: the client imports no server code).
-// A buffer is used only while its request or answer is handled: decoders
-// copy what they keep, and an io.Writer does not retain what it is given.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// maxPooledBuf is the largest buffer put back into bufPool: a rare large
-// body does not keep its memory.
-const maxPooledBuf = 16 << 10
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
-}
-
-// readAll is io.ReadAll into buf (appending): the same data and errors,
-// without the growth from 512 bytes when buf has room.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	if cap(buf)-len(buf) < 512 {
-		buf = append(buf, make([]byte, 512)...)[:len(buf)]
-	}
-	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return buf, err
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow
-		}
-	}
 }
 
 // hdrJSON is the constant Content-Type value of a JSON request body.

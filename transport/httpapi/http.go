@@ -12,6 +12,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport/httpapi/ui"
+	"github.com/raftlock/raftlock/transport/internal/bufpool"
 	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 
 	"github.com/hashicorp/go-hclog"
@@ -389,8 +390,8 @@ func expectedCode(code api.Code) bool {
 
 // writeJSON answers v as JSON with the given status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	buf := getBuf()
-	defer putBuf(buf)
+	buf := bufpool.Get()
+	defer bufpool.Put(buf)
 	body, err := encodeAnswer((*buf)[:0], v)
 	if err != nil {
 		status = http.StatusInternalServerError

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/internal/bufpool"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -32,9 +33,9 @@ func decodeBody(w http.ResponseWriter, r *http.Request, dst any) error {
 	if r.ContentLength > api.MaxBodyBytes {
 		return api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, api.MaxBodyBytes)
 	}
-	buf := getBuf()
-	defer putBuf(buf)
-	data, err := readAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes), (*buf)[:0])
+	buf := bufpool.Get()
+	defer bufpool.Put(buf)
+	data, err := bufpool.ReadAll(http.MaxBytesReader(w, r.Body, api.MaxBodyBytes), (*buf)[:0])
 	*buf = data[:0]
 	if err != nil {
 		var mbe *http.MaxBytesError

@@ -2,11 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,45 +15,6 @@ import (
 // answers, headers set without per-call allocations where the value is
 // constant, one route lookup per request, and a cached histogram series.
 // What is answered is unchanged (byte for byte).
-
-// bufPool holds the buffers bodies are read into and answers encoded in.
-// A buffer is used only while its request or answer is handled: decoders
-// copy what they keep, and an io.Writer does not retain what it is given.
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// maxPooledBuf is the largest buffer put back into bufPool: a rare large
-// body does not keep its memory.
-const maxPooledBuf = 16 << 10
-
-func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= maxPooledBuf {
-		*b = (*b)[:0]
-		bufPool.Put(b)
-	}
-}
-
-// readAll is io.ReadAll into buf (appending): the same data and errors,
-// without the growth from 512 bytes when buf has room.
-func readAll(r io.Reader, buf []byte) ([]byte, error) {
-	if cap(buf)-len(buf) < 512 {
-		buf = append(buf, make([]byte, 512)...)[:len(buf)]
-	}
-	for {
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err != nil {
-			if err == io.EOF {
-				err = nil
-			}
-			return buf, err
-		}
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)] // grow
-		}
-	}
-}
 
 // decodeFastBody decodes a request body of the plain subset (see
 // http_fastjson.go) into dst, reporting false when dst has no fast decoder
