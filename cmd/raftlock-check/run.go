@@ -169,6 +169,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 
 	h := hist.snapshot(start, end, cfg.Clients)
+	for i := cfg.Clients - cfg.WorkerClients; i < cfg.Clients; i++ {
+		h.Workers, h.Worker = append(h.Workers, i), cfg.Worker
+	}
 	logf("checking %d operations, %d writes", len(h.Ops), len(h.Writes))
 	rep = analyze(h, cfg.CheckTimeout)
 	rep.Setup = describe(cfg)

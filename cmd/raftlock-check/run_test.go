@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +131,11 @@ func TestMixedFaults(t *testing.T) {
 	}
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	// Two of the five clients are the Python client's (issue 30), through
+	// its conformance worker: every fault kind exercises it too.
+	if cfg.Worker = pythonWorker(t); cfg.Worker != nil {
+		cfg.WorkerClients = 2
+	}
 	dropPartitions(t, &cfg)
 	if !cfg.TLS || !cfg.ACL {
 		t.Fatalf("the mixed run must run with TLS and ACLs on (TLS %v, ACL %v)", cfg.TLS, cfg.ACL)
@@ -153,6 +160,33 @@ func TestMixedFaults(t *testing.T) {
 		t.Errorf("no queue to judge: %d reads showed two waiters or more, %d waiter pairs judged by %s",
 			rep.QueueReads, rep.QueueJudged, checkQueueFIFO)
 	}
+	if w := rep.Worker; cfg.WorkerClients > 0 && (w == nil || w.Accepted == 0 || w.Ops[kindAcquire][resOK] == 0 || w.Ops[kindKeepAlive][resOK] == 0) {
+		t.Errorf("the Python clients did no work: %+v", w)
+	}
+}
+
+// pythonWorker returns the command line of the Python client's
+// conformance worker (clients/python/conformance-worker), or nil, with a
+// note, where no Python 3.10 or later is installed. In CI (CI set), where
+// .ci/run installs python3, that is a failure instead.
+func pythonWorker(t *testing.T) []string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 10))").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the Python client's workers, but python3 (3.10 or later) is not there: %v", err)
+		}
+		t.Logf("SKIPPING the Python client's workers: no python3 3.10 or later: %v", err)
+		return nil
+	}
+	worker, err := filepath.Abs(filepath.Join("..", "..", "clients", "python", "conformance-worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{py, worker}
 }
 
 // TestNaiveWaitersLeaveNoGhosts runs the naive waiter (one request per
