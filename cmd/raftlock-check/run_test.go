@@ -261,6 +261,35 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 	}
 }
 
+// TestCatchesLateLostWorker shows that the checker fails a broken client
+// driven through a conformance worker: the Go worker's "late-lost"
+// variant (RAFTLOCK_CONFORMANCE_BROKEN) reports a lock lost only after
+// the lease plus the lock-delay plus half a second, so a holder cut off
+// by partition-client learns it lost the lock after the cluster granted
+// it to another client. Check 5 (Lost() before re-grant) must see it:
+// the worker's lost events are judged as the Go client's Lost().
+func TestCatchesLateLostWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "")
+	cfg.Faults = []string{faultPartitionClient}
+	dropPartitions(t, &cfg)
+	if len(cfg.Faults) == 0 {
+		t.Skip("needs partitions (root and iptables)")
+	}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 3, 1, 3
+	cfg.WorkerClients = cfg.Clients
+	cfg.ClientEnv = append(cfg.ClientEnv, "RAFTLOCK_CONFORMANCE_BROKEN=late-lost")
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkLostRegrant) == 0 {
+		t.Errorf("the checker passed a worker that reports lost locks late (%d client cuts)", rep.Faults[faultPartitionClient])
+	}
+}
+
 // TestCatchesLocalReads shows that the checker fails a build whose
 // followers answer reads from their own, possibly stale, state
 // (raftlockd --unsafe-fault local-reads): a node cut off by a partition
