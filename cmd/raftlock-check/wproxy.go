@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -265,16 +264,4 @@ func (p *recProxy) end(id uint64, call message, raw []byte, status int, err erro
 	}
 	m.At = monoNow()
 	p.link.send(m)
-}
-
-// errAbandoned is the error of a worker request the adapter stopped
-// waiting for.
-var errAbandoned = errors.New("worker: request abandoned")
-
-// ctxErr returns ctx's error, or errAbandoned.
-func ctxErr(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return errAbandoned
 }
