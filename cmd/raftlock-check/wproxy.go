@@ -30,9 +30,8 @@ import (
 // sent is recorded unknown and the worker's connection is cut, so that the
 // worker, too, cannot know; one that could not be sent (a failed dial) is
 // answered no_leader, which promises what it promises from a node:
-// nothing was appended. Answers naming the leader
-// (X-Raftlock-Leader-Addr) are rewritten to the proxy's address of that
-// node.
+// nothing was appended. Node addresses in answers (X-Raftlock-Leader-Addr,
+// the members in a body) are rewritten to the proxy's addresses for them.
 type recProxy struct {
 	link *link
 	hc   *http.Client
@@ -217,8 +216,19 @@ func (p *recProxy) handler(base string) http.Handler {
 			}
 		}
 		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(raw)
+		_, _ = w.Write(p.rewrite(raw))
 	})
+}
+
+// rewrite replaces every node address in an answer (the members of
+// GET /v1/cluster, a leader named in an error) with the proxy's address
+// for it, so that a client that learns addresses from answers (the Go
+// client's member sync) keeps talking through the proxy.
+func (p *recProxy) rewrite(raw []byte) []byte {
+	for node, proxy := range p.toProxy {
+		raw = bytes.ReplaceAll(raw, []byte(node), []byte(proxy))
+	}
+	return raw
 }
 
 // end records the return of operation id (if call is recorded): err nil

@@ -203,3 +203,29 @@ func TestProxyRecordsTheOpenedSessionAndItsKeepalives(t *testing.T) {
 		t.Errorf("recorded %v", got)
 	}
 }
+
+func TestProxyAnswersNameNodesByTheProxysAddresses(t *testing.T) {
+	var other string
+	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"leader":"n2","members":[{"id":"n1","http_addr":"` + r.Host + `"},{"id":"n2","http_addr":"` + other + `"}]}`))
+	}))
+	defer node.Close()
+	other = freeAddr(t)
+	p, _ := proxyTo(t, node.URL, "http://"+other)
+	resp, err := http.Get("http://" + p.addrs[0] + "/v1/cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Members []struct {
+			HTTPAddr string `json:"http_addr"`
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Members) != 2 || body.Members[0].HTTPAddr != p.addrs[0] || body.Members[1].HTTPAddr != p.addrs[1] {
+		t.Errorf("members %+v, want the proxy's addresses %v", body.Members, p.addrs)
+	}
+}
