@@ -33,3 +33,22 @@ func buildDaemon(ctx context.Context, dir string, faults bool) (string, error) {
 	}
 	return bin, nil
 }
+
+// workerPackage is the import path of the conformance suite, whose
+// "worker" subcommand is the Go client's worker.
+const workerPackage = "github.com/raftlock/raftlock/cmd/raftlock-conformance"
+
+// buildWorker builds the conformance suite into dir and returns the Go
+// worker's command line.
+func buildWorker(ctx context.Context, dir string) ([]string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return nil, fmt.Errorf("build the Go worker: the go command is not on PATH (or pass --worker): %w", err)
+	}
+	bin := filepath.Join(dir, "raftlock-conformance")
+	out, err := exec.CommandContext(ctx, gobin, "build", "-o", bin, workerPackage).CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("go build %s (run inside the raftlock module, or pass --worker): %w\n%s", workerPackage, err, out)
+	}
+	return []string{bin, "worker"}, nil
+}

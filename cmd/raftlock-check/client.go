@@ -23,7 +23,7 @@ func clientMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	l := newLink(stdout)
-	w, err := newWorkload(cfg, l)
+	w, err := newWorkload(cfg, l, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlock-check client: %v\n", err)
 		return 2
@@ -37,5 +37,9 @@ func clientMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		cancel()
 	}()
 	w.run(ctx)
+	if w.worker != nil {
+		w.worker.stop()
+		w.worker.proxy.close()
+	}
 	return 0
 }

@@ -69,7 +69,10 @@ func (p *clientProc) isPaused() bool {
 func (p *clientProc) signal(sig syscall.Signal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_ = p.cmd.Process.Signal(sig)
+	// The client's process group: the client and its worker, if any.
+	if syscall.Kill(-p.cmd.Process.Pid, sig) != nil {
+		_ = p.cmd.Process.Signal(sig)
+	}
 	switch sig {
 	case syscall.SIGSTOP:
 		p.paused = true
@@ -90,7 +93,7 @@ type clientSet struct {
 // startClients starts n client processes against addrs (with TLS, the
 // CA and client certificate of certs; with ACLs, client i with the secret
 // of tokens[i]).
-func startClients(cfg Config, addrs []string, certs *certFiles, tokens []clientToken, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
+func startClients(cfg Config, addrs, spares []string, certs *certFiles, tokens []clientToken, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
 	cs := &clientSet{hist: hist, res: res, track: track}
 	command := cfg.ClientCommand
 	if len(command) == 0 {
@@ -106,6 +109,9 @@ func startClients(cfg Config, addrs []string, certs *certFiles, tokens []clientT
 			Clients: cfg.Clients}
 		if i < len(tokens) {
 			cc.Token = tokens[i].secret
+		}
+		if i >= cfg.Clients-cfg.WorkerClients {
+			cc.Worker, cc.SpareAddrs = cfg.Worker, spares
 		}
 		if certs != nil {
 			cc.TLSCA, cc.TLSCert, cc.TLSKey = certs.CA, certs.ClientCert, certs.ClientKey

@@ -112,6 +112,13 @@ type Config struct {
 	// may write only under the run's lock prefix.
 	ACL bool
 
+	// WorkerClients of the clients (the last ones) drive the workload
+	// through a conformance worker (worker.go) started with the command
+	// line Worker; empty Worker: the Go worker, "raftlock-conformance
+	// worker", built into the run's directory.
+	WorkerClients int
+	Worker        []string
+
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
@@ -159,9 +166,12 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "run the cluster with ACLs on: the checker bootstraps them and the clients use a token with write:"+lockPrefix+" only")
+	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
+	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	cfg.Worker = strings.Fields(*worker)
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
@@ -231,6 +241,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--gap-min %v, --gap-max %v: want 0 <= min <= max", c.GapMin, c.GapMax)
 	case !(c.NaiveShare >= 0 && c.NaiveShare <= 1):
 		return fmt.Errorf("--naive-share %v: want 0 to 1", c.NaiveShare)
+	case c.WorkerClients < 0 || c.WorkerClients > c.Clients:
+		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
 	}
 	// A paused client wakes after at most TTL+clientPauseExtra and writes
 	// at once; the fencing check is sound only if that stays well inside

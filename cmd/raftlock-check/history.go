@@ -127,11 +127,15 @@ type History struct {
 	Clients int   `json:"clients"`
 	// Exited holds, per client, when the checker saw its output end (its
 	// process exited); pending, or no entry, while it ran.
-	Exited []int64    `json:"exited,omitempty"`
-	Ops    []Op       `json:"-"`
-	Writes []WriteRec `json:"-"`
-	Faults []FaultRec `json:"-"`
-	Holds  []HoldRec  `json:"-"`
+	Exited []int64 `json:"exited,omitempty"`
+	// Workers are the clients that drove the workload through a
+	// conformance worker (--worker-clients), Worker its command line.
+	Workers []int      `json:"workers,omitempty"`
+	Worker  []string   `json:"worker,omitempty"`
+	Ops     []Op       `json:"-"`
+	Writes  []WriteRec `json:"-"`
+	Faults  []FaultRec `json:"-"`
+	Holds   []HoldRec  `json:"-"`
 	// Expiries are the sessions their clients declared expired.
 	Expiries []ExpiryRec `json:"-"`
 }

@@ -21,6 +21,11 @@
 //     wait_cancelled, session_not_found, a busy try) is never seen
 //     holding or waiting again: no ghost grants.
 //
+// With --worker-clients N, N of the clients drive the workload through a
+// conformance worker (--worker CMD, docs/CONFORMANCE.md): a client in
+// another language, whose requests a recording proxy in the client
+// process records for the same checks (worker.go, wproxy.go).
+//
 // It prints a summary and exits 1 if any check failed, writing the
 // history and porcupine's visualisation to --out. "raftlock-check analyze
 // FILE" checks a history file again.

@@ -164,7 +164,7 @@ func naiveRun(t *testing.T, srv *naiveServer) []message {
 	t.Helper()
 	var out bytes.Buffer
 	l := newLink(&out)
-	w, err := newWorkload(clientConfig{Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Locks: []string{lk}, Seed: 1}, l)
+	w, err := newWorkload(clientConfig{Addrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Locks: []string{lk}, Seed: 1}, l, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

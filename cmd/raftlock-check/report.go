@@ -61,7 +61,11 @@ type Report struct {
 	// NodeStartsJudged counts the disk faults after which the node-starts
 	// check waited for the nodes they hit.
 	NodeStartsJudged int
-	Violations       []Violation
+	// Worker is what the clients that drove a conformance worker did
+	// (nil: none did).
+	Worker *workerFigures
+
+	Violations []Violation
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
 	// Dir is where the run kept its logs.
@@ -129,6 +133,7 @@ func analyze(h History, timeout time.Duration) *Report {
 			r.Freezes = append(r.Freezes, f)
 		}
 	}
+	r.Worker = workerFiguresOf(h, ss)
 	r.Lin = runPorcupine(h, timeout)
 	if r.Lin.Result == porcupine.Illegal {
 		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1,
@@ -346,6 +351,7 @@ func (r *Report) print(w io.Writer) {
 	if r.NodeStartsJudged > 0 || r.count(checkNodeStarts) > 0 {
 		p("  8 nodes start again:        %d violations  (%d disk faults judged)", r.count(checkNodeStarts), r.NodeStartsJudged)
 	}
+	r.Worker.print(p, r.Violations)
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 20 {
@@ -360,4 +366,102 @@ func (r *Report) print(w io.Writer) {
 	if r.Dir != "" {
 		p("logs in %s", r.Dir)
 	}
+}
+
+// workerFigures is what the worker clients (--worker-clients) did: their
+// operations, writes, holds and sessions.
+type workerFigures struct {
+	Clients  []int
+	Command  []string
+	Ops      map[string]map[string]int // kind -> result -> count
+	Accepted int
+	Rejected int
+	// Holds counts their grants worked under, LostReported those whose
+	// lost event came.
+	Holds, LostReported     int
+	SessionsOpened, Expired int
+}
+
+func workerFiguresOf(h History, ss map[string]*sessionFacts) *workerFigures {
+	if len(h.Workers) == 0 {
+		return nil
+	}
+	f := &workerFigures{Clients: h.Workers, Command: h.Worker, Ops: map[string]map[string]int{}}
+	is := func(c int) bool { return slices.Contains(h.Workers, c) }
+	for _, o := range h.Ops {
+		if !is(o.Client) {
+			continue
+		}
+		if f.Ops[o.Kind] == nil {
+			f.Ops[o.Kind] = map[string]int{}
+		}
+		res := o.Result
+		if !o.Done() {
+			res = "pending"
+		}
+		f.Ops[o.Kind][res]++
+	}
+	for _, w := range h.Writes {
+		switch {
+		case !is(w.Client):
+		case w.Accepted:
+			f.Accepted++
+		default:
+			f.Rejected++
+		}
+	}
+	for _, hr := range h.Holds {
+		if is(hr.Client) {
+			f.Holds++
+			if hr.Lost != pending && hr.Lost != 0 {
+				f.LostReported++
+			}
+		}
+	}
+	for _, s := range ss {
+		if is(s.Client) {
+			f.SessionsOpened++
+			if s.LostAt() != pending {
+				f.Expired++
+			}
+		}
+	}
+	return f
+}
+
+// print writes the worker clients' figures and the violations that name
+// one of them, by check.
+func (f *workerFigures) print(p func(string, ...any), vs []Violation) {
+	if f == nil {
+		return
+	}
+	p("worker clients %v (%s):", f.Clients, strings.Join(f.Command, " "))
+	total := 0
+	var kinds []string
+	for _, k := range slices.Sorted(maps.Keys(f.Ops)) {
+		var parts []string
+		n := 0
+		for _, x := range slices.Sorted(maps.Keys(f.Ops[k])) {
+			parts = append(parts, fmt.Sprintf("%s %d", x, f.Ops[k][x]))
+			n += f.Ops[k][x]
+		}
+		total += n
+		kinds = append(kinds, fmt.Sprintf("%s %d (%s)", k, n, strings.Join(parts, ", ")))
+	}
+	p("  operations: %d: %s", total, strings.Join(kinds, "; "))
+	p("  writes: %d accepted, %d rejected; holds: %d, their lost reported %d; sessions: %d opened, %d expired",
+		f.Accepted, f.Rejected, f.Holds, f.LostReported, f.SessionsOpened, f.Expired)
+	var parts []string
+	n := 0
+	for _, c := range []string{checkFencing, checkGrantKept, checkSessionKept, checkLostRegrant, checkQueueFIFO, checkNoGhost} {
+		k := 0
+		for _, v := range vs {
+			if v.Check == c && slices.Contains(f.Clients, v.Client) {
+				k++
+			}
+		}
+		n += k
+		parts = append(parts, fmt.Sprintf("%s %d", c, k))
+	}
+	p("  violations naming them: %d (%s; linearizability judges all clients at once)", n, strings.Join(parts, ", "))
 }

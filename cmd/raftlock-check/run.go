@@ -47,6 +47,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			return nil, err
 		}
 	}
+	if cfg.WorkerClients > 0 && len(cfg.Worker) == 0 {
+		logf("building the Go worker (raftlock-conformance)")
+		if cfg.Worker, err = buildWorker(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	var warnings []string
 	var fw *firewall
 	for _, k := range cfg.Faults {
@@ -111,7 +117,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	for i := 0; i < cfg.Locks; i++ {
 		locks = append(locks, fmt.Sprintf("%slock%d", lockPrefix, i))
 	}
-	cs, err := startClients(cfg, cl.apiAddrs(), cl.certs, tokens, locks, dir, hist, res, track)
+	var spares []string
+	for _, n := range cl.spares {
+		spares = append(spares, cl.apiAddr(n))
+	}
+	cs, err := startClients(cfg, cl.apiAddrs(), spares, cl.certs, tokens, locks, dir, hist, res, track)
 	if err != nil {
 		return nil, err
 	}
@@ -159,6 +169,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 
 	h := hist.snapshot(start, end, cfg.Clients)
+	for i := cfg.Clients - cfg.WorkerClients; i < cfg.Clients; i++ {
+		h.Workers, h.Worker = append(h.Workers, i), cfg.Worker
+	}
 	logf("checking %d operations, %d writes", len(h.Ops), len(h.Writes))
 	rep = analyze(h, cfg.CheckTimeout)
 	rep.Setup = describe(cfg)

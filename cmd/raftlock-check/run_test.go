@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -129,6 +131,11 @@ func TestMixedFaults(t *testing.T) {
 	}
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	// Two of the five clients are the Python client's (issue 30), through
+	// its conformance worker: every fault kind exercises it too.
+	if cfg.Worker = pythonWorker(t); cfg.Worker != nil {
+		cfg.WorkerClients = 2
+	}
 	dropPartitions(t, &cfg)
 	if !cfg.TLS || !cfg.ACL {
 		t.Fatalf("the mixed run must run with TLS and ACLs on (TLS %v, ACL %v)", cfg.TLS, cfg.ACL)
@@ -153,6 +160,33 @@ func TestMixedFaults(t *testing.T) {
 		t.Errorf("no queue to judge: %d reads showed two waiters or more, %d waiter pairs judged by %s",
 			rep.QueueReads, rep.QueueJudged, checkQueueFIFO)
 	}
+	if w := rep.Worker; cfg.WorkerClients > 0 && (w == nil || w.Accepted == 0 || w.Ops[kindAcquire][resOK] == 0 || w.Ops[kindKeepAlive][resOK] == 0) {
+		t.Errorf("the Python clients did no work: %+v", w)
+	}
+}
+
+// pythonWorker returns the command line of the Python client's
+// conformance worker (clients/python/conformance-worker), or nil, with a
+// note, where no Python 3.10 or later is installed. In CI (CI set), where
+// .ci/run installs python3, that is a failure instead.
+func pythonWorker(t *testing.T) []string {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err == nil {
+		err = exec.Command(py, "-c", "import sys; sys.exit(sys.version_info < (3, 10))").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the Python client's workers, but python3 (3.10 or later) is not there: %v", err)
+		}
+		t.Logf("SKIPPING the Python client's workers: no python3 3.10 or later: %v", err)
+		return nil
+	}
+	worker, err := filepath.Abs(filepath.Join("..", "..", "clients", "python", "conformance-worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{py, worker}
 }
 
 // TestNaiveWaitersLeaveNoGhosts runs the naive waiter (one request per
@@ -224,6 +258,35 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 	if rep.count(checkLostRegrant) == 0 {
 		t.Errorf("the checker passed a build that revokes grants without notice (%d restores, %d token deletions)",
 			rep.Faults[faultRestore], rep.Faults[faultDeleteToken])
+	}
+}
+
+// TestCatchesLateLostWorker shows that the checker fails a broken client
+// driven through a conformance worker: the Go worker's "late-lost"
+// variant (RAFTLOCK_CONFORMANCE_BROKEN) reports a lock lost only after
+// the lease plus the lock-delay plus half a second, so a holder cut off
+// by partition-client learns it lost the lock after the cluster granted
+// it to another client. Check 5 (Lost() before re-grant) must see it:
+// the worker's lost events are judged as the Go client's Lost().
+func TestCatchesLateLostWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "")
+	cfg.Faults = []string{faultPartitionClient}
+	dropPartitions(t, &cfg)
+	if len(cfg.Faults) == 0 {
+		t.Skip("needs partitions (root and iptables)")
+	}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 3, 1, 3
+	cfg.WorkerClients = cfg.Clients
+	cfg.ClientEnv = append(cfg.ClientEnv, "RAFTLOCK_CONFORMANCE_BROKEN=late-lost")
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkLostRegrant) == 0 {
+		t.Errorf("the checker passed a worker that reports lost locks late (%d client cuts)", rep.Faults[faultPartitionClient])
 	}
 }
 

@@ -11,3 +11,10 @@ import "syscall"
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
+
+// workerAttr makes a conformance worker die with its client process; it
+// stays in the client's process group, so that a SIGSTOP of the client
+// (pause-client) stops it too.
+func workerAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}

@@ -8,3 +8,8 @@ import "syscall"
 func childAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// workerAttr leaves a conformance worker in its client's process group.
+func workerAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{}
+}

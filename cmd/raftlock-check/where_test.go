@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,7 +56,7 @@ func TestClientTellsWhichNodeItTalksTo(t *testing.T) {
 	var out bytes.Buffer
 	l := newLink(&out)
 	// Seed 1 shuffles the addresses into this order: down first.
-	w, err := newWorkload(clientConfig{Addrs: []string{strings.TrimPrefix(down.URL, "http://"), upAddr}, Locks: []string{lk}, Seed: 1}, l)
+	w, err := newWorkload(clientConfig{Addrs: []string{strings.TrimPrefix(down.URL, "http://"), upAddr}, Locks: []string{lk}, Seed: 1}, l, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

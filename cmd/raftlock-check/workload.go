@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"net/http"
 	"sync"
@@ -48,6 +49,12 @@ type clientConfig struct {
 	TLSKey  string `json:"tls_key,omitempty"`
 	// Token is the ACL token's secret for a cluster with ACLs on.
 	Token string `json:"token,omitempty"`
+	// Worker, when set, is the command line of a conformance worker
+	// (docs/CONFORMANCE.md) the client drives the workload through
+	// (worker.go); SpareAddrs are the addresses of the spare nodes, which
+	// the worker is given besides Addrs.
+	Worker     []string `json:"worker,omitempty"`
+	SpareAddrs []string `json:"spare_addrs,omitempty"`
 }
 
 // Shape of a client's work.
@@ -118,12 +125,16 @@ type workload struct {
 	// hmu guards what the client holds now and whether the checker pinned
 	// it (see msgPin).
 	hmu     sync.Mutex
-	holding *session.Lock
-	holdS   *session.Session
+	holding clientLock
+	holdS   clientSession
 	pinned  bool
+
+	// worker, when set, is the conformance worker the sessions and locks
+	// go through (worker.go) instead of the Go session package.
+	worker *workerClient
 }
 
-func newWorkload(cfg clientConfig, l *link) (*workload, error) {
+func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error) {
 	rng := rand.New(rand.NewSource(cfg.Seed))
 	addrs := append([]string(nil), cfg.Addrs...)
 	rng.Shuffle(len(addrs), func(i, j int) { addrs[i], addrs[j] = addrs[j], addrs[i] })
@@ -153,6 +164,21 @@ func newWorkload(cfg clientConfig, l *link) (*workload, error) {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
+	if len(cfg.Worker) > 0 {
+		// The worker is given every address a member may have (spares
+		// included; the members first, in this client's order): a client
+		// of the protocol need not learn the members from the cluster.
+		targets := append(append([]string(nil), addrs...), cfg.SpareAddrs...)
+		p, err := newRecProxy(l, &http.Client{Transport: bt}, targets)
+		if err != nil {
+			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+		}
+		l.where = p.where
+		if w.worker, err = startWorker(cfg, l, p, cfg.Worker, stderr); err != nil {
+			p.close()
+			return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+		}
+	}
 	w.naive = &recorder{inner: &rawBackend{Backend: c, hc: hc, addrs: cfg.Addrs, pick: w.intn}, link: l, naive: true}
 	for _, a := range cfg.Addrs {
 		rc, err := client.NewClient([]string{a}, append(opts, client.WithRequestTimeout(readTimeout))...)
@@ -202,14 +228,7 @@ func (w *workload) run(ctx context.Context) {
 	go w.verifyLoop(ctx)
 	go w.pinLoop(ctx)
 	for ctx.Err() == nil {
-		var id atomic.Value // the session's id, once Open returned it
-		opts := []session.Option{session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
-			session.Name(fmt.Sprintf("check-client-%d", w.cfg.Index)),
-			session.OnEvent(func(ev session.Event) { w.onEvent(&id, ev) })}
-		if w.cfg.Grace > 0 {
-			opts = append(opts, session.GracePeriod(w.cfg.Grace))
-		}
-		s, err := session.Open(ctx, w.backend, opts...)
+		s, err := w.open(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.logf("open session: %v", err)
@@ -217,7 +236,6 @@ func (w *workload) run(ctx context.Context) {
 			}
 			continue
 		}
-		id.Store(s.ID())
 		w.useSession(ctx, s)
 		cctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		if err := s.Close(cctx); err != nil {
@@ -225,6 +243,26 @@ func (w *workload) run(ctx context.Context) {
 		}
 		cancel()
 	}
+}
+
+// open opens a session, through the worker if there is one.
+func (w *workload) open(ctx context.Context) (clientSession, error) {
+	name := fmt.Sprintf("check-client-%d", w.cfg.Index)
+	if w.worker != nil {
+		return w.worker.open(ctx, name)
+	}
+	var id atomic.Value // the session's id, once Open returned it
+	opts := []session.Option{session.TTL(w.cfg.TTL), session.LockDelay(w.cfg.LockDelay),
+		session.Name(name), session.OnEvent(func(ev session.Event) { w.onEvent(&id, ev) })}
+	if w.cfg.Grace > 0 {
+		opts = append(opts, session.GracePeriod(w.cfg.Grace))
+	}
+	s, err := session.Open(ctx, w.backend, opts...)
+	if err != nil {
+		return nil, err
+	}
+	id.Store(s.ID())
+	return goSession{s}, nil
 }
 
 // onEvent reports a state change of the session whose id is in id (an
@@ -238,14 +276,9 @@ func (w *workload) onEvent(id *atomic.Value, ev session.Event) {
 	w.link.send(m)
 }
 
-func over(s *session.Session) bool {
-	st := s.State()
-	return st == session.Expired || st == session.Closed
-}
-
 // useSession takes locks on s until s is over or ctx ends.
-func (w *workload) useSession(ctx context.Context, s *session.Session) {
-	for ctx.Err() == nil && !over(s) {
+func (w *workload) useSession(ctx context.Context, s clientSession) {
+	for ctx.Err() == nil && !s.Over() {
 		name := w.cfg.Locks[w.intn(len(w.cfg.Locks))]
 		switch f := w.float(); {
 		case f < readShare:
@@ -254,7 +287,7 @@ func (w *workload) useSession(ctx context.Context, s *session.Session) {
 			w.naiveWait(ctx, s.ID(), name)
 		default:
 			var (
-				l   *session.Lock
+				l   clientLock
 				err error
 			)
 			if w.float() < waitShare {
@@ -276,8 +309,13 @@ func (w *workload) useSession(ctx context.Context, s *session.Session) {
 // lock waits for name in one of three ways: giving up after
 // giveUpMin..giveUpMax (its ctx cancelled mid-wait), with a deadline of
 // longWaitMin..longWaitMax, or without a deadline.
-func (w *workload) lock(ctx context.Context, s *session.Session, name string) (*session.Lock, error) {
+func (w *workload) lock(ctx context.Context, s clientSession, name string) (clientLock, error) {
 	switch f := w.float(); {
+	case f < giveUpShare && w.worker != nil:
+		// The protocol cancels no wait: giving up is a wait that ends.
+		gctx, cancel := context.WithTimeout(ctx, w.between(giveUpMin, giveUpMax))
+		defer cancel()
+		return s.Lock(gctx, name)
 	case f < giveUpShare:
 		gctx, cancel := context.WithCancel(ctx)
 		t := time.AfterFunc(w.between(giveUpMin, giveUpMax), cancel)
@@ -306,7 +344,7 @@ func (w *workload) holdFor(name string) time.Duration {
 	return w.between(holdMin, holdMax)
 }
 
-func lost(l *session.Lock) bool {
+func lost(l clientLock) bool {
 	select {
 	case <-l.Lost():
 		return true
@@ -323,8 +361,8 @@ func lost(l *session.Lock) bool {
 // it (msgPin): it then waits, without writing, until the session is safe
 // again or Lost() closes, like a program that trusts Lost() to tell it
 // when the lock is gone. Whenever Lost() closes, it tells the checker.
-func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock) {
-	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: uint64(l.Token()), Session: s.ID(), Holder: l.Holder()}
+func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
+	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: l.Token(), Session: s.ID(), Holder: l.Holder()}
 	w.link.send(hold)
 	reported := w.reportLost(l, hold)
 	w.hmu.Lock()
@@ -375,13 +413,17 @@ func (w *workload) hold(ctx context.Context, s *session.Session, l *session.Lock
 
 // reportLost sends msgLost (hold's fields, stamped when it happens) once
 // l's Lost() closes; the returned channel is closed after it was sent.
-func (w *workload) reportLost(l *session.Lock, hold message) <-chan struct{} {
+func (w *workload) reportLost(l clientLock, hold message) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		<-l.Lost()
 		m := hold
 		m.T, m.At = msgLost, monoNow()
+		// A worker's lost event carries when it fired.
+		if wl, ok := l.(interface{ lostAt() int64 }); ok && wl.lostAt() > 0 {
+			m.At = min(m.At, wl.lostAt())
+		}
 		w.link.send(m)
 	}()
 	return done
@@ -408,7 +450,7 @@ func (w *workload) isPinned() bool {
 // awaitSafe is what a holder does when its session is not safe: unpinned,
 // it gives up at once (false); pinned, it waits until the session is safe
 // again (true) or Lost() closes, ctx ends or the pin ends (false).
-func (w *workload) awaitSafe(ctx context.Context, s *session.Session, l *session.Lock) bool {
+func (w *workload) awaitSafe(ctx context.Context, s clientSession, l clientLock) bool {
 	t := time.NewTicker(jeopardyPoll)
 	defer t.Stop()
 	for {
@@ -441,7 +483,7 @@ func (w *workload) pinLoop(ctx context.Context) {
 		switch m.T {
 		case msgPin:
 			l := w.holding
-			ok := l != nil && l.Name() == m.Lock && uint64(l.Token()) == m.Token && !lost(l)
+			ok := l != nil && l.Name() == m.Lock && l.Token() == m.Token && !lost(l)
 			if ok {
 				w.pinned = true
 			}
@@ -457,9 +499,9 @@ func (w *workload) pinLoop(ctx context.Context) {
 
 // write offers one write under l to the resource; it reports whether the
 // resource accepted it.
-func (w *workload) write(ctx context.Context, s *session.Session, l *session.Lock) bool {
-	m := message{T: msgWrite, ID: w.link.nextID(), At: monoNow(), Lock: l.Name(), Seq: l.Sequencer().String(),
-		Token: uint64(l.Token()), Session: s.ID(), Holder: l.Holder()}
+func (w *workload) write(ctx context.Context, s clientSession, l clientLock) bool {
+	m := message{T: msgWrite, ID: w.link.nextID(), At: monoNow(), Lock: l.Name(), Seq: l.Seq(),
+		Token: l.Token(), Session: s.ID(), Holder: l.Holder()}
 	r, err := w.link.request(ctx, m)
 	if err != nil {
 		return false
