@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
-	"github.com/raftlock/raftlock/transport"
 )
 
 // recProxy is how the checker sees what a conformance worker sends: the
@@ -126,13 +125,13 @@ func (p *recProxy) callOf(r *http.Request, body []byte) message {
 	case r.Method == http.MethodDelete && strings.HasPrefix(path, "/v1/sessions/"):
 		return message{Kind: kindClose, Session: strings.TrimPrefix(path, "/v1/sessions/")}
 	case r.Method == http.MethodPost && path == "/v1/acquire":
-		var b transport.AcquireBody
+		var b api.AcquireBody
 		_ = json.Unmarshal(body, &b)
 		wait, _ := time.ParseDuration(b.Wait)
 		return message{Kind: kindAcquire, Lock: b.Name, Session: b.Session, Holder: b.Holder,
 			Wait: wait > 0, WaitFor: int64(max(wait, 0))}
 	case r.Method == http.MethodPost && path == "/v1/release":
-		var b transport.ReleaseBody
+		var b api.ReleaseBody
 		_ = json.Unmarshal(body, &b)
 		return message{Kind: kindRelease, Lock: b.Name, Session: b.Session, Holder: b.Holder, Unlock: p.isUnlocking(b.Holder)}
 	}
@@ -184,13 +183,13 @@ func (p *recProxy) handler(base string) http.Handler {
 			}
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusServiceUnavailable)
-			_ = json.NewEncoder(w).Encode(transport.ErrorReply{Error: transport.ErrorBody{Code: string(api.CodeNoLeader), Message: "worker proxy: node unreachable"}})
+			_ = json.NewEncoder(w).Encode(api.ErrorReply{Error: api.ErrorBody{Code: string(api.CodeNoLeader), Message: "worker proxy: node unreachable"}})
 			return
 		}
 		var aerr error
 		unsure := false
 		if resp.StatusCode >= 300 {
-			var er transport.ErrorReply
+			var er api.ErrorReply
 			_ = json.Unmarshal(raw, &er)
 			code := api.Code(er.Error.Code)
 			aerr = api.Errorf(code, "%s", er.Error.Message)
@@ -253,7 +252,7 @@ func (p *recProxy) end(id uint64, call message, raw []byte, status int, err erro
 	if err == nil && status/100 == 2 {
 		switch call.Kind {
 		case kindOpen:
-			var o transport.OpenSessionReply
+			var o api.OpenSessionReply
 			_ = json.Unmarshal(raw, &o)
 			ttl, _ := time.ParseDuration(o.TTL)
 			ld, _ := time.ParseDuration(o.LockDelay)
@@ -262,12 +261,12 @@ func (p *recProxy) end(id uint64, call message, raw []byte, status int, err erro
 				p.opened.Store(&o.ID)
 			}
 		case kindKeepAlive:
-			var k transport.KeepAliveReply
+			var k api.KeepAliveReply
 			_ = json.Unmarshal(raw, &k)
 			ttl, _ := time.ParseDuration(k.TTL)
 			m.TTL = int64(ttl)
 		case kindAcquire:
-			var g transport.GrantReply
+			var g api.GrantReply
 			_ = json.Unmarshal(raw, &g)
 			m.Token = g.Token
 		}
