@@ -19,7 +19,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * asking the cluster, so the cluster sees one holder per FencedLock; a shared
  * lock gives each thread its own grant. Off ({@link Session#lock(String,
  * boolean)}), a second lock by the holding thread throws
- * IllegalStateException.
+ * IllegalStateException. Re-entering a hold whose grant is lost is refused:
+ * {@code tryLock} is false, {@code lock} throws IllegalStateException (unlock
+ * it, then lock again for a new grant).
  *
  * <p>Blocking happens in {@link ReentrantLock} and in the HTTP client, never
  * under a monitor: a virtual thread blocked in {@link #lock()} does not pin its
@@ -107,16 +109,36 @@ public final class FencedLock implements Lock {
         return h.grant;
     }
 
-    private boolean again() {
+    private static final int FRESH = 0;
+    private static final int AGAIN = 1;
+    private static final int LOST = 2;
+
+    /** Whether the calling thread holds the lock already (then one more hold is counted), or holds a lost grant. */
+    private int again() {
         Hold h = mine();
         if (h == null) {
-            return false;
+            return FRESH;
         }
         if (!reentrant) {
             throw new IllegalStateException("lock \"" + name + "\" is not re-entrant and this thread holds it");
         }
+        if (h.grant.isLost()) {
+            return LOST;
+        }
         h.count++;
-        return true;
+        return AGAIN;
+    }
+
+    private static boolean lostAgain(int a, String name) {
+        if (a == LOST) {
+            throw new IllegalStateException("lock \"" + name + "\": this thread's grant is lost; unlock it first");
+        }
+        return a == AGAIN;
+    }
+
+    /** Whether some thread of this JVM holds the lock through this object. */
+    public boolean isLocked() {
+        return !holds.isEmpty();
     }
 
     /** Takes the local lock (exclusive mode): false if the time ran out. */
@@ -156,7 +178,7 @@ public final class FencedLock implements Lock {
     /** Waits as long as it takes (interrupts are kept for later); throws RaftlockException if the session is over. */
     @Override
     public void lock() {
-        if (again()) {
+        if (lostAgain(again(), name)) {
             return;
         }
         try {
@@ -172,7 +194,7 @@ public final class FencedLock implements Lock {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        if (again()) {
+        if (lostAgain(again(), name)) {
             return;
         }
         localLock(-1, true);
@@ -182,8 +204,9 @@ public final class FencedLock implements Lock {
     /** Tries once: false if the lock is held (by this JVM or on the cluster) or in lock-delay. */
     @Override
     public boolean tryLock() {
-        if (again()) {
-            return true;
+        int a = again();
+        if (a != FRESH) {
+            return a == AGAIN;
         }
         try {
             if (!localLock(0, false)) {
@@ -207,8 +230,9 @@ public final class FencedLock implements Lock {
         if (Thread.interrupted()) {
             throw new InterruptedException();
         }
-        if (again()) {
-            return true;
+        int a = again();
+        if (a != FRESH) {
+            return a == AGAIN;
         }
         long end = System.nanoTime() + unit.toNanos(time);
         if (!localLock(Math.max(unit.toNanos(time), 0), true)) {

@@ -374,21 +374,32 @@ public final class Session implements AutoCloseable {
 
     /**
      * Ends the session: every grant is lost at once and released by the
-     * cluster without lock-delay. Repeated calls do nothing. Interrupting the
-     * caller leaves the cluster to expire the session.
+     * cluster without lock-delay. Repeated calls do nothing. The DELETE is
+     * tried until the lease could lapse anyway (at least the request
+     * timeout); if no node answers by then, or the caller is interrupted,
+     * the cluster expires the session at its ttl (and its locks after their
+     * lock-delay), and close returns all the same. It throws only for an
+     * answer that refuses the call (unauthenticated, permission_denied).
      */
     @Override
     public void close() {
         if (isOver()) {
             return;
         }
+        long budget = Math.max(leaseBudget(), t.requestTimeout.toNanos());
         end(SessionState.CLOSED);
         try {
             t.call("DELETE", Transport.sessionPath(id, ""), null,
-                    new Transport.Call().deadline(System.nanoTime() + TimeUnit.SECONDS.toNanos(30)).idempotent());
+                    new Transport.Call().deadline(System.nanoTime() + budget).idempotent());
         } catch (RaftlockException e) {
-            if (!e.code().equals(RaftlockException.SESSION_NOT_FOUND)) {
-                throw e;
+            switch (e.code()) {
+                case RaftlockException.SESSION_NOT_FOUND:
+                case RaftlockException.UNKNOWN_OUTCOME:
+                case RaftlockException.UNREACHABLE:
+                case RaftlockException.NO_LEADER:
+                    break;
+                default:
+                    throw e;
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
