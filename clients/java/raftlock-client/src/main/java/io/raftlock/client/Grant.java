@@ -70,7 +70,7 @@ public final class Grant {
 
     /** Completes when the grant is lost (or released). */
     public CompletableFuture<Void> lost() {
-        return lost;
+        return lost.copy(); // a caller completing it cannot fake a loss
     }
 
     /** Whether the grant has been lost (or released). */

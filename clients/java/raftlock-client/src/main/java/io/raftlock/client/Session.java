@@ -164,7 +164,7 @@ public final class Session implements AutoCloseable {
      * them to anyone else.
      */
     public CompletableFuture<Void> lost() {
-        return lost;
+        return lost.copy(); // a caller completing it cannot fake a loss
     }
 
     /** Runs {@code r} when {@link #lost()} completes (at once if it has), on the thread that completes it. */

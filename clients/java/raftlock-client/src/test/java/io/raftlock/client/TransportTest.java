@@ -89,6 +89,10 @@ class TransportTest {
         try (Session s = c.session().open()) {
             Grant g = s.acquire("jobs/a", Mode.EXCLUSIVE, Duration.ZERO, "");
             assertEquals(7, g.token());
+            g.lost().complete(null);
+            s.lost().complete(null);
+            assertFalse(g.isLost(), "a caller cannot fake a loss");
+            assertFalse(s.lost().isDone());
             List<String> holders = seen.stream().filter(r -> r[0].equals("/v1/acquire"))
                     .map(r -> holderOf(r[1])).toList();
             assertEquals(2, holders.size());
