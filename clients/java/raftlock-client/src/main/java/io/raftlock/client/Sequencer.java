@@ -1,0 +1,93 @@
+package io.raftlock.client;
+
+import java.nio.charset.StandardCharsets;
+import java.util.regex.Pattern;
+
+/**
+ * One grant of one lock: its name, mode and fencing token. {@link #toString()}
+ * is the stable printable form {@code rl1:<x|s>:<token>:<name>}; the token is
+ * an unsigned 64-bit integer (compare with {@link Long#compareUnsigned}).
+ *
+ * @param name the lock's name
+ * @param mode the grant's mode
+ * @param token the fencing token (unsigned, positive)
+ */
+public record Sequencer(String name, Mode mode, long token) {
+    /** The longest lock name, in bytes of UTF-8. */
+    public static final int MAX_NAME_BYTES = 512;
+    private static final Pattern TOKEN = Pattern.compile("[1-9][0-9]*");
+
+    @Override
+    public String toString() {
+        return "rl1:" + mode.letter() + ":" + Long.toUnsignedString(token) + ":" + name;
+    }
+
+    /** Parses the printable form; accepts exactly the canonical form. */
+    public static Sequencer parse(String text) {
+        String[] parts = text.split(":", 4);
+        if (parts.length != 4 || !parts[0].equals("rl1")) {
+            throw new MalformedSequencerException("\"" + text + "\": want rl1:<x|s>:<token>:<name>");
+        }
+        Mode mode;
+        if (parts[1].equals("x")) {
+            mode = Mode.EXCLUSIVE;
+        } else if (parts[1].equals("s")) {
+            mode = Mode.SHARED;
+        } else {
+            throw new MalformedSequencerException("\"" + text + "\": mode must be x or s");
+        }
+        long token;
+        try {
+            if (!TOKEN.matcher(parts[2]).matches()) {
+                throw new NumberFormatException();
+            }
+            token = Long.parseUnsignedLong(parts[2]);
+        } catch (NumberFormatException e) {
+            throw new MalformedSequencerException("\"" + text + "\": token must be a positive decimal integer");
+        }
+        try {
+            checkName(parts[3]);
+        } catch (MalformedSequencerException e) {
+            throw new MalformedSequencerException("\"" + text + "\": " + e.getMessage());
+        }
+        return new Sequencer(parts[3], mode, token);
+    }
+
+    /** Throws MalformedSequencerException unless this could have come from {@link #parse}. */
+    public void validate() {
+        checkName(name);
+        if (mode == null) {
+            throw new MalformedSequencerException("lock \"" + name + "\": no mode");
+        }
+        if (token == 0) {
+            throw new MalformedSequencerException("lock \"" + name + "\": token must be positive");
+        }
+    }
+
+    /**
+     * Throws MalformedSequencerException unless {@code name} is a valid lock
+     * name: 1 to 512 bytes of UTF-8 without control characters.
+     */
+    public static void checkName(String name) {
+        if (name == null || name.isEmpty()) {
+            throw new MalformedSequencerException("lock name must not be empty");
+        }
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            if (Character.isHighSurrogate(c) && i + 1 < name.length() && Character.isLowSurrogate(name.charAt(i + 1))) {
+                i++;
+                continue;
+            }
+            if (Character.isSurrogate(c)) {
+                throw new MalformedSequencerException("lock name is not valid UTF-8");
+            }
+            if (Character.getType(c) == Character.CONTROL) {
+                throw new MalformedSequencerException(String.format("lock name contains control character U+%04X", (int) c));
+            }
+        }
+        int n = name.getBytes(StandardCharsets.UTF_8).length;
+        if (n > MAX_NAME_BYTES) {
+            throw new MalformedSequencerException("lock name is " + n + " bytes; the limit is " + MAX_NAME_BYTES);
+        }
+    }
+}
