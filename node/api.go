@@ -127,7 +127,27 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 	} else {
 		ttl, ok = t.leases.KeepAliveArrived(id, arrived)
 	}
+	// One that came after the deadline, while an earlier keepalive that
+	// came in time awaits its confirmation, waits for that one: it may
+	// extend the lease past this one's arrival.
+	for !ok {
+		settled, open := t.leases.Unsettled(id)
+		if !open {
+			break
+		}
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		ttl, ok = t.leases.KeepAliveArrived(id, arrived)
+	}
 	if !ok {
+		if n.leadership() != t {
+			// The term ended meanwhile: the next leader restarts the
+			// lease; this one cannot say the session is gone.
+			return 0, n.noLeader()
+		}
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	n.metrics.keepalive.Inc()

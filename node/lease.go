@@ -37,7 +37,7 @@ type leaseTable struct {
 // its leadership confirmation.
 const pendingRecheck = int64(50 * time.Millisecond)
 
-// lease is one tracked session: 56 bytes.
+// lease is one tracked session: 64 bytes.
 type lease struct {
 	id       string
 	ttl      int64 // nanoseconds
@@ -46,6 +46,16 @@ type lease struct {
 	index    int32 // position in the heap; -1 when not in it (expiring)
 	pending  int32 // keepalives that arrived before the deadline, awaiting confirmation
 	expiring bool  // deadline passed, expiry proposed or pending
+	// settled, if not nil, is closed when pending falls to 0 (Unsettled).
+	settled chan struct{}
+}
+
+// settle closes l's settled channel, if any: its waiters look again.
+func (l *lease) settle() {
+	if l.settled != nil {
+		close(l.settled)
+		l.settled = nil
+	}
 }
 
 // newLeaseTable returns an empty table that reads time from now (use
@@ -64,6 +74,9 @@ func (t *leaseTable) Reset(ttls map[string]time.Duration, grace time.Duration) {
 	defer t.mu.Unlock()
 	now := t.clock()
 	t.gen++
+	for _, l := range t.leases {
+		l.settle()
+	}
 	t.leases = make(map[string]*lease, len(ttls))
 	t.byDue = make(leaseHeap, 0, len(ttls))
 	for id, ttl := range ttls {
@@ -98,6 +111,7 @@ func (t *leaseTable) Remove(id string) {
 		return
 	}
 	delete(t.leases, id)
+	l.settle()
 	if l.index >= 0 {
 		heap.Remove(&t.byDue, int(l.index))
 	}
@@ -167,12 +181,35 @@ func (t *leaseTable) Settle(id string, gen uint64, arrived time.Time, confirmed 
 	l, ok := t.leases[id]
 	if ok && gen == t.gen && l.pending > 0 {
 		l.pending--
+		if l.pending == 0 {
+			l.settle()
+		}
 	}
 	t.mu.Unlock()
 	if !confirmed {
 		return 0, false
 	}
 	return t.KeepAliveArrived(id, arrived)
+}
+
+// Unsettled reports whether session id, not being expired, has
+// keepalives that arrived before its deadline and await confirmation, and
+// returns a channel closed once none does (or the session leaves the
+// table). While one does, the session's fate is open: a keepalive that
+// came after the deadline must wait for it (the earlier keepalive may
+// extend the lease past its own arrival) rather than be told the session
+// is gone.
+func (t *leaseTable) Unsettled(id string) (<-chan struct{}, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.leases[id]
+	if !ok || l.expiring || l.pending == 0 {
+		return nil, false
+	}
+	if l.settled == nil {
+		l.settled = make(chan struct{})
+	}
+	return l.settled, true
 }
 
 // Reprieve hands back to the table every session of ids (taken by

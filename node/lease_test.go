@@ -226,3 +226,63 @@ func TestResetVoidsPendingKeepAlives(t *testing.T) {
 		t.Fatalf("Expired = %v, want [a]", got)
 	}
 }
+
+// A keepalive that comes after the deadline while one that came in time
+// awaits its confirmation is not refused at once: it waits (Unsettled)
+// and, once the earlier one extended the lease, is honoured too; had the
+// earlier one not been confirmed, the session is as good as expired.
+func TestLateKeepAliveWaitsForOneThatCameInTime(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	c.advance(9 * time.Second)
+	inTime := c.now()
+	gen, _ := lt.Arrive("a", inTime)
+	c.advance(2 * time.Second) // past the deadline
+	late := c.now()
+	if _, ok := lt.KeepAliveArrived("a", late); ok {
+		t.Fatal("a keepalive after the deadline was honoured on its own")
+	}
+	settled, open := lt.Unsettled("a")
+	if !open {
+		t.Fatal("the session's fate is open, but Unsettled says it is not")
+	}
+	select {
+	case <-settled:
+		t.Fatal("settled before the keepalive that came in time was")
+	default:
+	}
+	lt.Settle("a", gen, inTime, true)
+	<-settled
+	if ttl, ok := lt.KeepAliveArrived("a", late); !ok || ttl != 10*time.Second {
+		t.Fatalf("the late keepalive after the lease was extended: %v, %v; want 10s, true", ttl, ok)
+	}
+
+	lt.Add("b", 10*time.Second)
+	c.advance(9 * time.Second)
+	gen, _ = lt.Arrive("b", c.now())
+	c.advance(2 * time.Second)
+	settled, _ = lt.Unsettled("b")
+	lt.Settle("b", gen, c.now(), false)
+	<-settled
+	if _, open := lt.Unsettled("b"); open {
+		t.Fatal("still open after the only keepalive in time was not confirmed")
+	}
+	if _, ok := lt.KeepAliveArrived("b", c.now()); ok {
+		t.Fatal("a late keepalive was honoured though none in time was confirmed")
+	}
+}
+
+// Removing a session, or a new term's Reset, releases every wait on it.
+func TestRemoveAndResetReleaseTheWaits(t *testing.T) {
+	lt, c := newTable()
+	lt.Add("a", 10*time.Second)
+	lt.Add("b", 10*time.Second)
+	lt.Arrive("a", c.now())
+	lt.Arrive("b", c.now())
+	wa, _ := lt.Unsettled("a")
+	wb, _ := lt.Unsettled("b")
+	lt.Remove("a")
+	<-wa
+	lt.Reset(map[string]time.Duration{"b": 10 * time.Second}, 0)
+	<-wb
+}

@@ -261,6 +261,43 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 	}
 }
 
+// TestJavaWorkersUnderFaults runs every fault kind of --faults all (but
+// those of awaitingFix) with three of five clients driven through the Java
+// client's conformance worker (clients/java/conformance-worker; issue 31):
+// no check may fail, and the Java clients must do work and hold locks.
+// The worker runs what `mvn install` built, so the test runs only where
+// RAFTLOCK_JAVA_WORKER is set (.ci/run sets it after its Maven build);
+// elsewhere it skips, saying so.
+func TestJavaWorkersUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes for two minutes")
+	}
+	if os.Getenv("RAFTLOCK_JAVA_WORKER") == "" {
+		t.Skip("SKIPPING: set RAFTLOCK_JAVA_WORKER=1 after (cd clients/java && mvn install) to run the Java client's workers under faults")
+	}
+	worker, err := filepath.Abs(filepath.Join("..", "..", "clients", "java", "conformance-worker"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "")
+	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
+	cfg.Duration = 90 * time.Second
+	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
+		if slices.Contains(cfg.Faults, k) {
+			cfg.Duration += operatorFaultTime / 2
+		}
+	}
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 6
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	cfg.Worker, cfg.WorkerClients = []string{worker}, 3
+	dropPartitions(t, &cfg)
+	rep := runLogged(t, cfg)
+	requireClean(t, rep, cfg.Out)
+	if w := rep.Worker; w == nil || w.Accepted == 0 || w.Ops[kindAcquire][resOK] == 0 || w.Ops[kindKeepAlive][resOK] == 0 {
+		t.Errorf("the Java clients did no work: %+v", w)
+	}
+}
+
 // TestCatchesLateLostWorker shows that the checker fails a broken client
 // driven through a conformance worker: the Go worker's "late-lost"
 // variant (RAFTLOCK_CONFORMANCE_BROKEN) reports a lock lost only after
