@@ -148,6 +148,14 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) 
 			// lease; this one cannot say the session is gone.
 			return 0, n.noLeader()
 		}
+		if _, alive := n.fsm.Session(id); alive {
+			// Its lease ran out, but the session is not gone until its
+			// expiry is applied, which may yet not happen (this node may
+			// lose its leadership first, and the next leader restarts
+			// the lease): a client told session_not_found ends its
+			// session, so it is told to retry instead.
+			return 0, api.Errorf(api.CodeNoLeader, "session (handle %s): its lease ran out and its expiry is under way; retry", api.SessionHandle(id))
+		}
 		return 0, api.Errorf(api.CodeSessionNotFound, "session (handle %s): unknown, closed or expired", api.SessionHandle(id))
 	}
 	n.metrics.keepalive.Inc()
