@@ -577,13 +577,7 @@ func caseReset(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	reply := make(chan message, 1)
-	errc := make(chan error, 1)
-	go func() {
-		r, err := w.call(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: name, Wait: 30})
-		reply <- r
-		errc <- err
-	}()
+	answer := w.callAsync(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: name, Wait: 30})
 	q, err := s.queueOf(ctx, name, 1)
 	if err != nil {
 		return "", err
@@ -592,7 +586,7 @@ func caseReset(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err := held.Unlock(ctx); err != nil {
 		return "", err
 	}
-	r, err := <-reply, <-errc
+	r, err := answer()
 	if err != nil {
 		return "", err
 	}
@@ -623,13 +617,7 @@ func caseFIFO(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	reply := make(chan message, 1)
-	errc := make(chan error, 1)
-	go func() {
-		r, err := w.call(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: name, Wait: 120})
-		reply <- r
-		errc <- err
-	}()
+	answer := w.callAsync(ctx, message{Op: "lock", Session: "s", Lock: "l", Name: name, Wait: 120})
 	q, err := s.queueOf(ctx, name, 1)
 	if err != nil {
 		return "", err
@@ -674,7 +662,7 @@ func caseFIFO(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err := held.Unlock(ctx); err != nil {
 		return "", err
 	}
-	r, err := <-reply, <-errc
+	r, err := answer()
 	if err != nil {
 		return "", err
 	}
@@ -848,20 +836,14 @@ func caseCampaign(ctx context.Context, s *suite, w *worker) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	reply := make(chan message, 1)
-	errc := make(chan error, 1)
-	go func() {
-		r, err := w.call(ctx, message{Op: "campaign", Session: "s", Lock: "l", Name: name, Value: "worker", Wait: 30})
-		reply <- r
-		errc <- err
-	}()
+	answer := w.callAsync(ctx, message{Op: "campaign", Session: "s", Lock: "l", Name: name, Value: "worker", Wait: 30})
 	if _, err := s.queueOf(ctx, name, 1); err != nil {
 		return "", err
 	}
 	if err := ld.Resign(ctx); err != nil {
 		return "", err
 	}
-	r, err := <-reply, <-errc
+	r, err := answer()
 	if err != nil {
 		return "", err
 	}

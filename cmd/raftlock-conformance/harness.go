@@ -140,6 +140,25 @@ func (w *worker) call(ctx context.Context, m message) (message, error) {
 	}
 }
 
+// callAsync sends request m in the background, for a request that waits
+// (a blocked lock or campaign) while the case acts on the cluster; the
+// function it returns waits for the reply, as call does.
+func (w *worker) callAsync(ctx context.Context, m message) func() (message, error) {
+	type reply struct {
+		m   message
+		err error
+	}
+	done := make(chan reply, 1)
+	go func() {
+		r, err := w.call(ctx, m)
+		done <- reply{r, err}
+	}()
+	return func() (message, error) {
+		r := <-done
+		return r.m, r.err
+	}
+}
+
 // do is call for a request that must succeed.
 func (w *worker) do(ctx context.Context, m message) (message, error) {
 	r, err := w.call(ctx, m)
