@@ -108,6 +108,18 @@ var awaitingFix = []string{}
 // members takes some 7-10 s, and then ttl + grace + 2-4 s).
 const operatorFaultTime = 30 * time.Second
 
+// operatorFaults is how many of the operator actions (restore,
+// delete-token, rotate-members) cfg injects, as a count of durations.
+func operatorFaults(cfg Config) time.Duration {
+	var n time.Duration
+	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
+		if slices.Contains(cfg.Faults, k) {
+			n++
+		}
+	}
+	return n
+}
+
 // TestMixedFaults runs a mixed schedule of every fault kind (the
 // membership faults included: leadership transferred, a follower replaced
 // by a spare, the leader removed and brought back; and the operator
@@ -123,12 +135,7 @@ func TestMixedFaults(t *testing.T) {
 	}
 	cfg := testConfig(t, "")
 	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
-	cfg.Duration = 120 * time.Second
-	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
-		if slices.Contains(cfg.Faults, k) {
-			cfg.Duration += operatorFaultTime
-		}
-	}
+	cfg.Duration = 120*time.Second + operatorFaults(cfg)*operatorFaultTime
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	// Two of the five clients are the Python client's (issue 30), through
@@ -281,12 +288,7 @@ func TestJavaWorkersUnderFaults(t *testing.T) {
 	}
 	cfg := testConfig(t, "")
 	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
-	cfg.Duration = 90 * time.Second
-	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
-		if slices.Contains(cfg.Faults, k) {
-			cfg.Duration += operatorFaultTime / 2
-		}
-	}
+	cfg.Duration = 90*time.Second + operatorFaults(cfg)*operatorFaultTime/2
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 6
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	cfg.Worker, cfg.WorkerClients = []string{worker}, cfg.Clients
