@@ -77,7 +77,8 @@ func NewestCommandInFile(path string, n int, rng *rand.Rand) error {
 		return fmt.Errorf("damage: the newest command's bytes are not in %s", path)
 	}
 	for _, at := range ats {
-		rng.Read(data[at+2 : at+min(len(cmd)-4, 2+n)])
+		from, to := commandSpan(at, len(cmd), n)
+		rng.Read(data[from:to])
 	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("damage: %w", err)

@@ -81,7 +81,7 @@ func NewestSettledCommandInWAL(path string, n int, rng *rand.Rand) error {
 		// command entry's data, past its version and type bytes and
 		// short of its CRC-32C (damage anywhere in it fails the CRC).
 		c := cmds[len(cmds)-1]
-		at, end = c.at+2, c.at+min(c.n-4, 2+n)
+		at, end = commandSpan(c.at, c.n, n)
 	} else {
 		return fmt.Errorf("damage: no command before the final batch of %s", path)
 	}
@@ -140,4 +140,11 @@ func commandData(p []byte) (off, n int, ok bool) {
 		return 0, 0, false
 	}
 	return off + k, int(ln), true
+}
+
+// commandSpan is where n bytes of damage go in a binary command of size
+// bytes at offset at: past its version and type bytes, short of its
+// CRC-32C (damage anywhere in it fails the CRC).
+func commandSpan(at, size, n int) (from, to int) {
+	return at + 2, at + min(size-4, 2+n)
 }
