@@ -10,16 +10,19 @@ import (
 	"github.com/raftlock/raftlock/api"
 )
 
-// The binary command format (VersionBinary, VersionTokenLimits):
+// The binary command format (VersionBinary, VersionTokenLimits,
+// VersionLockOptions):
 //
-//	[3 or 4][Type][Now: varint][payload][CRC-32C of all before it, 4 bytes big-endian]
+//	[3, 4 or 5][Type][Now: varint][payload][CRC-32C of all before it, 4 bytes big-endian]
 //
 // The payload is the variant's fields in declaration order: a string is a
 // uvarint length and its UTF-8 bytes, an int64 a varint (zig-zag), a
 // uint64 a uvarint, a bool one byte (0 or 1), a sequencer.Mode one byte, a
 // []string a uvarint count and its strings, and *api.Limits a presence byte
 // (0: nil, 1: the limits as varints, in api.Limits' field order: the first
-// five in version 3, all seven in version 4).
+// five in version 3, all seven from version 4). Version 5 appends an
+// acquire's Permits (uvarint) and MaxHold (varint) after its limits, and an
+// end of a lock-delay's Slot (uvarint) after its Until.
 // Nothing may follow the payload but the checksum.
 //
 // It carries exactly what the JSON format of versions 1 and 2 carries;
@@ -28,10 +31,12 @@ import (
 // decodes every entry.
 
 // binaryEncoder appends a command's fields to a buffer; tokenLimits: the
-// limits block has the per-token caps (VersionTokenLimits).
+// limits block has the per-token caps (VersionTokenLimits); lockOptions:
+// the fields of VersionLockOptions follow.
 type binaryEncoder struct {
 	b           []byte
 	tokenLimits bool
+	lockOptions bool
 }
 
 func (e *binaryEncoder) str(s string) {
@@ -73,9 +78,10 @@ func (e *binaryEncoder) limits(l *api.Limits) {
 }
 
 // encodeBinary serialises c in the binary format version
-// (VersionBinary or VersionTokenLimits); c's payload is set.
+// (VersionBinary, VersionTokenLimits or VersionLockOptions); c's payload
+// is set.
 func (c *Command) encodeBinary(version byte) []byte {
-	e := binaryEncoder{b: make([]byte, 0, 96), tokenLimits: version >= VersionTokenLimits}
+	e := binaryEncoder{b: make([]byte, 0, 96), tokenLimits: version >= VersionTokenLimits, lockOptions: version >= VersionLockOptions}
 	e.b = append(e.b, version, byte(c.Type))
 	e.int(c.Now)
 	e = commands[c.Type].encode(e, *c)
@@ -110,11 +116,13 @@ func (e binaryEncoder) token(p *Token) binaryEncoder {
 var errTruncated = errors.New("truncated")
 
 // binaryDecoder reads a command's fields; the first error sticks.
-// tokenLimits: the limits block has the per-token caps.
+// tokenLimits: the limits block has the per-token caps; lockOptions: the
+// fields of VersionLockOptions follow.
 type binaryDecoder struct {
 	b           []byte
 	err         error
 	tokenLimits bool
+	lockOptions bool
 }
 
 func (d *binaryDecoder) fail(field string, err error) {
@@ -264,7 +272,7 @@ func decodeBinary(data []byte, version byte) (Command, error) {
 	if err != nil {
 		return Command{}, err
 	}
-	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits}
+	d := binaryDecoder{b: data[1:], tokenLimits: version >= VersionTokenLimits, lockOptions: version >= VersionLockOptions}
 	now := d.int("now")
 	c, d := s.decode(d)
 	c.Type, c.Now = t, now

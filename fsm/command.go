@@ -14,7 +14,15 @@ import (
 // Version is the encoding version of commands this build writes when every
 // replica reads it (Node picks per entry: EncodeAs), and the highest it
 // reads: the binary format (codec.go).
-const Version = VersionTokenLimits
+const Version = VersionLockOptions
+
+// VersionLockOptions is the binary format whose acquire carries a lock's
+// options beyond the mode (Acquire.Permits, Acquire.MaxHold) and whose
+// end of a lock-delay names a semaphore slot (EndDelay.Slot):
+// [5][Type][fields][CRC-32C]. A command that sets any of them has no
+// encoding in an older version (EncodeAs refuses it), so that no replica
+// that would ignore them ever applies it.
+const VersionLockOptions byte = 5
 
 // VersionTokenLimits is the binary format whose limits carry the per-token
 // lock and waiter caps too (api.Limits.LocksPerToken, WaitersPerToken):
@@ -174,6 +182,12 @@ type Acquire struct {
 	// Limits are the leader's limits when it proposed the acquire (nil on
 	// an entry written before limits: none).
 	Limits *api.Limits `json:"limits,omitempty"`
+	// Permits, when above 0, makes the lock a semaphore of that many
+	// slots (VersionLockOptions only; 0: a plain lock).
+	Permits uint64 `json:"permits,omitempty"`
+	// MaxHold, when above 0, is the longest the grant may be held
+	// (nanoseconds; VersionLockOptions only; 0: no limit).
+	MaxHold int64 `json:"max_hold,omitempty"`
 }
 
 // LockRef names one (session, holder) of one lock: a release, or the
@@ -193,6 +207,9 @@ type LockRef struct {
 type EndDelay struct {
 	Lock  string `json:"lock"`
 	Until int64  `json:"until"`
+	// Slot names the semaphore slot whose delay ends (VersionLockOptions
+	// only; 0 for a plain lock).
+	Slot uint64 `json:"slot,omitempty"`
 }
 
 // EndHold ends the restore hold if it is still the hold that ends at Until
@@ -258,9 +275,12 @@ func (c *Command) EncodeAs(version byte) ([]byte, error) {
 	if version < s.since {
 		return nil, fmt.Errorf("encode %s: version %d does not carry it (a replica that reads no more would halt on it)", c.Type, version)
 	}
+	if version < VersionLockOptions && c.hasLockOptions() {
+		return nil, fmt.Errorf("encode %s: version %d does not carry permits, a hold limit or a slot (every member must read version %d)", c.Type, version, VersionLockOptions)
+	}
 	switch version {
-	case VersionTokenLimits:
-		return c.encodeBinary(VersionTokenLimits), nil
+	case VersionLockOptions, VersionTokenLimits:
+		return c.encodeBinary(version), nil
 	case VersionBinary:
 		o := c.withoutTokenLimits()
 		return o.encodeBinary(VersionBinary), nil
@@ -268,8 +288,20 @@ func (c *Command) EncodeAs(version byte) ([]byte, error) {
 		o := c.withoutTokenLimits()
 		return o.encodeJSON()
 	default:
-		return nil, fmt.Errorf("encode %s: version %d, this build writes %d to %d", c.Type, version, VersionJSON, VersionTokenLimits)
+		return nil, fmt.Errorf("encode %s: version %d, this build writes %d to %d", c.Type, version, VersionJSON, Version)
 	}
+}
+
+// hasLockOptions reports whether c sets a field that only
+// VersionLockOptions carries.
+func (c *Command) hasLockOptions() bool {
+	switch {
+	case c.Acquire != nil:
+		return c.Acquire.Permits != 0 || c.Acquire.MaxHold != 0
+	case c.EndDelay != nil:
+		return c.EndDelay.Slot != 0
+	}
+	return false
 }
 
 // withoutTokenLimits is c with its limits' per-token lock and waiter caps
@@ -321,7 +353,7 @@ func Decode(data []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %d bytes, want at least 2", ErrDecode, len(data))
 	}
 	switch data[0] {
-	case VersionTokenLimits, VersionBinary, VersionJSON:
+	case VersionLockOptions, VersionTokenLimits, VersionBinary, VersionJSON:
 		if len(data) < 2+checksumLen {
 			return Command{}, fmt.Errorf("%w: %d bytes, too short for a checksum", ErrDecode, len(data))
 		}

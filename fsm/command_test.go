@@ -14,6 +14,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -117,7 +118,7 @@ func TestCommandTypeValues(t *testing.T) {
 	if CommandType(0).String() != "command(0)" || CommandType(200).String() != "command(200)" {
 		t.Error("unknown types must print their number")
 	}
-	if Version != 4 || VersionTokenLimits != 4 || VersionBinary != 3 || VersionJSON != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
+	if Version != 5 || VersionLockOptions != 5 || VersionTokenLimits != 4 || VersionBinary != 3 || VersionJSON != 2 || VersionUnchecked != 1 || Exclusive != 1 || Shared != 2 {
 		t.Error("Version or Mode values changed: they are part of the log format")
 	}
 }
@@ -129,12 +130,13 @@ func TestCommandTypeValues(t *testing.T) {
 // same commands: commands-v1.golden (JSON before checksums),
 // commands-v2.golden (checksummed JSON, still written during a rolling
 // upgrade), commands-v3.golden (binary, five limits, still written while
-// a member reads no more) and commands-v4.golden (binary with the
-// per-token caps; regenerate with -update only for a deliberate format
-// change, with a Version bump).
+// a member reads no more), commands-v4.golden (binary with the
+// per-token caps) and commands-v5.golden (binary with the lock options;
+// regenerate with -update only for a deliberate format change, with a
+// Version bump).
 func TestGoldenEncodings(t *testing.T) {
 	samples := sampleCommands()
-	for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits} {
+	for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits, VersionLockOptions} {
 		var buf bytes.Buffer
 		for _, c := range samples {
 			data, err := c.EncodeAs(v)
@@ -157,7 +159,7 @@ func TestGoldenEncodings(t *testing.T) {
 			t.Fatalf("version %d encodings changed:\n got %s\nwant %s", v, buf.Bytes(), want)
 		}
 	}
-	for _, name := range []string{"commands-v1.golden", "commands-v2.golden", "commands-v3.golden", "commands-v4.golden"} {
+	for _, name := range []string{"commands-v1.golden", "commands-v2.golden", "commands-v3.golden", "commands-v4.golden", "commands-v5.golden"} {
 		old, err := os.ReadFile(filepath.Join(goldenDir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -188,7 +190,7 @@ func hexLine(data []byte) string {
 	}
 	end := len(data) - checksumLen
 	body := string(data[2:end])
-	if data[0] == VersionBinary || data[0] == VersionTokenLimits {
+	if data[0] >= VersionBinary {
 		body = hexBytes(data[2:end])
 	}
 	return head + hexBytes(data[end:]) + " " + body + "\n"
@@ -217,7 +219,7 @@ func parseHexLine(t *testing.T, line string) []byte {
 	if !ok {
 		t.Fatalf("bad golden line %q", line)
 	}
-	if out[0] == VersionBinary || out[0] == VersionTokenLimits {
+	if out[0] >= VersionBinary {
 		return append(append(out, fromHex(body)...), fromHex(crc)...)
 	}
 	return append(append(out, body...), fromHex(crc)...)
@@ -471,9 +473,35 @@ func binaryFields(t *testing.T, c Command) []byte {
 // A leader writes only the versions it knows.
 func TestEncodeAsRefusesUnknownVersions(t *testing.T) {
 	c := sampleCommands()[3]
-	for _, v := range []byte{0, VersionUnchecked, 5, 255} {
+	for _, v := range []byte{0, VersionUnchecked, Version + 1, 255} {
 		if data, err := c.EncodeAs(v); err == nil {
 			t.Errorf("EncodeAs(%d) = % x, want an error", v, data)
+		}
+	}
+}
+
+// A lock option (permits, a hold limit, a slot) exists only in
+// VersionLockOptions: such a command round-trips there and has no
+// encoding in any older version, so that no replica that would ignore the
+// option applies it.
+func TestLockOptionsAreWrittenOnlyInVersion5(t *testing.T) {
+	for _, c := range []Command{
+		{Type: CmdAcquire, Now: 7, Acquire: &Acquire{Lock: "l", Session: "s", Holder: "h", Mode: Exclusive, Permits: 3}},
+		{Type: CmdAcquire, Now: 7, Acquire: &Acquire{Lock: "l", Session: "s", Holder: "h", Mode: Exclusive, MaxHold: int64(time.Minute)}},
+		{Type: CmdEndDelay, Now: 7, EndDelay: &EndDelay{Lock: "l", Until: 9, Slot: 2}},
+	} {
+		data, err := c.EncodeAs(VersionLockOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(data)
+		if err != nil || !reflect.DeepEqual(got, c) {
+			t.Fatalf("%s round-trips to %+v, %v", c.Type, got, err)
+		}
+		for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits} {
+			if _, err := c.EncodeAs(v); err == nil || !strings.Contains(err.Error(), "every member must read version 5") {
+				t.Errorf("%s encoded as version %d: %v, want refused", c.Type, v, err)
+			}
 		}
 	}
 }

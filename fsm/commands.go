@@ -138,12 +138,19 @@ func init() {
 			e.int(p.WaitFor)
 			e.str(p.Value)
 			e.limits(p.Limits)
+			if e.lockOptions {
+				e.uint(p.Permits)
+				e.int(p.MaxHold)
+			}
 			return e
 		},
 		decode: func(d binaryDecoder) (*Acquire, binaryDecoder) {
 			p := &Acquire{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
 				Mode: sequencer.Mode(d.byte("mode")), Wait: d.bool("wait"), WaitFor: d.int("wait_for"),
 				Value: d.str("value"), Limits: d.limits("limits")}
+			if d.lockOptions {
+				p.Permits, p.MaxHold = d.uint("permits"), d.int("max_hold")
+			}
 			return p, d
 		},
 		apply: (*FSM).acquire})
@@ -163,10 +170,16 @@ func init() {
 		encode: func(e binaryEncoder, p *EndDelay) binaryEncoder {
 			e.str(p.Lock)
 			e.int(p.Until)
+			if e.lockOptions {
+				e.uint(p.Slot)
+			}
 			return e
 		},
 		decode: func(d binaryDecoder) (*EndDelay, binaryDecoder) {
 			p := &EndDelay{Lock: d.str("lock"), Until: d.int("until")}
+			if d.lockOptions {
+				p.Slot = d.uint("slot")
+			}
 			return p, d
 		},
 		apply: status((*FSM).endDelay)})

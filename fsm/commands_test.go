@@ -34,7 +34,7 @@ func TestEveryRegisteredCommandRoundTrips(t *testing.T) {
 		if typ.String() != s.name || s.name == "" || strings.HasPrefix(s.name, "command(") {
 			t.Errorf("type %d: String %q, table name %q", typ, typ.String(), s.name)
 		}
-		for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits} {
+		for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits, VersionLockOptions} {
 			data, err := c.EncodeAs(v)
 			if v < s.since {
 				if err == nil {
@@ -63,7 +63,7 @@ func TestEveryRegisteredCommandRoundTrips(t *testing.T) {
 // of every format (ErrDecode), and Apply (StatusInvalid), as before the
 // table.
 func TestUnknownCommandTypeIsRefused(t *testing.T) {
-	for _, typ := range []CommandType{0, 14, 99, 255} {
+	for _, typ := range []CommandType{0, 99, 199, 255} {
 		c := Command{Type: typ, Now: 1, Release: &LockRef{Lock: "l", Session: "s", Holder: "h"}}
 		if _, err := c.Encode(); err == nil || !strings.Contains(err.Error(), "unknown command type") {
 			t.Errorf("Encode(type %d) = %v, want unknown command type", typ, err)
