@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/raftlock/raftlock/cmd/internal/freeport"
 )
 
 // nodeProc is one raftlockd process (and its data, across restarts).
@@ -76,6 +78,8 @@ type cluster struct {
 	// the checker's own requests (health probes).
 	certs     *certFiles
 	clientTLS *tls.Config
+	// ports are the reservations of the nodes' ports (freePort).
+	ports []*freeport.Reservation
 }
 
 // all returns the members and the spares.
@@ -127,11 +131,11 @@ func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 	var peers []string
 	for i := 0; i < 2*n; i++ {
 		ip := nodeIP(i)
-		rp, err := freePort(ip)
+		rp, err := c.freePort(ip)
 		if err != nil {
 			return nil, err
 		}
-		hp, err := freePort(ip)
+		hp, err := c.freePort(ip)
 		if err != nil {
 			return nil, err
 		}

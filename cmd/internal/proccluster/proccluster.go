@@ -11,7 +11,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/raftlock/raftlock/cmd/internal/freeport"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
@@ -46,16 +48,18 @@ func Build(t testing.TB, pkg, name string) string {
 	return bin
 }
 
-// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago.
+// FreeAddr returns a 127.0.0.1 address whose port is free and stays
+// reserved for the test until it ends (freeport: no other test, process or
+// outgoing connection is given it meanwhile), for a process the test
+// starts later.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := freeport.Reserve("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Cleanup(func() { r.Close() })
+	return r.Addr
 }
 
 // Node is one raftlockd process of a Cluster.
@@ -144,6 +148,9 @@ func start(t testing.TB, bin string, size int, certDir string, extra []string, e
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			c.dumpGoroutines(5 * time.Second)
+		}
 		for i := range c.Nodes {
 			c.Kill(i)
 		}
@@ -218,6 +225,8 @@ func (c *Cluster) Restart(i int) {
 	}
 	cmd := exec.Command(c.bin, n.args...)
 	cmd.Stderr = n.log
+	// A SIGQUIT (dumpGoroutines) then prints every goroutine.
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", n.ID, err)
 	}
@@ -257,6 +266,32 @@ func (c *Cluster) Exited(i int) (code int, exited bool) {
 		return n.code, true
 	default:
 		return 0, false
+	}
+}
+
+// dumpGoroutines makes every running node print all its goroutines into
+// its log and exit (SIGQUIT, with GOTRACEBACK=all from Restart; a frozen
+// node is thawed for it), waiting at most d in all: when a test fails, the
+// logs then say what each node was doing, not only what it last logged.
+func (c *Cluster) dumpGoroutines(d time.Duration) {
+	c.mu.Lock()
+	var exits []chan struct{}
+	for _, n := range c.Nodes {
+		if n.cmd == nil {
+			continue
+		}
+		_ = n.cmd.Process.Signal(syscall.SIGQUIT)
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+		exits = append(exits, n.exit)
+	}
+	c.mu.Unlock()
+	deadline := time.After(d)
+	for _, exit := range exits {
+		select {
+		case <-exit:
+		case <-deadline:
+			return
+		}
 	}
 }
 
