@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -18,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.ReentrantLock;
+import jdk.jfr.consumer.RecordedEvent;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
@@ -112,18 +114,20 @@ class ClusterTest {
     /** Eight platform threads, two sessions: no overlap, tokens strictly increasing. */
     @Test
     void platformThreadsNeverOverlapAndTokensIncrease() throws Exception {
-        contend(Executors.newFixedThreadPool(8), 8, 25);
+        assertEquals(8 * 25, contend(Executors.newFixedThreadPool(8), 8, 25));
     }
 
     /**
      * 1,000 virtual threads contend on one lock name (two sessions, 500
-     * each). Run with -Djdk.virtualThreadScheduler.parallelism=2
-     * -Djdk.virtualThreadScheduler.maxPoolSize=2 it also shows that a thread
-     * blocked in lock() does not pin its carrier: with two carriers, pinned
-     * waiters would stall the holder and the test would time out.
+     * each), run with -Djdk.virtualThreadScheduler.parallelism=2
+     * -Djdk.virtualThreadScheduler.maxPoolSize=2 (as CI does), under a JFR
+     * recording of jdk.VirtualThreadPinned with threshold 0: every thread
+     * gets the lock, and no pinned event has a frame of the client's classes
+     * in its stack (a thread blocked in lock() does not pin its carrier).
+     * The pinned events seen elsewhere, if any, are printed.
      */
     @Test
-    void thousandVirtualThreadsContendWithoutPinning() throws Exception {
+    void thousandVirtualThreadsAllGetTheLockAndNoneIsPinnedInTheClient() throws Exception {
         ExecutorService vt;
         try {
             vt = (ExecutorService) Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
@@ -131,17 +135,80 @@ class ClusterTest {
             assumeTrue(false, "virtual threads need JDK 21+; this is " + System.getProperty("java.version"));
             return;
         }
+        Set<String> clientClasses = PinnedEvents.clientClasses();
         long t0 = System.nanoTime();
-        contend(vt, 1000, 1);
-        System.out.printf("1000 virtual threads, 2 sessions: 1000 lock/unlock in %.2f s (java %s)%n",
-                (System.nanoTime() - t0) / 1e9, System.getProperty("java.version"));
+        PinnedEvents.Recorded<Integer> r = PinnedEvents.during(() -> contend(vt, 1000, 1));
+        double secs = (System.nanoTime() - t0) / 1e9;
+        List<String> inClient = new ArrayList<>();
+        for (RecordedEvent e : r.events()) {
+            if (!PinnedEvents.clientFrames(e, clientClasses).isEmpty()) {
+                inClient.add(PinnedEvents.describe(e));
+            }
+        }
+        System.out.printf("1000 virtual threads, 2 sessions, parallelism %s: %d lock/unlock in %.2f s; "
+                + "%d %s events, %d in the client (java %s)%n",
+                System.getProperty("jdk.virtualThreadScheduler.parallelism", "default"), r.result(), secs,
+                r.events().size(), PinnedEvents.EVENT, inClient.size(), System.getProperty("java.version"));
+        r.events().stream().limit(3).forEach(e -> System.out.println(PinnedEvents.describe(e)));
+        assertEquals(1000, r.result(), "threads that got the lock");
+        assertEquals(List.of(), inClient, "virtual threads pinned in the client's code");
     }
 
-    private static void contend(ExecutorService pool, int threads, int cycles) throws Exception {
+    /** Set before {@link LocksInInitializer} is first used. */
+    static volatile FencedLock initializerLock;
+
+    /** Its initializer takes and releases {@link #initializerLock}: a park there pins, even on JDK 24+. */
+    static final class LocksInInitializer {
+        static {
+            initializerLock.lock();
+            initializerLock.unlock();
+        }
+
+        static void touch() {
+        }
+    }
+
+    /**
+     * The check catches pinning in the client: a virtual thread blocked in
+     * FencedLock.lock() inside a class initializer (which pins its carrier
+     * on every JDK so far) is recorded with the client's frames.
+     */
+    @Test
+    void aLockBlockedInAClassInitializerIsSeenPinnedInTheClient() throws Exception {
+        try (Session s = client.session().ttl(Duration.ofSeconds(10)).open()) {
+            FencedLock l = s.lock(fresh("pinned"));
+            initializerLock = l;
+            PinnedEvents.Recorded<Void> r = PinnedEvents.during(() -> {
+                Thread t;
+                l.lock();
+                try {
+                    t = PinnedEvents.startVirtual(LocksInInitializer::touch);
+                    PinnedEvents.awaitParkedIn(t, FencedLock.class);
+                } finally {
+                    l.unlock();
+                }
+                t.join();
+                return null;
+            });
+            Set<String> clientClasses = PinnedEvents.clientClasses();
+            List<RecordedEvent> inClient = new ArrayList<>();
+            for (RecordedEvent e : r.events()) {
+                if (!PinnedEvents.clientFrames(e, clientClasses).isEmpty()) {
+                    inClient.add(e);
+                }
+            }
+            assertFalse(inClient.isEmpty(), "no pinned event in the client's code; recorded: " + r.events());
+            System.out.println("pinned on purpose, as the check sees it: " + PinnedEvents.describe(inClient.get(0)));
+        }
+    }
+
+    /** Runs the contention; the number of lock/unlock cycles done. */
+    private static int contend(ExecutorService pool, int threads, int cycles) throws Exception {
         String name = fresh("contend");
         AtomicInteger inside = new AtomicInteger();
         AtomicInteger overlaps = new AtomicInteger();
         AtomicInteger regressions = new AtomicInteger();
+        AtomicInteger done = new AtomicInteger();
         AtomicLong lastToken = new AtomicLong();
         ReentrantLock order = new ReentrantLock();
         try (Session a = client.session().ttl(Duration.ofSeconds(10)).open();
@@ -169,6 +236,7 @@ class ClusterTest {
                                 order.unlock();
                             }
                             inside.decrementAndGet();
+                            done.incrementAndGet();
                         } finally {
                             l.unlock();
                         }
@@ -185,5 +253,6 @@ class ClusterTest {
         }
         assertEquals(0, overlaps.get(), "overlapping critical sections");
         assertEquals(0, regressions.get(), "tokens that did not increase");
+        return done.get();
     }
 }
