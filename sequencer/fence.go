@@ -149,3 +149,18 @@ func staleError(s Sequencer, high Token) error {
 func staleSharedError(s Sequencer, high Token) error {
 	return fmt.Errorf("%w: lock %q: shared token %d is lower than the highest exclusive token seen, %d", ErrStale, s.Name, s.Token, high)
 }
+
+// Current reports whether f would admit s now, without recording it: false
+// for a superseded or invalid sequencer. A fenced resource that lets
+// admitted requests run concurrently uses it to tell which of those still
+// in progress a newer grant has superseded meanwhile.
+func (f *Fence) Current(s Sequencer) bool {
+	if s.validate() != nil {
+		return false
+	}
+	f.mu.RLock()
+	cur := f.marks[s.Name]
+	f.mu.RUnlock()
+	_, err := cur.admit(s)
+	return err == nil
+}

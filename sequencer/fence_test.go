@@ -165,3 +165,40 @@ func TestFenceStaleErrorMessage(t *testing.T) {
 		t.Fatalf("error = %v, want %q", err, want)
 	}
 }
+
+// Current says whether a sequencer would be admitted, and records nothing:
+// a newer grant makes an admitted one no longer current.
+func TestCurrentTellsSupersededWithoutRecording(t *testing.T) {
+	dir := t.TempDir()
+	ff, err := OpenFileFence(dir + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ff.Close()
+	for name, f := range map[string]interface {
+		Checker
+		Current(Sequencer) bool
+	}{"Fence": NewFence(), "FileFence": ff} {
+		old := Sequencer{Name: "a", Mode: Exclusive, Token: 5}
+		newer := Sequencer{Name: "a", Mode: Exclusive, Token: 6}
+		reader := Sequencer{Name: "a", Mode: Shared, Token: 5}
+		if !f.Current(newer) || !f.Current(old) {
+			t.Fatalf("%s: an empty fence must take any valid sequencer", name)
+		}
+		if err := f.Check(old); err != nil {
+			t.Fatal(err)
+		}
+		if !f.Current(newer) || !f.Current(reader) {
+			t.Fatalf("%s: Current recorded something or refused a current sequencer", name)
+		}
+		if err := f.Check(newer); err != nil {
+			t.Fatal(err)
+		}
+		if f.Current(old) || f.Current(reader) {
+			t.Fatalf("%s: a superseded sequencer is still current", name)
+		}
+		if f.Current(Sequencer{Name: "a", Mode: Exclusive}) {
+			t.Fatalf("%s: an invalid sequencer is current", name)
+		}
+	}
+}

@@ -42,36 +42,73 @@ type ctxKey struct{}
 func Middleware(f Checker, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if f == nil || next == nil {
-			writeError(w, http.StatusInternalServerError, codeInternal, "sequencer middleware is misconfigured: nil checker or handler")
+			WriteError(w, &RequestError{Status: http.StatusInternalServerError, Code: codeInternal,
+				Message: "sequencer middleware is misconfigured: nil checker or handler"})
 			return
 		}
-		values := r.Header.Values(Header)
-		switch {
-		case len(values) == 0 || (len(values) == 1 && values[0] == ""):
-			writeError(w, http.StatusPreconditionRequired, codeSequencerRequired, "this resource is fenced: send the lock's sequencer in the "+Header+" header")
-			return
-		case len(values) > 1:
-			writeError(w, http.StatusBadRequest, codeInvalidArgument, "more than one "+Header+" header")
-			return
-		}
-		s, err := Parse(values[0])
-		if err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalidArgument, err.Error())
+		s, rerr := FromRequest(r)
+		if rerr != nil {
+			WriteError(w, rerr)
 			return
 		}
 		if err := f.Check(s); err != nil {
-			switch {
-			case errors.Is(err, ErrStale):
-				writeError(w, http.StatusConflict, codeStaleSequencer, err.Error())
-			case errors.Is(err, ErrMalformed):
-				writeError(w, http.StatusBadRequest, codeInvalidArgument, err.Error())
-			default:
-				writeError(w, http.StatusInternalServerError, codeInternal, err.Error())
-			}
+			WriteError(w, CheckError(err))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, s)))
 	})
+}
+
+// RequestError is why a fenced HTTP resource refuses a request: the HTTP
+// status, the stable error code and a message, as Middleware answers them
+// (WriteError).
+type RequestError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+// Error returns the code and the message.
+func (e *RequestError) Error() string { return e.Code + ": " + e.Message }
+
+// FromRequest reads the sequencer in r's Header. A request without one
+// (or with an empty one) is a 428 "sequencer_required"; a repeated header
+// or text that is not a sequencer is a 400 "invalid_argument".
+func FromRequest(r *http.Request) (Sequencer, *RequestError) {
+	values := r.Header.Values(Header)
+	switch {
+	case len(values) == 0 || (len(values) == 1 && values[0] == ""):
+		return Sequencer{}, &RequestError{Status: http.StatusPreconditionRequired, Code: codeSequencerRequired,
+			Message: "this resource is fenced: send the lock's sequencer in the " + Header + " header"}
+	case len(values) > 1:
+		return Sequencer{}, &RequestError{Status: http.StatusBadRequest, Code: codeInvalidArgument, Message: "more than one " + Header + " header"}
+	}
+	s, err := Parse(values[0])
+	if err != nil {
+		return Sequencer{}, &RequestError{Status: http.StatusBadRequest, Code: codeInvalidArgument, Message: err.Error()}
+	}
+	return s, nil
+}
+
+// CheckError classifies a Checker's error as Middleware answers it: one
+// wrapping ErrStale is a 409 "stale_sequencer", one wrapping ErrMalformed
+// a 400 "invalid_argument", any other (a fence that cannot record its
+// marks) a 500 "internal".
+func CheckError(err error) *RequestError {
+	switch {
+	case errors.Is(err, ErrStale):
+		return &RequestError{Status: http.StatusConflict, Code: codeStaleSequencer, Message: err.Error()}
+	case errors.Is(err, ErrMalformed):
+		return &RequestError{Status: http.StatusBadRequest, Code: codeInvalidArgument, Message: err.Error()}
+	default:
+		return &RequestError{Status: http.StatusInternalServerError, Code: codeInternal, Message: err.Error()}
+	}
+}
+
+// WriteError answers with e's status and the JSON error body of the
+// raftlock API, {"error":{"code":...,"message":...}}.
+func WriteError(w http.ResponseWriter, e *RequestError) {
+	writeError(w, e.Status, e.Code, e.Message)
 }
 
 // FromContext returns the sequencer that Middleware admitted for the request

@@ -394,3 +394,19 @@ func removeTemps(path string) {
 		}
 	}
 }
+
+// Current reports whether f would admit s now, without recording it (see
+// Fence.Current); false after Close.
+func (f *FileFence) Current(s Sequencer) bool {
+	if s.validate() != nil {
+		return false
+	}
+	f.mu.RLock()
+	closed, cur := f.closed, f.marks[s.Name]
+	f.mu.RUnlock()
+	if closed {
+		return false
+	}
+	_, err := cur.admit(s)
+	return err == nil
+}
