@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/raftlock/raftlock/cmd/internal/freeport"
+	"github.com/raftlock/raftlock/internal/freeport"
 )
 
 // nodeProc is one raftlockd process (and its data, across restarts).

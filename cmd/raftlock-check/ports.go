@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/raftlock/raftlock/cmd/internal/freeport"
+	"github.com/raftlock/raftlock/internal/freeport"
 )
 
 // nodeIP returns the loopback address of node i (0-based): 127.0.0.11 on.

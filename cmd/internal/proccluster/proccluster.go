@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/raftlock/raftlock/cmd/internal/freeport"
+	"github.com/raftlock/raftlock/internal/freeport"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
