@@ -20,3 +20,9 @@ package sequencer
 func IsCurrent(s Sequencer, currentToken Token, held bool) bool {
 	return held && s.Token != 0 && s.Token == currentToken
 }
+
+// Validate reports whether s could have come from Parse (a valid name, a
+// known mode, a non-zero token): what every fence checks before it looks
+// at the marks, for fences kept outside this package (sqlfence). Errors
+// wrap ErrMalformed.
+func (s Sequencer) Validate() error { return s.validate() }
