@@ -86,14 +86,16 @@ func (p *clientProc) signal(sig syscall.Signal) {
 type clientSet struct {
 	procs []*clientProc
 	hist  *historyLog
-	res   *resource
+	res   fencedResource
 	track *tracker
+	// holds are the writes held on their way to the resource (late-write).
+	holds writeHolds
 }
 
 // startClients starts n client processes against addrs (with TLS, the
 // CA and client certificate of certs; with ACLs, client i with the secret
 // of tokens[i]).
-func startClients(cfg Config, addrs, spares []string, certs *certFiles, tokens []clientToken, locks []string, dir string, hist *historyLog, res *resource, track *tracker) (*clientSet, error) {
+func startClients(cfg Config, addrs, spares []string, certs *certFiles, tokens []clientToken, locks []string, dir string, hist *historyLog, res fencedResource, track *tracker) (*clientSet, error) {
 	cs := &clientSet{hist: hist, res: res, track: track}
 	command := cfg.ClientCommand
 	if len(command) == 0 {
@@ -187,6 +189,7 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 				cs.track.observe(p.idx, m, op, true)
 			}
 		case msgWrite:
+			cs.holds.await(p.idx, m)
 			w := cs.res.write(p.idx, m)
 			cs.hist.addWrite(w)
 			p.send(message{T: msgWriteReply, ID: m.ID, OK: w.Accepted, Err: w.Err})

@@ -43,7 +43,7 @@ const (
 
 // allFaults lists the fault kinds of --faults all (every kind but the
 // disk faults).
-var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
+var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient, faultLateWrite,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
 	faultRestore, faultDeleteToken, faultRotateMembers}
@@ -122,6 +122,15 @@ type Config struct {
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
+
+	// ResourcePostgres, when set, is the DSN of a PostgreSQL database that
+	// is the protected resource: every write is a transaction fenced by
+	// sequencer/sqlfence (resource_pg.go). Its tables raftlock_fence and
+	// checker_writes are dropped and made anew.
+	ResourcePostgres string
+	// UnfencedWriter (TESTING THE CHECKER) makes the database resource's
+	// writer skip the fence: it trusts its lock alone.
+	UnfencedWriter bool
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -167,6 +176,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "run the cluster with ACLs on: the checker bootstraps them and the clients use a token with write:"+lockPrefix+" only")
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
+	fs.StringVar(&cfg.ResourcePostgres, "resource-postgres", "", "a PostgreSQL `DSN`: the protected resource is that database, every write a transaction fenced by the SQL fence (its tables raftlock_fence and checker_writes are dropped and made anew)")
+	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -223,6 +234,8 @@ func parseFaults(s string) ([]string, error) {
 
 func (c Config) validate() error {
 	switch {
+	case c.UnfencedWriter && c.ResourcePostgres == "":
+		return fmt.Errorf("--unsafe-unfenced-writer needs --resource-postgres (the in-memory resource always fences)")
 	case c.Nodes != 3 && c.Nodes != 5:
 		return fmt.Errorf("--nodes %d: want 3 or 5", c.Nodes)
 	case c.Clients < 1 || c.Clients > 64:

@@ -154,6 +154,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.partitionSplit(ctx)
 	case faultPartitionClient:
 		return in.partitionClient(ctx)
+	case faultLateWrite:
+		return in.lateWrite(ctx)
 	case faultRestartAll:
 		return in.restartAll(ctx)
 	case faultTransferLeader:

@@ -39,6 +39,9 @@ type Report struct {
 
 	// Freezes are the freeze-node faults.
 	Freezes []FaultRec
+	// LateAfterNewer counts the late-write faults whose held write landed
+	// after a newer holder's write: those prove the resource's fence.
+	LateAfterNewer int
 
 	// ClientCuts counts the partition-client faults, CutRegrants those
 	// during which another client was granted the cut client's lock.
@@ -132,6 +135,9 @@ func analyze(h History, timeout time.Duration) *Report {
 		if f.Kind == faultFreezeNode {
 			r.Freezes = append(r.Freezes, f)
 		}
+		if f.Kind == faultLateWrite && strings.Contains(f.Note, lateAfterNewerNote) {
+			r.LateAfterNewer++
+		}
 	}
 	r.Worker = workerFiguresOf(h, ss)
 	r.Lin = runPorcupine(h, timeout)
@@ -148,11 +154,12 @@ func analyze(h History, timeout time.Duration) *Report {
 	return r
 }
 
-// clientPaused reports whether client was paused at some time in [from, to].
+// clientPaused reports whether client was paused at some time in [from, to]
+// (pause-client, or late-write, which stops it while its write is held).
 func clientPaused(h History, client int, from, to int64) bool {
 	target := fmt.Sprintf("client%d", client)
 	for _, f := range h.Faults {
-		if f.Kind == faultPauseClient && f.Target == target && f.Start <= to && f.End >= from {
+		if (f.Kind == faultPauseClient || f.Kind == faultLateWrite) && f.Target == target && f.Start <= to && f.End >= from {
 			return true
 		}
 	}

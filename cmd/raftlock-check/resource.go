@@ -6,8 +6,19 @@ import (
 	"github.com/raftlock/raftlock/sequencer"
 )
 
-// resource is the protected resource of the run: it keeps a
-// sequencer.Fence and admits a write if its sequencer passes the fence.
+// fencedResource is the protected resource of the run: the clients' writes
+// go to it, and it decides each one (WriteRec.Accepted) and stamps the
+// moment it took effect (WriteRec.At).
+type fencedResource interface {
+	write(client int, m message) WriteRec
+	// finish checks what the resource itself holds at the end of the run
+	// (nil for one that holds nothing more than the records), and frees
+	// it.
+	finish(accepted int) []Violation
+}
+
+// resource is the in-memory resource: it keeps a sequencer.Fence and admits
+// a write if its sequencer passes the fence.
 // Check and decision happen under one lock, and each decision is stamped
 // inside it, so the recorded order of writes is the order they took
 // effect.
@@ -17,6 +28,9 @@ type resource struct {
 }
 
 func newResource() *resource { return &resource{fence: sequencer.NewFence()} }
+
+// finish: the records are all there is.
+func (r *resource) finish(int) []Violation { return nil }
 
 // write decides one write of client, carried by m.
 func (r *resource) write(client int, m message) WriteRec {

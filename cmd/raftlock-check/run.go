@@ -112,7 +112,18 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			return nil, fmt.Errorf("cluster with ACLs (logs in %s): %w", dir, err)
 		}
 	}
-	hist, res, track := newHistoryLog(), newResource(), newTracker()
+	hist, track := newHistoryLog(), newTracker()
+	var res fencedResource = newResource()
+	if cfg.ResourcePostgres != "" {
+		rctx, cancel := context.WithTimeout(ctx, time.Minute)
+		pg, err := newPGResource(rctx, cfg.ResourcePostgres, cfg.UnfencedWriter)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		res = pg
+		logf("protected resource: PostgreSQL, writes fenced by the SQL fence%s", map[bool]string{true: " (UNFENCED: testing the checker)"}[cfg.UnfencedWriter])
+	}
 	var locks []string
 	for i := 0; i < cfg.Locks; i++ {
 		locks = append(locks, fmt.Sprintf("%slock%d", lockPrefix, i))
@@ -174,6 +185,13 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	logf("checking %d operations, %d writes", len(h.Ops), len(h.Writes))
 	rep = analyze(h, cfg.CheckTimeout)
+	accepted := 0
+	for _, w := range h.Writes {
+		if w.Accepted {
+			accepted++
+		}
+	}
+	rep.Violations = append(rep.Violations, res.finish(accepted)...)
 	rep.Setup = describe(cfg)
 	rep.Warnings = warnings
 	rep.Skipped = in.skipped

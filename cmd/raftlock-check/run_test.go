@@ -134,6 +134,9 @@ func TestMixedFaults(t *testing.T) {
 		t.Skip("runs a real cluster and client processes for two minutes")
 	}
 	cfg := testConfig(t, "")
+	// The protected resource is a real PostgreSQL written through the SQL
+	// fence (issue 33), where one is installed (always in CI).
+	postgresResource(t, &cfg)
 	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) })
 	cfg.Duration = 120*time.Second + operatorFaults(cfg)*operatorFaultTime
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 4
