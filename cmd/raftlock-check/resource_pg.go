@@ -95,7 +95,9 @@ func (r *pgResource) finish(accepted int) []Violation {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var vs []Violation
-	bad := func(what string) { vs = append(vs, Violation{Check: checkFencing, Client: -1, What: "database: " + what}) }
+	bad := func(what string) {
+		vs = append(vs, Violation{Check: checkFencing, Client: -1, What: "database: " + what})
+	}
 	rows, err := r.db.QueryContext(ctx, `SELECT lock_name, token::text, client FROM checker_writes ORDER BY id`)
 	if err != nil {
 		bad(fmt.Sprintf("cannot read back the writes: %v", err))
