@@ -238,6 +238,23 @@ type PastGrant struct {
 	SessionName string
 }
 
+// LocksChange is the answer of a prefix watch (GET
+// /v1/locks?prefix=P&index=I&wait=D): the locks under the prefix whose
+// last change is above the watcher's index, in the order of those changes,
+// each in its current state (one that became free is answered free: no
+// holders, no waiters, no delay), so that every change is answered once.
+// Reset is true when the watcher's index is 0 or older than what the
+// cluster still remembers (a change it may have missed was forgotten, or a
+// restore replaced the state): Locks is then every lock under the prefix
+// (held, waited for or delayed), the whole state the watcher replaces its
+// own with. Index is what the watcher passes next; it never goes below
+// the index it passed.
+type LocksChange struct {
+	Locks []LockState
+	Reset bool
+	Index uint64
+}
+
 // SequencerCheck is the cluster's answer about a sequencer.
 type SequencerCheck struct {
 	Valid        bool
