@@ -75,6 +75,12 @@ const (
 	// status): no node could be connected to for a while (a client made
 	// with client.WithFailFast).
 	CodeUnreachable Code = "unreachable"
+	// CodeAlreadyHeld is the client's own too (never on the wire): a
+	// Session asked for a lock it already holds, or is acquiring (Go
+	// session.Session, Python Session). Locks are not re-entrant: one
+	// grant per session and lock name in the clients (DESIGN.md,
+	// "Re-entrancy").
+	CodeAlreadyHeld Code = "already_held"
 )
 
 // Error is an API error: a stable code and a human message. Two Errors match
@@ -113,6 +119,7 @@ var (
 	// ErrResourceExhausted: a limit of the cluster (Limits) was reached.
 	ErrResourceExhausted = &Error{Code: CodeResourceExhausted, Message: "resource exhausted"}
 	ErrUnreachable       = &Error{Code: CodeUnreachable, Message: "no node of the cluster could be reached"}
+	ErrAlreadyHeld       = &Error{Code: CodeAlreadyHeld, Message: "this session already holds or is acquiring the lock"}
 )
 
 // CodeOf returns the code of err: that of an *Error in its chain, CodeInternal
