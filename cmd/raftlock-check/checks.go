@@ -396,7 +396,8 @@ func quickChecks(h History) []Violation {
 	qv, _ := checkQueueOrder(h)
 	nv, _ := checkNoGhostGrant(h)
 	vs = append(append(append(vs, gv...), checkSessionsKept(h)...), lv...)
-	return append(append(vs, qv...), nv...)
+	wv, _ := checkPrefixWatch(h)
+	return append(append(append(vs, qv...), nv...), wv...)
 }
 
 func describeHolders(hs []holderInfo) string {

@@ -51,6 +51,12 @@ func (c *Client) WatchLocks(ctx context.Context, prefix string, index uint64, wa
 	return ch, nil
 }
 
+// PrefixWatchQuery is how long each query of WatchPrefix waits for a
+// change: short, so that a query stuck on a node that froze (it keeps the
+// connection open and answers nothing) is given up soon, and the watch
+// asks another node (as session.Watch does).
+const PrefixWatchQuery = 10 * time.Second
+
 // WatchPrefix watches every lock whose name starts with prefix, from index
 // (0: from a listing of the current state): it yields each batch of
 // changes the cluster answers (WatchLocks), in order, each lock changed
@@ -58,14 +64,15 @@ func (c *Client) WatchLocks(ctx context.Context, prefix string, index uint64, wa
 // is the whole state under prefix, which replaces what the caller knew:
 // the first one, and one after the cluster forgot changes the watcher had
 // not seen yet or was restored from a backup. The watch resumes from the
-// last batch's index across failovers and lost connections, so no change
-// is missed and none is seen twice. It ends when ctx does, or at the first
+// last batch's index across failovers and lost connections (its queries
+// wait PrefixWatchQuery each), so no change is missed and none is seen
+// twice. It ends when ctx does, or at the first
 // error the Backend does not retry (yielded last: permission_denied,
 // resource_exhausted, ctx's end), or when the loop breaks.
 func (c *Client) WatchPrefix(ctx context.Context, prefix string, index uint64) iter.Seq2[api.LocksChange, error] {
 	return func(yield func(api.LocksChange, error) bool) {
 		for {
-			ch, err := c.WatchLocks(ctx, prefix, index, 0)
+			ch, err := c.WatchLocks(ctx, prefix, index, PrefixWatchQuery)
 			if err != nil {
 				yield(api.LocksChange{}, err)
 				return
