@@ -217,7 +217,7 @@ func (f *FSM) Load(data []byte) error {
 		f.digestOrigin = st.DigestOrigin
 	}
 	f.recent.add(st.Applied, f.digest)
-	f.emit(Event{Kind: EventRestored})
+	f.emit(Event{Kind: EventRestored, Index: f.applied})
 	return nil
 }
 

@@ -335,6 +335,9 @@ type Node struct {
 	changed chan struct{} // closed and replaced on every lock change
 	// prefixWatches counts the prefix watches served (watchprefix.go).
 	prefixWatches watchCount
+	// prefixChanges is the ring of recent lock changes the prefix
+	// watches wake on (watchprefix.go).
+	prefixChanges changeRing
 
 	events eventLog     // recent events for the status page (events.go)
 	probes memberProbes // the leader's last look at the members (overview.go)

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // WatchLocks is a prefix watch (GET /v1/locks?prefix=P&index=I&wait=D):
@@ -17,7 +19,9 @@ import (
 // has not applied index yet (a new one, behind the old) waits until it
 // has, and never answers older state. Like WatchLock it blocks on the
 // node's one change notification, never polls, and confirms leadership
-// before answering; it needs read access to the whole prefix, and counts
+// before answering; woken, it reads the state machine only when the
+// node's ring of recent changes (changeRing) says a lock under prefix
+// changed, or cannot say; it needs read access to the whole prefix, and counts
 // against the node's caps on prefix watches (resource_exhausted).
 func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error) {
 	if err := api.CheckPrefix(prefix); err != nil {
@@ -46,19 +50,23 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	scan := true // the first look reads the state machine
 	for {
 		lost := n.leadershipDone()
 		n.mu.Lock()
 		changed := n.changed
 		n.mu.Unlock()
-		c := n.locksChange(prefix, index)
-		if c.Reset || len(c.Locks) > 0 {
-			return n.answerWatchLocks(ctx, c)
+		if scan || n.prefixChanges.changedSince(prefix, index) {
+			c := n.locksChange(prefix, index)
+			if c.Reset || len(c.Locks) > 0 {
+				return n.answerWatchLocks(ctx, c)
+			}
 		}
+		scan = false
 		select {
 		case <-changed:
 		case <-timer.C:
-			return n.answerWatchLocks(ctx, c)
+			return n.answerWatchLocks(ctx, n.locksChange(prefix, index))
 		case <-lost:
 			return api.LocksChange{}, n.noLeader()
 		case <-n.stop:
@@ -90,6 +98,71 @@ func (n *Node) answerWatchLocks(ctx context.Context, c api.LocksChange) (api.Loc
 		return api.LocksChange{}, err
 	}
 	return c, nil
+}
+
+// changeRing is the node's recent lock changes (name and index), fed from
+// Apply's events: what lets a woken prefix watch tell, without reading
+// the state machine, that nothing under its prefix changed. It holds
+// every lock change above since (the index of the last change it dropped
+// at capacity, or the applied index of the last snapshot restored: it
+// knows nothing at or below it). The zero value is ready and knows every
+// change (since 0), as a node that applies its log from the start.
+type changeRing struct {
+	mu      sync.Mutex
+	entries []ringEntry // a circular buffer: n entries from head, oldest first
+	head, n int
+	since   uint64
+}
+
+type ringEntry struct {
+	name  string
+	index uint64
+}
+
+// changeRingSize bounds the ring: about 4096 × (name + 24 B).
+const changeRingSize = 4096
+
+// note records one event of Apply (called from onEvent: it must not block).
+func (r *changeRing) note(e fsm.Event) {
+	switch e.Kind {
+	case fsm.EventLockChanged:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.entries == nil {
+			r.entries = make([]ringEntry, changeRingSize)
+		}
+		if r.n == len(r.entries) {
+			r.since = r.entries[r.head].index
+			r.head, r.n = (r.head+1)%len(r.entries), r.n-1
+		}
+		r.entries[(r.head+r.n)%len(r.entries)] = ringEntry{e.Lock, e.Index}
+		r.n++
+	case fsm.EventRestored:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.head, r.n, r.since = 0, 0, e.Index
+	}
+}
+
+// changedSince reports whether a lock under prefix may have changed after
+// index: true when one did, or when the ring no longer reaches back to
+// index (it cannot tell: the caller reads the state machine).
+func (r *changeRing) changedSince(prefix string, index uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if index < r.since {
+		return true
+	}
+	for i := r.n - 1; i >= 0; i-- {
+		e := r.entries[(r.head+i)%len(r.entries)]
+		if e.index <= index {
+			break
+		}
+		if strings.HasPrefix(e.name, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // watchCount counts the prefix watches a node serves, in all and by ACL

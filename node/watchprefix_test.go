@@ -13,6 +13,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/sequencer"
 )
 
@@ -384,5 +385,53 @@ func TestPrefixWatchAnswersARestoreAsAResetAboveTheFloor(t *testing.T) {
 	}
 	if _, ok := v.locks["r/new"]; !ok {
 		t.Fatalf("the watcher missed r/new: %+v", v.locks)
+	}
+}
+
+// The ring of recent changes lets a woken prefix watch skip the state
+// machine only when it knows: a change under the prefix after the index
+// says so, one elsewhere does not, and an index the ring no longer
+// reaches back to (changes dropped at capacity, a snapshot restored) is
+// "cannot tell" (read the state machine).
+func TestChangeRingSaysWhetherAPrefixChangedOrThatItCannotTell(t *testing.T) {
+	var r changeRing
+	changed := func(name string, index uint64) {
+		r.note(fsm.Event{Kind: fsm.EventLockChanged, Lock: name, Index: index})
+	}
+	changed("a/1", 3)
+	changed("b/1", 5)
+	for _, tc := range []struct {
+		prefix string
+		index  uint64
+		want   bool
+	}{{"a/", 2, true}, {"a/", 3, false}, {"b/", 4, true}, {"b/", 5, false}, {"c/", 0, false}, {"", 4, true}} {
+		if got := r.changedSince(tc.prefix, tc.index); got != tc.want {
+			t.Errorf("changedSince(%q, %d) = %v, want %v", tc.prefix, tc.index, got, tc.want)
+		}
+	}
+	for i := uint64(0); i < changeRingSize; i++ {
+		changed("c/x", 10+i)
+	}
+	if !r.changedSince("a/", 4) || r.changedSince("a/", 5) {
+		t.Error("after the ring dropped the changes at 3 and 5: want cannot-tell below 5 only")
+	}
+	r.note(fsm.Event{Kind: fsm.EventRestored, Index: 50_000})
+	if !r.changedSince("z/", 49_999) || r.changedSince("z/", 50_000) {
+		t.Error("after a restore at 50000: want cannot-tell below it only")
+	}
+}
+
+// BenchmarkChangeRingChangedSince: what a prefix watch woken by a change
+// elsewhere costs with the ring full, the watch one change behind.
+func BenchmarkChangeRingChangedSince(b *testing.B) {
+	var r changeRing
+	for i := uint64(1); i <= changeRingSize; i++ {
+		r.note(fsm.Event{Kind: fsm.EventLockChanged, Lock: fmt.Sprintf("held/%05d", i), Index: i})
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r.changedSince("watched/", changeRingSize-1) {
+			b.Fatal("changed")
+		}
 	}
 }
