@@ -435,3 +435,18 @@ func BenchmarkChangeRingChangedSince(b *testing.B) {
 		}
 	}
 }
+
+// A watcher whose index is ahead of the leader's applied index (it was
+// answered by a leader further along, and a new one has not applied that
+// far yet) waits: it is answered nothing older, and never an index below
+// its own.
+func TestPrefixWatchAheadOfTheLeaderNeverAnswersBelowItsIndex(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	ahead := n.fsm.AppliedIndex() + 1000
+	ch, err := n.WatchLocks(ctx, "", ahead, 50*time.Millisecond)
+	if err != nil || ch.Reset || len(ch.Locks) != 0 || ch.Index != ahead {
+		t.Fatalf("watch ahead of the leader: %+v, %v; want no change at index %d", ch, err, ahead)
+	}
+}
