@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -180,12 +181,13 @@ func checkPrefixWatch(h History) ([]Violation, watchStats) {
 	return vs, st
 }
 
-// answerCovering returns the answer whose range (From, Index] holds token.
+// answerCovering returns the answer whose range (From, Index] holds token
+// (the ranges follow one another: a binary search on Index; answers whose
+// index went back are reported by the check, and may then hide a grant).
 func answerCovering(ws []WatchRec, token uint64) (WatchRec, int, bool) {
-	for i, w := range ws {
-		if token > w.From && token <= w.Index {
-			return w, i, true
-		}
+	i := sort.Search(len(ws), func(i int) bool { return ws[i].Index >= token })
+	if i < len(ws) && token > ws[i].From {
+		return ws[i], i, true
 	}
 	return WatchRec{}, -1, false
 }
