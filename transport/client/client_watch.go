@@ -68,7 +68,8 @@ const PrefixWatchQuery = 10 * time.Second
 // wait PrefixWatchQuery each), so no change is missed and none is seen
 // twice. It ends when ctx does, or at the first
 // error the Backend does not retry (yielded last: permission_denied,
-// resource_exhausted, ctx's end), or when the loop breaks.
+// resource_exhausted, ctx's end), or when the loop breaks; WatchPrefix
+// from the last batch's Index resumes it without a reset.
 func (c *Client) WatchPrefix(ctx context.Context, prefix string, index uint64) iter.Seq2[api.LocksChange, error] {
 	return func(yield func(api.LocksChange, error) bool) {
 		for {

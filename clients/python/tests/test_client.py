@@ -242,7 +242,9 @@ def test_a_lock_the_session_holds_fails_at_once_with_already_held(server):
 
 def test_a_second_acquire_while_one_waits_fails_with_already_held(server):
     s = open_session(server)
-    server.script.append((None, None, {}))  # the first acquire's answer never comes
+    # The first acquire's answer never comes; its abandoned place is then
+    # given back (a release).
+    server.script.extend([(None, None, {}), (200, {"released": True}, {})])
     first = s.lock("q", wait=1.0)
 
     def acquire_quietly():
