@@ -75,6 +75,12 @@ const (
 	// status): no node could be connected to for a while (a client made
 	// with client.WithFailFast).
 	CodeUnreachable Code = "unreachable"
+	// CodeAlreadyHeld is the client's own too (never on the wire): a
+	// Session asked for a lock it already holds, or is acquiring (Go
+	// session.Session, Python Session). Locks are not re-entrant: one
+	// grant per session and lock name in the clients (DESIGN.md,
+	// "Re-entrancy").
+	CodeAlreadyHeld Code = "already_held"
 )
 
 // Error is an API error: a stable code and a human message. Two Errors match
@@ -113,6 +119,7 @@ var (
 	// ErrResourceExhausted: a limit of the cluster (Limits) was reached.
 	ErrResourceExhausted = &Error{Code: CodeResourceExhausted, Message: "resource exhausted"}
 	ErrUnreachable       = &Error{Code: CodeUnreachable, Message: "no node of the cluster could be reached"}
+	ErrAlreadyHeld       = &Error{Code: CodeAlreadyHeld, Message: "this session already holds or is acquiring the lock"}
 )
 
 // CodeOf returns the code of err: that of an *Error in its chain, CodeInternal
@@ -236,6 +243,23 @@ type PastGrant struct {
 	Holder      string
 	Value       string
 	SessionName string
+}
+
+// LocksChange is the answer of a prefix watch (GET
+// /v1/locks?prefix=P&index=I&wait=D): the locks under the prefix whose
+// last change is above the watcher's index, in the order of those changes,
+// each in its current state (one that became free is answered free: no
+// holders, no waiters, no delay), so that every change is answered once.
+// Reset is true when the watcher's index is 0 or older than what the
+// cluster still remembers (a change it may have missed was forgotten, or a
+// restore replaced the state): Locks is then every lock under the prefix
+// (held, waited for or delayed), the whole state the watcher replaces its
+// own with. Index is what the watcher passes next; it never goes below
+// the index it passed.
+type LocksChange struct {
+	Locks []LockState
+	Reset bool
+	Index uint64
 }
 
 // SequencerCheck is the cluster's answer about a sequencer.

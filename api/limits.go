@@ -138,3 +138,18 @@ func (l *Limits) Exceeded(u Usage) *Error {
 	}
 	return nil
 }
+
+// Default caps on the prefix watches (GET /v1/locks?prefix=P&index=I) one
+// node serves at once: node-local, not replicated (a watch holds a
+// request and a goroutine, not state). Past either cap a watch is
+// refused with resource_exhausted; the watches already waiting go on.
+const (
+	// DefaultMaxPrefixWatchers bounds a node's concurrent prefix watches
+	// (raftlockd --max-prefix-watchers; node.Config.MaxPrefixWatchers).
+	DefaultMaxPrefixWatchers = 1024
+	// DefaultMaxPrefixWatchersPerToken bounds those of one ACL token
+	// (ACLs on; raftlockd --max-prefix-watchers-per-token;
+	// node.Config.MaxPrefixWatchersPerToken): an eighth,
+	// so that one looping client cannot take every watch from the others.
+	DefaultMaxPrefixWatchersPerToken = 128
+)

@@ -152,6 +152,10 @@ type QueuedReply struct {
 type LocksReply struct {
 	Locks []LockReply `json:"locks"`
 	Next  string      `json:"next"`
+	// Reset and Index answer a prefix watch (LocksChange); absent from
+	// a listing.
+	Reset bool   `json:"reset,omitempty"`
+	Index uint64 `json:"index,omitempty"`
 }
 
 // CheckBody is the body of POST /v1/sequencer/check.
@@ -365,6 +369,13 @@ func NewLocksPageReply(p LocksPage) LocksReply {
 	for _, l := range p.Locks {
 		out.Locks = append(out.Locks, NewLockReply(l))
 	}
+	return out
+}
+
+// NewLocksChangeReply encodes the answer of a prefix watch.
+func NewLocksChangeReply(c LocksChange) LocksReply {
+	out := NewLocksReply(c.Locks)
+	out.Reset, out.Index = c.Reset, c.Index
 	return out
 }
 

@@ -22,7 +22,8 @@ const (
 	EventDelayStarted
 	// EventLockChanged: Lock changed at Index.
 	EventLockChanged
-	// EventRestored: the whole state was replaced from a snapshot.
+	// EventRestored: the whole state was replaced from a snapshot, whose
+	// applied index is Index.
 	EventRestored
 	// EventWaitSet: (Session, Holder) waits on Lock for WaitFor
 	// nanoseconds, a wait set at log index Index (a new waiter or a

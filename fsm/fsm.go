@@ -62,6 +62,10 @@ type FSM struct {
 	// of a snapshot written before histories were kept. A lock it has no
 	// record of was granted no token above forgot.
 	forgot uint64
+	// watchFloor is the highest change a prefix watcher may have missed
+	// for good (watch.go): the index of the last change of any lock the
+	// state dropped without keeping a record, or a restore's floor.
+	watchFloor uint64
 	// hold is the restore hold of a cluster restored from a backup into
 	// a new cluster (nil: none): no lock is granted while it runs.
 	hold *Hold
@@ -99,6 +103,7 @@ func (f *FSM) reset() {
 	f.now, f.applied = 0, 0
 	f.free, f.freeAt, f.freeGrants = list.New(), make(map[string]*list.Element), 0
 	f.forgot = 0
+	f.watchFloor = 0
 	f.hold = nil
 	f.halted = nil
 	f.digest, f.digestOrigin, f.recent = [32]byte{}, 0, digestRing{}

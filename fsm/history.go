@@ -55,6 +55,7 @@ func (f *FSM) record(l *Lock, h Holder, m sequencer.Mode) {
 // the free ones hold more than MaxFreeGrants grants.
 func (f *FSM) keepFree(index uint64, l *Lock) {
 	if len(l.Grants) == 0 {
+		f.dropChange(l.Index) // nothing kept: a prefix watcher must re-list
 		return
 	}
 	if e := f.freeAt[l.Name]; e != nil {
@@ -64,6 +65,7 @@ func (f *FSM) keepFree(index uint64, l *Lock) {
 	f.freeAt[l.Name] = f.free.PushBack(l)
 	f.freeGrants += len(l.Grants)
 	for f.freeGrants > MaxFreeGrants {
+		f.dropChange(f.free.Front().Value.(*Lock).Index)
 		f.dropFree(f.free.Front())
 		f.forgot = max(f.forgot, index)
 	}

@@ -313,6 +313,7 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 func (f *FSM) raiseTo(floor uint64) {
 	f.applied = max(f.applied, floor)
 	f.forgot = max(f.forgot, floor)
+	f.dropChange(floor) // a prefix watcher from before the restore re-lists
 	raise := func(l *Lock) {
 		l.GrantsSince = max(l.GrantsSince, floor+1)
 		l.Index = max(l.Index, floor)

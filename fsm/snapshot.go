@@ -40,6 +40,12 @@ type state struct {
 	// kept has it; one without it was written before, and forgot every
 	// grant up to its applied index.
 	Forgot *uint64 `json:"forgot,omitempty"`
+	// WatchFloor is FSM.watchFloor (watch.go), written only when it is
+	// not Forgot: absent, it is Forgot (a snapshot from before prefix
+	// watches has none; it forgot no free history after Forgot, and a
+	// lock it freed without a history since Forgot was freed by a build
+	// that served no watcher).
+	WatchFloor *uint64 `json:"watch_floor,omitempty"`
 	// Tokens are the ACL tokens (hashes, never secrets), by id;
 	// Bootstrapped: the ACL bootstrap happened. Both absent from a
 	// snapshot written before ACLs: none, not bootstrapped.
@@ -85,6 +91,10 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	forgot := f.forgot
 	st.Forgot = &forgot
+	if f.watchFloor != f.forgot {
+		watchFloor := f.watchFloor
+		st.WatchFloor = &watchFloor
+	}
 	for _, t := range f.tokens {
 		st.Tokens = append(st.Tokens, *t)
 	}
@@ -183,6 +193,11 @@ func (f *FSM) Load(data []byte) error {
 			f.keepFree(st.Applied, &l)
 		}
 	}
+	if st.WatchFloor != nil {
+		f.watchFloor = max(f.watchFloor, *st.WatchFloor)
+	} else {
+		f.watchFloor = max(f.watchFloor, f.forgot)
+	}
 	for _, m := range st.Members {
 		f.members[m.ID] = m
 	}
@@ -202,7 +217,7 @@ func (f *FSM) Load(data []byte) error {
 		f.digestOrigin = st.DigestOrigin
 	}
 	f.recent.add(st.Applied, f.digest)
-	f.emit(Event{Kind: EventRestored})
+	f.emit(Event{Kind: EventRestored, Index: f.applied})
 	return nil
 }
 

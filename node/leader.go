@@ -21,6 +21,7 @@ import (
 func (n *Node) onEvent(e fsm.Event) {
 	n.metrics.count(e)
 	n.events.record(e)
+	n.prefixChanges.note(e)
 	if t := n.leadership(); t != nil {
 		t.onEvent(e)
 	}

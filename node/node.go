@@ -116,6 +116,11 @@ type Config struct {
 	// should be given the same: the leader stamps its own into the
 	// commands it proposes, and every replica applies those.
 	Limits api.Limits
+	// MaxPrefixWatchers and MaxPrefixWatchersPerToken cap the prefix
+	// watches this node serves at once, in all and per ACL token (zero:
+	// api.DefaultMaxPrefixWatchers, api.DefaultMaxPrefixWatchersPerToken;
+	// negative refused). Node-local: a watch holds no replicated state.
+	MaxPrefixWatchers, MaxPrefixWatchersPerToken int
 	// ACL turns access control on (raftlockd --acl; every node of a
 	// cluster the same): every API call but GET /v1/health needs a token
 	// (api.Principal in its context, put there by the HTTP layer from
@@ -245,6 +250,9 @@ func (c *Config) fill() error {
 	if err := c.checkConnLimits(); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
+	if err := c.resolveWatchCaps(); err != nil {
+		return fmt.Errorf("node: config: %w", err)
+	}
 	if c.MaxExpiriesPerTick < 0 {
 		return fmt.Errorf("node: config: %w", invalid("MaxExpiriesPerTick %d must be positive", c.MaxExpiriesPerTick))
 	}
@@ -325,6 +333,11 @@ type Node struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every lock change
+	// prefixWatches counts the prefix watches served (watchprefix.go).
+	prefixWatches watchCount
+	// prefixChanges is the ring of recent lock changes the prefix
+	// watches wake on (watchprefix.go).
+	prefixChanges changeRing
 
 	events eventLog     // recent events for the status page (events.go)
 	probes memberProbes // the leader's last look at the members (overview.go)

@@ -168,8 +168,11 @@ type Session struct {
 	ttl      time.Duration
 	leaseEnd time.Time
 	locks    map[*Lock]struct{}
-	closing  bool // Close was called
-	gone     bool // the server reported the session not found
+	// acquiring names the locks an acquire of this session is under way
+	// for (claim): with locks, one grant per lock name.
+	acquiring map[string]struct{}
+	closing   bool // Close was called
+	gone      bool // the server reported the session not found
 	// lapsed is set while the lease, counted from the last acknowledged
 	// keepalive, has run past LostAfter: every lock is lost, and a grant
 	// that arrives now is lost at once. An acknowledged keepalive clears
@@ -687,7 +690,11 @@ type Lock struct {
 }
 
 // Lock acquires name exclusively, waiting as long as ctx allows. It returns
-// ctx.Err() if ctx ends first.
+// ctx.Err() if ctx ends first. Locks are not re-entrant (like sync.Mutex):
+// while the session holds name (a Lock not yet unlocked) or acquires it
+// already, Lock, TryLock, RLock and TryRLock of name fail at once with an
+// error matching api.ErrAlreadyHeld (code already_held) naming the lock
+// and the holder id, instead of waiting on the session's own grant.
 func (s *Session) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, name, sequencer.Exclusive, true, opts)
 }
@@ -722,6 +729,10 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	if s.State().over() {
 		return nil, s.overErr()
 	}
+	if err := s.claim(name); err != nil {
+		return nil, err
+	}
+	defer s.unclaim(name)
 	actx, stop := s.link(ctx)
 	defer stop()
 	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
@@ -787,6 +798,39 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 			return nil, err
 		}
 	}
+}
+
+// claim marks an acquire of name under way, or refuses it at once
+// (already_held) while the session holds name (a Lock not yet unlocked,
+// lost or not) or another acquire of name is under way: locks are not
+// re-entrant, and a second grant to the same session would wait on the
+// first forever (DESIGN.md, "Re-entrancy").
+func (s *Session) claim(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.locks {
+		if l.name == name && !l.released {
+			return api.Errorf(api.CodeAlreadyHeld,
+				"lock %s: this session (handle %s) already holds it (holder %s, token %d); locks are not re-entrant: Unlock it first, or use the Lock you have",
+				name, api.SessionHandle(s.id), l.holder, l.grant.Token)
+		}
+	}
+	if _, ok := s.acquiring[name]; ok {
+		return api.Errorf(api.CodeAlreadyHeld,
+			"lock %s: this session (handle %s) is acquiring it already; locks are not re-entrant: one grant (or attempt) per session and lock", name, api.SessionHandle(s.id))
+	}
+	if s.acquiring == nil {
+		s.acquiring = map[string]struct{}{}
+	}
+	s.acquiring[name] = struct{}{}
+	return nil
+}
+
+// unclaim ends the acquire of name that claim marked.
+func (s *Session) unclaim(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.acquiring, name)
 }
 
 // register turns a grant into a Lock handle of the session.

@@ -761,7 +761,8 @@ func TestTryLockBusyAndSharedModes(t *testing.T) {
 		if r1.Mode() != sequencer.Shared || r2.Sequencer().Mode != sequencer.Shared {
 			t.Fatal("shared grant not in shared mode")
 		}
-		if _, err := s2.TryLock(ctx, "b"); !errors.Is(err, api.ErrLockBusy) {
+		// (By a third session: s1 and s2 hold b, so theirs is already_held.)
+		if _, err := r.open(TTL(60*time.Second)).TryLock(ctx, "b"); !errors.Is(err, api.ErrLockBusy) {
 			t.Fatalf("TryLock of a shared lock: %v", err)
 		}
 		for _, q := range requests[api.AcquireRequest](r.fb, "Acquire") {

@@ -28,6 +28,7 @@ func ExampleSession_Lock() {
 	}
 	fmt.Println(l.Sequencer(), s.State())
 
+	// Not re-entrant: the session holds it already, so it fails at once.
 	_, err = s.TryLock(ctx, "jobs/nightly")
 	fmt.Println(api.CodeOf(err))
 
@@ -43,7 +44,7 @@ func ExampleSession_Lock() {
 	fmt.Println("lost after unlock:", !lost)
 	// Output:
 	// rl1:x:2:jobs/nightly safe
-	// lock_busy
+	// already_held
 	// lost after unlock: true
 }
 

@@ -16,7 +16,7 @@ import (
 type Violation struct {
 	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
 	// "session-kept", "lost-before-regrant", "queue-order",
-	// "no-ghost-grant" or "node-starts".
+	// "no-ghost-grant", "node-starts" or "prefix-watch".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -396,7 +396,8 @@ func quickChecks(h History) []Violation {
 	qv, _ := checkQueueOrder(h)
 	nv, _ := checkNoGhostGrant(h)
 	vs = append(append(append(vs, gv...), checkSessionsKept(h)...), lv...)
-	return append(append(vs, qv...), nv...)
+	wv, _ := checkPrefixWatch(h)
+	return append(append(append(vs, qv...), nv...), wv...)
 }
 
 func describeHolders(hs []holderInfo) string {

@@ -138,6 +138,9 @@ type History struct {
 	Holds   []HoldRec  `json:"-"`
 	// Expiries are the sessions their clients declared expired.
 	Expiries []ExpiryRec `json:"-"`
+	// Watches are the answers of the checker's prefix watcher
+	// (prefixwatch.go), in order.
+	Watches []WatchRec `json:"-"`
 }
 
 // exitOf returns when client's process ended (pending: it still ran when
@@ -165,6 +168,7 @@ type historyLog struct {
 	held     map[holdKey]int
 	exits    map[int]int64
 	expiries []ExpiryRec
+	watches  []WatchRec
 }
 
 // holdKey names one hold of a client.
@@ -281,6 +285,7 @@ func (h *historyLog) snapshot(start, end int64, clients int) History {
 		Writes: append([]WriteRec(nil), h.writes...),
 		Faults: append([]FaultRec(nil), h.faults...),
 		Holds:  append([]HoldRec(nil), h.holds...), Expiries: append([]ExpiryRec(nil), h.expiries...)}
+	hist.Watches = append([]WatchRec(nil), h.watches...)
 	if h.active != nil {
 		hist.Faults = append(hist.Faults, *h.active)
 	}
@@ -345,7 +350,9 @@ type historyLine struct {
 	Hold  *HoldRec  `json:"hold,omitempty"`
 	// Expiry: a session its client declared expired.
 	Expiry *ExpiryRec `json:"expiry,omitempty"`
-	Meta   *History   `json:"meta,omitempty"`
+	// Watch: an answer of the prefix watcher.
+	Watch *WatchRec `json:"watch,omitempty"`
+	Meta  *History  `json:"meta,omitempty"`
 }
 
 // writeHistory writes h to path as JSON lines: a "meta" line, then every
@@ -374,6 +381,9 @@ func writeHistory(path string, h History) error {
 	}
 	for i := range h.Expiries {
 		lines = append(lines, historyLine{Type: "expiry", Expiry: &h.Expiries[i]})
+	}
+	for i := range h.Watches {
+		lines = append(lines, historyLine{Type: "watch", Watch: &h.Watches[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {
@@ -419,6 +429,8 @@ func readHistory(path string) (History, error) {
 			h.Holds = append(h.Holds, *l.Hold)
 		case l.Expiry != nil:
 			h.Expiries = append(h.Expiries, *l.Expiry)
+		case l.Watch != nil:
+			h.Watches = append(h.Watches, *l.Watch)
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -21,6 +21,7 @@ func TestHistoryRoundTrip(t *testing.T) {
 		{Kind: faultFreezeNode, Target: "n2", Start: 13, End: 20, Clients: []int{0, 2}, Asked: 3}}
 	h.Holds = []HoldRec{holdRec(0, sA, hA, lk, 5, 21, 60), holdRec(1, sB, hB, lk, 9, 70, pending)}
 	h.Expiries = []ExpiryRec{{Client: 1, Session: sB, At: 80, Err: "no keepalive acknowledged"}}
+	h.Watches = []WatchRec{{At: 90, From: 0, Index: 7, Reset: true, Locks: []watchedLock{{Name: lockPrefix + "lock0", Index: 5, GrantsSince: 1, Tokens: []uint64{5}}}}}
 	h.Exited = []int64{90, pending, pending}
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := writeHistory(path, h); err != nil {

@@ -56,6 +56,8 @@ type Report struct {
 	// check judged; Ghost what the no-ghost-grant check judged.
 	QueueJudged int
 	Ghost       ghostStats
+	// Watch is what the prefix-watch check judged (check 9).
+	Watch watchStats
 	// QueueReads counts the reads that showed two waiters or more, and
 	// LongestQueue the most waiters a read showed.
 	QueueReads, LongestQueue int
@@ -150,6 +152,7 @@ func analyze(h History, timeout time.Duration) *Report {
 	_, r.LostJudged = checkLostBeforeRegrant(h)
 	_, r.QueueJudged = checkQueueOrder(h)
 	_, r.Ghost = checkNoGhostGrant(h)
+	_, r.Watch = checkPrefixWatch(h)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
 	return r
 }
@@ -358,6 +361,8 @@ func (r *Report) print(w io.Writer) {
 	if r.NodeStartsJudged > 0 || r.count(checkNodeStarts) > 0 {
 		p("  8 nodes start again:        %d violations  (%d disk faults judged)", r.count(checkNodeStarts), r.NodeStartsJudged)
 	}
+	p("  9 prefix watch:             %d violations  (%d answers, %d resets, %d grants judged)",
+		r.count(checkPrefixWatchName), r.Watch.Answers, r.Watch.Resets, r.Watch.Judged)
 	r.Worker.print(p, r.Violations)
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {

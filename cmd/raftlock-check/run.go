@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/raftlock/raftlock/transport/client"
 )
 
 // Run runs the checker: it starts the cluster and the clients, injects
@@ -143,6 +145,11 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 	}()
 	logf("%d clients started", cfg.Clients)
+	// The prefix watcher (check 9), with every address a member may have.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watchDone := runPrefixWatcher(watchCtx, append(cl.apiAddrs(), spares...), []client.ClientOption{
+		client.WithTLS(cl.clientTLS), client.WithToken(cl.admin), client.WithRequestTimeout(5 * time.Second)}, hist, logf)
 
 	in := &injector{cfg: cfg, cl: cl, fw: fw, cs: cs, track: track, hist: hist,
 		rng: rand.New(rand.NewSource(cfg.Seed)), progress: progress, start: start,
@@ -173,6 +180,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	sleep(hctx, 2*time.Second) // let the last verify reads finish
 	cs.stop(30 * time.Second)
 	stopped = true
+	stopWatch()
+	<-watchDone
 	end := monoNow()
 	cl.stopAll(5 * time.Second)
 	for _, err := range cl.unmountDisks() {

@@ -502,3 +502,66 @@ func TestMistypedCommandSuggestsTheNearest(t *testing.T) {
 		}
 	}
 }
+
+// lock watch --prefix P: a reset line with the locks under P, then a line
+// per change under P (none outside it); -o json the API's answer with
+// "at"; NAME and --prefix together, or neither, is a usage error (exit 2).
+func TestLockWatchPrefix(t *testing.T) {
+	f := newFake()
+	ts := httptest.NewServer(httpapi.NewServer(f))
+	defer ts.Close()
+	t.Setenv("RAFTLOCK_ADDR", strings.TrimPrefix(ts.URL, "http://"))
+	ctx := context.Background()
+	info, err := f.OpenSession(ctx, api.OpenRequest{Name: "demo", TTL: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(name string) {
+		t.Helper()
+		if _, err := f.Acquire(ctx, api.AcquireRequest{Name: name, Session: info.ID, Holder: "h1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire("jobs/x")
+	acquire("other")
+
+	out, errOut := newOutput(t), newOutput(t)
+	r := background(t, newCLI(out, errOut), "lock", "watch", "--prefix", "jobs/")
+	await(t, "the reset and jobs/x", out, func(s string) bool {
+		return strings.Contains(s, `reset: 1 lock(s) under "jobs/"`) && strings.Contains(s, "lock jobs/x: exclusive, 1 holder(s)")
+	})
+	acquire("elsewhere")
+	acquire("jobs/y")
+	await(t, "jobs/y", out, func(s string) bool { return strings.Contains(s, "lock jobs/y: exclusive") })
+	r.stop()
+	if code := r.wait(t, "lock watch --prefix"); code != 0 {
+		t.Fatalf("lock watch --prefix ended %d: %s", code, errOut.String())
+	}
+	if s := out.String(); strings.Contains(s, "other") || strings.Contains(s, "elsewhere") || strings.Count(s, "\n") != 3 {
+		t.Fatalf("lock watch --prefix jobs/ printed:\n%s\nwant a reset line, jobs/x, jobs/y", s)
+	}
+
+	jout := newOutput(t)
+	r = background(t, newCLI(jout, errOut), "lock", "watch", "-o", "json", "--prefix", "jobs/")
+	await(t, "a JSON line", jout, func(s string) bool { return strings.Contains(s, "\n") })
+	r.stop()
+	r.wait(t, "lock watch --prefix -o json")
+	var got struct {
+		At    string `json:"at"`
+		Reset bool   `json:"reset"`
+		Index uint64 `json:"index"`
+		Locks []struct {
+			Name string `json:"name"`
+		} `json:"locks"`
+	}
+	if err := json.Unmarshal([]byte(strings.SplitN(jout.String(), "\n", 2)[0]), &got); err != nil || !got.Reset || len(got.Locks) != 2 || got.At == "" {
+		t.Fatalf("lock watch --prefix -o json: %q (%v); want a reset with jobs/x and jobs/y", jout.String(), err)
+	}
+
+	rl := cluster(t)
+	for _, args := range [][]string{{"lock", "watch"}, {"lock", "watch", "--prefix", "a/", "a/b"}} {
+		if code, _, stderr := rl(args...); code != 2 || !strings.Contains(stderr, "either NAME or --prefix") {
+			t.Errorf("%v: exit %d, %s; want 2, a usage error", args, code, stderr)
+		}
+	}
+}

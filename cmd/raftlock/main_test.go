@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
@@ -55,6 +56,10 @@ func (f *fake) RegisterMember(context.Context, api.Member) error { return nil }
 
 func (f *fake) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
 	return httpapitest.LocksPage(ctx, f.Backend, q)
+}
+
+func (f *fake) WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error) {
+	return httpapitest.WatchLocks(ctx, f.Backend, prefix, index, wait)
 }
 
 // cluster starts a server over the fake and returns a runner of the CLI

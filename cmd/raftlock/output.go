@@ -101,6 +101,31 @@ func (c *cli) printWatched(l api.LockState) error {
 	return c.printf("%s", b.String())
 }
 
+// printPrefixChange prints one answer of lock watch --prefix: a reset says
+// so first ("reset: N locks under P", the whole state, which replaces what
+// came before), then one line per lock as printWatched; with -o json the
+// API's answer with "at", one object a line.
+func (c *cli) printPrefixChange(prefix string, ch api.LocksChange) error {
+	at := c.stamp(c.now())
+	if c.json() {
+		return c.printJSON(struct {
+			At string `json:"at"`
+			api.LocksReply
+		}{at, api.NewLocksChangeReply(ch)})
+	}
+	if ch.Reset {
+		if err := c.printf("%s reset: %d lock(s) under %q held, waited for or delayed (the whole state; forget earlier lines)\n", at, len(ch.Locks), prefix); err != nil {
+			return err
+		}
+	}
+	for _, l := range ch.Locks {
+		if err := c.printWatched(l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *cli) printLocks(ls []api.LockState) error {
 	if len(ls) == 0 {
 		return c.printf("no locks\n")

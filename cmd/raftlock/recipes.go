@@ -118,9 +118,20 @@ func (c *cli) leader(fs *flag.FlagSet) runFunc {
 }
 
 // lockWatch runs "raftlock lock watch NAME": print the lock's state, then
-// each change, until interrupted; each line starts with the time.
-func (c *cli) lockWatch(*flag.FlagSet) runFunc {
+// each change, until interrupted; each line starts with the time. With
+// --prefix P (and no NAME) it watches every lock under P instead
+// (lockWatchPrefix).
+func (c *cli) lockWatch(fs *flag.FlagSet) runFunc {
+	prefix := fs.String("prefix", "", "watch every lock whose name starts with `P` (\"\": all of them) instead of one NAME")
 	return func(ctx context.Context, pos []string) error {
+		byPrefix := false
+		fs.Visit(func(f *flag.Flag) { byPrefix = byPrefix || f.Name == "prefix" })
+		if byPrefix == (len(pos) == 1) {
+			return usagef("lock watch", "give either NAME or --prefix P, not both nor neither")
+		}
+		if byPrefix {
+			return c.lockWatchPrefix(ctx, *prefix)
+		}
 		return c.stream(ctx, func(ctx context.Context, cl *client.Client) error {
 			ch, err := session.Watch(ctx, cl, pos[0])
 			if err != nil {
@@ -134,6 +145,23 @@ func (c *cli) lockWatch(*flag.FlagSet) runFunc {
 			return nil
 		})
 	}
+}
+
+// lockWatchPrefix runs "raftlock lock watch --prefix P": the locks under P
+// (a reset line, then one line each), then one line per lock changed, as
+// the cluster answers (client.WatchPrefix: nothing missed, nothing twice).
+func (c *cli) lockWatchPrefix(ctx context.Context, prefix string) error {
+	return c.stream(ctx, func(ctx context.Context, cl *client.Client) error {
+		for ch, err := range cl.WatchPrefix(ctx, prefix, 0) {
+			if err != nil {
+				return err
+			}
+			if err := c.printPrefixChange(prefix, ch); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // stream runs a command that prints until interrupted: --timeout does not

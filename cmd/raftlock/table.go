@@ -66,14 +66,22 @@ what each --addr says and exits 1.`,
 		{name: "lock list", usage: "[PREFIX]", summary: "the locks whose names start with PREFIX", output: true,
 			help:  "Lists the locks held, waited for or in a lock-delay (all of them without PREFIX).",
 			nargs: [2]int{0, 1}, setup: (*cli).lockList},
-		{name: "lock watch", usage: "NAME", summary: "a lock's state, then every change, until interrupted", output: true,
+		{name: "lock watch", usage: "NAME | --prefix P", summary: "a lock's (or a prefix's) state, then every change", output: true,
 			help: `Prints the lock's state, then each change as the leader applies it (blocking
 queries: nothing polls), one line each, starting with the local time (RFC 3339,
 milliseconds). A lock in its lock-delay has no holder and cannot be taken until
 the time printed: "lock-delay until T (no holder)". -o json prints the API's
 lock state with "at", the time, one object a line. It rides out failovers;
---timeout does not apply; an interrupt ends it (exit 0).`,
-			nargs: [2]int{1, 1}, setup: (*cli).lockWatch},
+--timeout does not apply; an interrupt ends it (exit 0).
+
+With --prefix P instead of NAME it watches every lock whose name starts with P
+("" for all; needs read on P): first a line "reset: N lock(s) under P" and the
+locks held, waited for or delayed, then a line per lock each time it changes
+("free" once it is released), none missed, none twice, across failovers. A
+reset line again (after a restore, or a watcher too far behind) means the
+lines after it are the whole state. -o json prints each answer of the API
+(GET /v1/locks?prefix&index) with "at", one object a line.`,
+			nargs: [2]int{0, 1}, setup: (*cli).lockWatch},
 		{name: "sequencer check", usage: "SEQUENCER", summary: "is the sequencer still current? (exit 1, stale_sequencer, if not)", output: true,
 			help: `Asks the cluster whether SEQUENCER (from acquire, or RAFTLOCK_SEQUENCER under
 exec) is still current, and exits 1 with stale_sequencer if it is not, so that

@@ -92,6 +92,9 @@ type options struct {
 	// --http-idle-timeout, on both ports.
 	maxConnsPerIP int
 	idleTimeout   time.Duration
+	// prefixWatchers and prefixWatchersPerToken: --max-prefix-watchers
+	// and --max-prefix-watchers-per-token (node-local caps).
+	prefixWatchers, prefixWatchersPerToken int
 	// debugRemote allows a non-loopback --debug-addr.
 	debugRemote bool
 }
@@ -134,6 +137,8 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http-addr or --raft-addr without TLS: anyone who can reach them can use and join the cluster")
 	fs.BoolVar(&o.acl, "acl", false, "require an ACL token (Authorization: Bearer) on every API call but /v1/health; raftlock acl bootstrap makes the first (every node the same)")
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
+	fs.IntVar(&o.prefixWatchers, "max-prefix-watchers", api.DefaultMaxPrefixWatchers, "most prefix watches (GET /v1/locks?index=) this node serves at once")
+	fs.IntVar(&o.prefixWatchersPerToken, "max-prefix-watchers-per-token", api.DefaultMaxPrefixWatchersPerToken, "most prefix watches of one ACL token this node serves at once, with --acl")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP,
 		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP))
 	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", api.DefaultIdleTimeout,
@@ -184,6 +189,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if err := o.limits.Check(); err != nil {
 		return o, err
+	}
+	if o.prefixWatchers < 1 || o.prefixWatchersPerToken < 1 {
+		return o, fmt.Errorf("--max-prefix-watchers %d and --max-prefix-watchers-per-token %d: want 1 or more", o.prefixWatchers, o.prefixWatchersPerToken)
 	}
 	if o.maxConnsPerIP < api.MinMaxConnsPerIP || o.maxConnsPerIP > api.MaxMaxConnsPerIP {
 		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
@@ -626,6 +634,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		SnapshotThreshold: o.backup.snapshotThreshold, SnapshotInterval: o.backup.snapshotInterval,
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
 		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout, Wire: nodehttp.Wire{},
+		MaxPrefixWatchers: o.prefixWatchers, MaxPrefixWatchersPerToken: o.prefixWatchersPerToken,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -312,10 +312,16 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleLocks answers GET /v1/locks?prefix=P (a listing, paged with
+// limit and after), and as a prefix watch with index=I or wait=D: the
+// locks under P changed since I (api.LocksChange), not paged.
 func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
-	q, err := query(r, "prefix", "limit", "after")
+	q, err := query(r, "prefix", "limit", "after", "index", "wait")
 	if err != nil {
 		return err
+	}
+	if q.Has("index") || q.Has("wait") {
+		return s.watchLocks(w, r, q)
 	}
 	lq := api.LocksQuery{Prefix: q.Get("prefix"), After: q.Get("after")}
 	if v := q.Get("limit"); v != "" {
@@ -328,6 +334,24 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, api.NewLocksPageReply(page))
+	return nil
+}
+
+// watchLocks answers a prefix watch (handleLocks).
+func (s *Server) watchLocks(w http.ResponseWriter, r *http.Request, q url.Values) error {
+	if q.Has("limit") || q.Has("after") {
+		return invalidf("a prefix watch (index or wait) is not paged: limit and after are for listings")
+	}
+	index, wait, err := blockingQuery(q)
+	if err != nil {
+		return err
+	}
+	c, err := s.svc.WatchLocks(r.Context(), q.Get("prefix"), index, wait)
+	if err != nil {
+		return err
+	}
+	w.Header().Set(api.HeaderIndex, strconv.FormatUint(c.Index, 10))
+	writeJSON(w, http.StatusOK, api.NewLocksChangeReply(c))
 	return nil
 }
 

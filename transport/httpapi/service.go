@@ -47,6 +47,9 @@ type Replica interface {
 	RegisterMember(ctx context.Context, m api.Member) error
 	// LocksPage lists one page of locks (GET /v1/locks).
 	LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error)
+	// WatchLocks is a prefix watch (GET /v1/locks?prefix=P&index=I&wait=D;
+	// api.LocksChange).
+	WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error)
 }
 
 // ACLService serves ACLs. With ACLEnabled, the server authenticates every

@@ -23,6 +23,7 @@ from .client import (
     lost_margin,
 )
 from .errors import (
+    AlreadyHeld,
     InvalidArgument,
     LockBusy,
     NoLeader,
@@ -37,6 +38,7 @@ from .errors import (
 from .fence import EXCLUSIVE, SHARED, Fence, MalformedSequencer, Sequencer, StaleSequencer
 
 __all__ = [
+    "AlreadyHeld",
     "CLOSED",
     "DEFAULT_GRACE",
     "EXCLUSIVE",

@@ -23,6 +23,7 @@ from . import _duration
 from ._duration import Duration
 from ._transport import DEFAULT_REQUEST_TIMEOUT, Transport, session_path
 from .errors import (
+    AlreadyHeld,
     InvalidArgument,
     LockBusy,
     NotHolder,
@@ -238,6 +239,7 @@ class Session:
         self._last_send = _opened.sent  # send time of the last keepalive
         self._lapsed = False  # past the lost deadline: locks are lost
         self._locks: set[Lock] = set()
+        self._acquiring: set[str] = set()  # names an acquire is under way for
         self._stop = False
         self._events: list[str] = []
         for target, name in ((self._keep, "keepalive"), (self._watch, "lease"), (self._notify, "events")):
@@ -466,6 +468,29 @@ class Session:
             if self._state in (EXPIRED, CLOSED):
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
 
+    def _claim(self, lk: Lock) -> None:
+        """Marks an acquire of lk's name under way, or raises AlreadyHeld
+        while the session holds that name (a Lock not yet released, lost or
+        not) or acquires it already: locks are not re-entrant, and a second
+        grant to the same session would wait on the first forever."""
+        with self._cv:
+            for other in self._locks:
+                if other.name == lk.name:
+                    raise AlreadyHeld(
+                        f"lock {lk.name!r}: this session already holds it (holder {other.holder}, "
+                        f"token {other.token}); locks are not re-entrant: release it first, or use the Lock you have"
+                    )
+            if lk.name in self._acquiring:
+                raise AlreadyHeld(
+                    f"lock {lk.name!r}: this session is acquiring it already; locks are not re-entrant: "
+                    "one grant (or attempt) per session and lock"
+                )
+            self._acquiring.add(lk.name)
+
+    def _unclaim(self, name: str) -> None:
+        with self._cv:
+            self._acquiring.discard(name)
+
     def _register(self, lk: Lock) -> None:
         with self._cv:
             if self._state in (EXPIRED, CLOSED):
@@ -542,14 +567,24 @@ class Lock:
     def acquire(self) -> Lock:
         """Acquires the lock: once (wait 0), for up to ``wait`` seconds, or
         for as long as it takes (wait None). Raises LockBusy (try),
-        WaitTimeout (the wait ran out), SessionNotFound (the session is over)
-        or InvalidArgument."""
+        WaitTimeout (the wait ran out), SessionNotFound (the session is over),
+        InvalidArgument, or AlreadyHeld at once, without asking the cluster,
+        when the session holds the name already or acquires it (locks are
+        not re-entrant: one grant per session and name)."""
         s = self.session
         try:
             check_name(self.name)
         except ValueError as e:
             raise InvalidArgument(str(e)) from None
         s._check_open()
+        s._claim(self)
+        try:
+            return self._acquire()
+        finally:
+            s._unclaim(self.name)
+
+    def _acquire(self) -> Lock:
+        s = self.session
         body: dict[str, Any] = {"name": self.name, "session": s.id, "holder": self.holder, "mode": self.mode}
         if self.value:
             body["value"] = self.value

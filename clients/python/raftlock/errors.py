@@ -75,6 +75,13 @@ class Unreachable(RaftlockError):
     code = "unreachable"
 
 
+class AlreadyHeld(RaftlockError):
+    """The session already holds the lock, or is acquiring it (client-side
+    only): locks are not re-entrant; one grant per session and lock name."""
+
+    code = "already_held"
+
+
 _BY_CODE = {
     c.code: c
     for c in (
@@ -87,6 +94,7 @@ _BY_CODE = {
         NoLeader,
         UnknownOutcome,
         Unreachable,
+        AlreadyHeld,
     )
 }
 

@@ -218,3 +218,47 @@ def test_a_long_wait_is_reissued_in_slices_with_the_same_holder(server, monkeypa
     assert acquires[0]["holder"] == acquires[1]["holder"] == lk.holder
     assert all("wait" in b for b in acquires)
     assert lk.token == 5
+
+
+def test_a_lock_the_session_holds_fails_at_once_with_already_held(server):
+    # Locks are not re-entrant: a second acquire of a name the session holds
+    # (any mode, any Lock object) or acquires fails at once, naming the lock
+    # and the holder, without a request; once released, the name is free.
+    s = open_session(server)
+    server.script.append((200, {"name": "a", "mode": "exclusive", "token": 3, "sequencer": "rl1:x:3:a"}, {}))
+    lk = s.try_lock("a")
+    n = len([p for p, _, _ in server.seen if p == "/v1/acquire"])
+    for again in (lambda: s.try_lock("a"), lambda: s.try_lock("a", shared=True), lk.acquire, s.lock("a").acquire):
+        with pytest.raises(raftlock.AlreadyHeld) as e:
+            again()
+        assert e.value.code == "already_held"
+        assert "'a'" in str(e.value) and lk.holder in str(e.value) and "sid-secret" not in str(e.value)
+    assert len([p for p, _, _ in server.seen if p == "/v1/acquire"]) == n
+    server.script.append((200, {"released": True}, {}))
+    lk.release()
+    server.script.append((200, {"name": "a", "mode": "exclusive", "token": 5, "sequencer": "rl1:x:5:a"}, {}))
+    assert s.try_lock("a").token == 5
+
+
+def test_a_second_acquire_while_one_waits_fails_with_already_held(server):
+    s = open_session(server)
+    # The first acquire's answer never comes; its abandoned place is then
+    # given back (a release).
+    server.script.extend([(None, None, {}), (200, {"released": True}, {})])
+    first = s.lock("q", wait=1.0)
+
+    def acquire_quietly():
+        try:
+            first.acquire()
+        except raftlock.RaftlockError:
+            pass  # its wait runs out: the script answers it nothing
+
+    t = threading.Thread(target=acquire_quietly, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 5
+    while not [p for p, _, _ in server.seen if p == "/v1/acquire"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(raftlock.AlreadyHeld) as e:
+        s.try_lock("q")
+    assert "acquiring" in str(e.value)
+    t.join(10)

@@ -138,3 +138,45 @@ func LocksPage(ctx context.Context, b api.Backend, q api.LocksQuery) (api.LocksP
 	}
 	return api.PageLocks(ls, q), nil
 }
+
+// WatchLocks answers a prefix watch from b's full listing: httpapi.Replica's
+// WatchLocks for a fake whose backend has no change notification. It
+// answers every lock under prefix whose index is above index (a reset
+// listing for index 0), looking again every 10 ms until one is or wait
+// (zero: api.DefaultWatchWait) has passed: a fake's stand-in for the
+// node's change notification.
+func WatchLocks(ctx context.Context, b api.Backend, prefix string, index uint64, wait time.Duration) (api.LocksChange, error) {
+	if err := api.CheckPrefix(prefix); err != nil {
+		return api.LocksChange{}, err
+	}
+	if wait == 0 {
+		wait = api.DefaultWatchWait
+	}
+	if err := api.CheckWatchWait("wait", wait); err != nil {
+		return api.LocksChange{}, err
+	}
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ls, err := b.Locks(ctx, prefix)
+		if err != nil {
+			return api.LocksChange{}, err
+		}
+		c := api.LocksChange{Locks: []api.LockState{}, Reset: index == 0, Index: index}
+		for _, l := range ls {
+			c.Index = max(c.Index, l.Index)
+			if c.Reset || l.Index > index {
+				c.Locks = append(c.Locks, l)
+			}
+		}
+		if c.Reset || len(c.Locks) > 0 || !time.Now().Before(deadline) {
+			return c, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return api.LocksChange{}, ctx.Err()
+		}
+	}
+}

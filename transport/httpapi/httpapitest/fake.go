@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
@@ -90,6 +91,11 @@ func (f *Fake) RegisterMember(ctx context.Context, m api.Member) error {
 // LocksPage implements httpapi.Replica: one page of the full listing.
 func (f *Fake) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
 	return LocksPage(ctx, f.Backend, q)
+}
+
+// WatchLocks implements httpapi.Replica from the full listing.
+func (f *Fake) WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error) {
+	return WatchLocks(ctx, f.Backend, prefix, index, wait)
 }
 
 // Member returns the member record of id, if the fake holds one.
