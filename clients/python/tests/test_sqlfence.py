@@ -329,3 +329,31 @@ def test_sqlfence_refuses_malformed_input_and_changes_nothing(engine):
             fenced(conn, f, "rl1:x:18446744073709551614:a")
     finally:
         conn.close()
+
+
+def test_the_readmes_sqlfence_example_deducts_once_per_current_holder(engine):
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as f:
+        text = f.read()
+    code = text.split("<!-- sqlfence example -->\n```python\n", 1)[1].split("```", 1)[0]
+    assert 'SQLFence("postgres")' in code
+    code = code.replace('SQLFence("postgres")', f"SQLFence({engine.dialect!r})")
+    env = {"__name__": "__readme__"}
+    exec(compile(code, "README.md", "exec"), env)
+    fence = env["fence"]
+    with engine.admin.cursor() as c:
+        c.execute(fence.schema())
+        c.execute("CREATE TABLE stock (item int PRIMARY KEY, qty int NOT NULL)")
+        c.execute("INSERT INTO stock VALUES (1, 10)")
+    engine.admin.commit()
+    conn = engine.connect()
+    try:
+        deduct = env["deduct_stock"]
+        assert deduct(conn, "rl1:x:5:stock/1")
+        assert deduct(conn, "rl1:x:6:stock/1")
+        assert not deduct(conn, "rl1:x:5:stock/1")
+        with engine.admin.cursor() as c:
+            c.execute("SELECT qty FROM stock WHERE item = 1")
+            assert c.fetchone()[0] == 8
+        engine.admin.commit()
+    finally:
+        conn.close()
