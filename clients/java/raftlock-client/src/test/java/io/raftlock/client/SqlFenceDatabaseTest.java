@@ -10,6 +10,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.sql.Connection;
 import java.sql.DriverManager;
+import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
@@ -224,6 +225,40 @@ class SqlFenceDatabaseTest {
             fenced(c, f, "rl1:x:18446744073709551615:a", null);
             assertThrows(StaleSequencerException.class, () -> fenced(c, f, "rl1:x:18446744073709551614:a", null));
             assertEquals("admit", verdict(c, f, "rl1:s:18446744073709551615:a"));
+        }
+    }
+
+    // The README's example ("Fencing a database: SqlFence"), as it is there.
+    private static SqlFence fence;
+
+    static boolean deductStock(Connection conn, String sequencer) throws SQLException {
+        conn.setAutoCommit(false);
+        try {
+            fence.check(conn, sequencer);          // first, in the same transaction
+            try (PreparedStatement ps = conn.prepareStatement("UPDATE stock SET qty = qty - 1 WHERE item = 1")) {
+                ps.executeUpdate();
+            }
+            conn.commit();
+            return true;
+        } catch (StaleSequencerException e) {
+            conn.rollback();                       // a newer holder wrote: write nothing
+            return false;
+        } catch (SQLException | RuntimeException e) {
+            conn.rollback();
+            throw e;
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
+    void readmesExampleDeductsOncePerCurrentHolder(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d); Connection c = connect(d)) {
+            fence = fence(d, admin);
+            exec(admin, "CREATE TABLE stock (item int PRIMARY KEY, qty int NOT NULL)", "INSERT INTO stock VALUES (1, 10)");
+            assertTrue(deductStock(c, "rl1:x:5:stock/1"));
+            assertTrue(deductStock(c, "rl1:x:6:stock/1"));
+            assertTrue(!deductStock(c, "rl1:x:5:stock/1"));
+            assertEquals(8, count(admin, "SELECT qty FROM stock WHERE item = 1"));
         }
     }
 }
