@@ -357,3 +357,47 @@ def test_the_readmes_sqlfence_example_deducts_once_per_current_holder(engine):
         engine.admin.commit()
     finally:
         conn.close()
+
+
+def test_sqlfence_never_admits_when_the_database_drops_the_connection(engine):
+    f = fence(engine)
+    conn = engine.connect()
+    try:
+        fenced(conn, f, "rl1:x:5:a")
+        with conn.cursor() as c:
+            c.execute("SELECT pg_backend_pid()" if engine.dialect == POSTGRES else "SELECT CONNECTION_ID()")
+            me = c.fetchone()[0]
+        conn.commit()
+        # The server ends the writer's connection (as a restart or a failover would).
+        with engine.admin.cursor() as c:
+            c.execute(f"SELECT pg_terminate_backend({int(me)})" if engine.dialect == POSTGRES else f"KILL {int(me)}")
+        engine.admin.commit()
+        gone = (
+            f"SELECT count(*) FROM pg_stat_activity WHERE pid = {int(me)}"
+            if engine.dialect == POSTGRES
+            else f"SELECT count(*) FROM information_schema.processlist WHERE id = {int(me)}"
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            with engine.admin.cursor() as c:
+                c.execute(gone)
+                n = c.fetchone()[0]
+            engine.admin.commit()
+            if n == 0:
+                break
+            assert time.monotonic() < deadline, "the killed connection did not end in 30 s"
+            time.sleep(0.005)
+        with pytest.raises(Exception) as e:
+            with conn.cursor() as c:
+                f.check(c, "rl1:x:6:a")
+        assert not isinstance(e.value, (StaleSequencer, MalformedSequencer, SchemaError)), e.value
+    finally:
+        try:
+            conn.close()
+        except Exception:
+            pass
+    # Nothing was admitted: the mark is still 5's.
+    with engine.admin.cursor() as c:
+        c.execute(f"SELECT any_token FROM {DEFAULT_TABLE}")
+        assert [int(r[0]) for r in c.fetchall()] == [5]
+    engine.admin.commit()

@@ -228,6 +228,29 @@ class SqlFenceDatabaseTest {
         }
     }
 
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
+    void neverAdmitsWhenTheDatabaseDropsTheConnection(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d); Connection c = connect(d)) {
+            SqlFence f = fence(d, admin);
+            fenced(c, f, "rl1:x:5:a", null);
+            long me = count(c, d == SqlFence.Dialect.POSTGRES ? "SELECT pg_backend_pid()" : "SELECT CONNECTION_ID()");
+            // The server ends the writer's connection (as a restart or a failover would).
+            exec(admin, d == SqlFence.Dialect.POSTGRES ? "SELECT pg_terminate_backend(" + me + ")" : "KILL " + me);
+            String gone = d == SqlFence.Dialect.POSTGRES
+                    ? "SELECT count(*) FROM pg_stat_activity WHERE pid = " + me
+                    : "SELECT count(*) FROM information_schema.processlist WHERE id = " + me;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (count(admin, gone) > 0) {
+                assertTrue(System.nanoTime() < deadline, "the killed connection did not end in 30 s");
+                Thread.sleep(5);
+            }
+            SQLException e = assertThrows(SQLException.class, () -> f.check(c, "rl1:x:6:a"));
+            assertTrue(!(e instanceof SqlFenceSchemaException), e.toString());
+            assertEquals(5, count(admin, "SELECT any_token FROM " + SqlFence.DEFAULT_TABLE));
+        }
+    }
+
     // The README's example ("Fencing a database: SqlFence"), as it is there.
     private static SqlFence fence;
 
