@@ -141,7 +141,7 @@ def engine(request):
     conn = e.connect()
     # Each test starts from no tables of its own.
     with conn.cursor() as c:
-        for t in (DEFAULT_TABLE, "stock", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol"):
+        for t in (DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol"):
             c.execute(f"DROP TABLE IF EXISTS {t}")
     conn.commit()
     e.admin = conn
@@ -401,3 +401,41 @@ def test_sqlfence_never_admits_when_the_database_drops_the_connection(engine):
         c.execute(f"SELECT any_token FROM {DEFAULT_TABLE}")
         assert [int(r[0]) for r in c.fetchall()] == [5]
     engine.admin.commit()
+
+
+def test_sqlfence_committed_tokens_never_go_back(engine):
+    """Holders racing each other's transactions with tokens in no order:
+    every write that commits carries a token at least as high as every
+    write committed before it."""
+    f = fence(engine)
+    with engine.admin.cursor() as c:
+        c.execute(f"CREATE TABLE writes (seq {engine.serial} PRIMARY KEY, token bigint NOT NULL)")
+    engine.admin.commit()
+    errors = []
+
+    def writer(w):
+        conn = engine.connect()
+        try:
+            for i in range(25):
+                tok = 1 + (i * 6 + w) % 100
+                try:
+                    fenced(conn, f, f"rl1:x:{tok}:jobs/a", lambda c: c.execute("INSERT INTO writes (token) VALUES (%s)", [tok]))
+                except StaleSequencer:
+                    pass
+                except Exception as e:  # a deadlock the database broke is no admission
+                    if "eadlock" not in str(e) and "40P01" not in str(e):
+                        errors.append(e)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    with engine.admin.cursor() as c:
+        c.execute("SELECT token FROM writes ORDER BY seq")
+        tokens = [int(r[0]) for r in c.fetchall()]
+    engine.admin.commit()
+    assert tokens and tokens == sorted(tokens)
