@@ -14,7 +14,11 @@ import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.EnumSource;
@@ -27,7 +31,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  * RAFTLOCK_REQUIRE_MARIADB=1 (CI), when they fail.
  */
 class SqlFenceDatabaseTest {
-    private static final String[] TABLES = {SqlFence.DEFAULT_TABLE, "stock", "fence_missing", "fence_nokey",
+    private static final String[] TABLES = {SqlFence.DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey",
         "fence_otherkey", "fence_nocol"};
 
     private static String url(SqlFence.Dialect d) {
@@ -248,6 +252,63 @@ class SqlFenceDatabaseTest {
             SQLException e = assertThrows(SQLException.class, () -> f.check(c, "rl1:x:6:a"));
             assertTrue(!(e instanceof SqlFenceSchemaException), e.toString());
             assertEquals(5, count(admin, "SELECT any_token FROM " + SqlFence.DEFAULT_TABLE));
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
+    void committedTokensNeverGoBack(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d)) {
+            SqlFence f = fence(d, admin);
+            exec(admin, "CREATE TABLE writes (seq " + (d == SqlFence.Dialect.POSTGRES ? "bigserial" : "bigint AUTO_INCREMENT")
+                    + " PRIMARY KEY, token bigint NOT NULL)");
+            List<CompletableFuture<Void>> writers = new ArrayList<>();
+            ExecutorService pool = Executors.newFixedThreadPool(6);
+            for (int w = 0; w < 6; w++) {
+                int id = w;
+                writers.add(CompletableFuture.runAsync(() -> {
+                    try (Connection c = connect(d)) {
+                        for (int i = 0; i < 25; i++) {
+                            int tok = 1 + (i * 6 + id) % 100;
+                            try {
+                                fenced(c, f, "rl1:x:" + tok + ":jobs/a", conn -> {
+                                    try (PreparedStatement ps = conn.prepareStatement("INSERT INTO writes (token) VALUES (?)")) {
+                                        ps.setInt(1, tok);
+                                        ps.executeUpdate();
+                                    }
+                                });
+                            } catch (StaleSequencerException e) {
+                                // refused: nothing written
+                            } catch (SQLException e) {
+                                // a deadlock the database broke is no admission
+                                if (!"40P01".equals(e.getSQLState()) && !"40001".equals(e.getSQLState())
+                                        && e.getErrorCode() != 1213) {
+                                    throw e;
+                                }
+                            }
+                        }
+                    } catch (Exception e) {
+                        throw new RuntimeException(e);
+                    }
+                }, pool));
+            }
+            try {
+                CompletableFuture.allOf(writers.toArray(CompletableFuture[]::new)).get(120, TimeUnit.SECONDS);
+            } finally {
+                pool.shutdownNow();
+            }
+            long prev = 0;
+            int n = 0;
+            try (Statement st = admin.createStatement(); ResultSet rs = st.executeQuery("SELECT token FROM writes ORDER BY seq")) {
+                while (rs.next()) {
+                    long tok = rs.getLong(1);
+                    assertTrue(tok >= prev, "write with token " + tok + " committed after one with " + prev);
+                    prev = tok;
+                    n++;
+                }
+            }
+            admin.commit();
+            assertTrue(n > 0, "no write committed");
         }
     }
 
