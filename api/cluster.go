@@ -69,6 +69,9 @@ type LeaderInfo struct {
 	Serving bool
 	// Term is the replica's current Raft term.
 	Term uint64
+	// Members is a digest of the membership as the replica sees it
+	// (HeaderMembers); empty when unknown.
+	Members string
 }
 
 // ForwardAddr is where a follower forwards to the leader: its peer port

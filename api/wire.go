@@ -23,6 +23,12 @@ const (
 	HeaderLeaderAddr = "X-Raftlock-Leader-Addr"
 	// HeaderTerm carries the answering node's Raft term.
 	HeaderTerm = "X-Raftlock-Term"
+	// HeaderMembers carries a digest of the cluster's membership as the
+	// answering node sees it (its Raft configuration's servers and their
+	// HTTP addresses): a client that sees it change asks GET /v1/cluster
+	// for the members, so that it follows a rotation of every member
+	// however fast.
+	HeaderMembers = "X-Raftlock-Members"
 	// HeaderIndex carries a lock answer's index (GET /v1/lock), to pass
 	// back as ?index= in the next blocking query.
 	HeaderIndex = "X-Raftlock-Index"

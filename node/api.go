@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/raftlock/raftlock/api"
@@ -549,18 +550,49 @@ func (n *Node) Leader() api.LeaderInfo {
 	if n.peer != nil {
 		li.PeerAddr = string(addr)
 	}
+	members := n.fsm.Members()
+	li.Members = membersTag(n.raft.GetConfiguration().Configuration().Servers, members)
 	if li.Self {
 		li.ID = n.cfg.ID
 		li.HTTPAddr = n.cfg.HTTPAddr
 		li.Serving = n.ready.Load()
 		return li
 	}
-	for _, m := range n.fsm.Members() {
+	for _, m := range members {
 		if m.ID == li.ID {
 			li.HTTPAddr = m.HTTPAddr
 		}
 	}
 	return li
+}
+
+// membersTag digests the membership: each server of the Raft
+// configuration, its address and suffrage, and the HTTP address its member
+// record names (FNV-1a, 64 bits, in hex; no allocation but the string).
+// Equal views give equal tags on every node.
+func membersTag(servers []raft.Server, members []fsm.Member) string {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+		h = (h ^ 0xff) * prime // a separator no UTF-8 text holds
+	}
+	for _, s := range servers {
+		add(string(s.ID))
+		add(string(s.Address))
+		add(s.Suffrage.String())
+		for _, m := range members {
+			if m.ID == string(s.ID) {
+				add(m.HTTPAddr)
+			}
+		}
+	}
+	if len(servers) == 0 {
+		return ""
+	}
+	return strconv.FormatUint(h, 16)
 }
 
 // Cluster describes the cluster (leader only, leadership confirmed with a

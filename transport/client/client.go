@@ -136,6 +136,9 @@ type tracker struct {
 	// suspect maps a suspect address to when it became suspect; it is
 	// suspect for Client.suspectFor from then.
 	suspect map[string]time.Time
+	// members is the last membership digest an answer carried
+	// (api.HeaderMembers): a change starts a member sync.
+	members string
 }
 
 // WithResolver makes the client ask resolve for the addresses to try before
@@ -753,6 +756,15 @@ func (c *Client) answered(addr string, h http.Header, failed bool) {
 	delete(t.suspect, addr)
 	if failed && t.leader == addr {
 		t.leader = ""
+	}
+	if m := h.Get(api.HeaderMembers); m != "" && m != t.members {
+		// The membership changed (or this is the first answer to say
+		// it): learn the members now, not at the next period, so that a
+		// rotation of every member leaves the client an address.
+		// Kept until a sync starts (at most one a second).
+		if t.members == "" || c.maybeSync(true) {
+			t.members = m
+		}
 	}
 	if la := h.Get(api.HeaderLeaderAddr); la != "" && !(failed && la == addr) {
 		c.learnLocked(la, termOf(h))

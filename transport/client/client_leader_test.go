@@ -97,6 +97,7 @@ type scriptedNode struct {
 	term       uint64
 	status     int
 	body       string
+	members    string // api.HeaderMembers, "" for none
 }
 
 func newScriptedNode(t *testing.T) *scriptedNode {
@@ -104,8 +105,11 @@ func newScriptedNode(t *testing.T) *scriptedNode {
 	n := &scriptedNode{status: http.StatusOK, body: `{"ok":true}`}
 	n.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.mu.Lock()
-		la, term, status, body := n.leaderAddr, n.term, n.status, n.body
+		la, term, status, body, members := n.leaderAddr, n.term, n.status, n.body, n.members
 		n.mu.Unlock()
+		if members != "" {
+			w.Header().Set(api.HeaderMembers, members)
+		}
 		w.Header().Set(api.HeaderLeader, "someone")
 		if la != "" {
 			w.Header().Set(api.HeaderLeaderAddr, la)
@@ -120,6 +124,13 @@ func newScriptedNode(t *testing.T) *scriptedNode {
 }
 
 func (n *scriptedNode) addr() string { return hostOf(n.ts) }
+
+// tags makes the node's answers carry the membership digest m.
+func (n *scriptedNode) tags(m string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.members = m
+}
 
 // names makes the node name leaderAddr ("": none) at term in its answers.
 func (n *scriptedNode) names(leaderAddr string, term uint64) {

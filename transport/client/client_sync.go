@@ -159,15 +159,16 @@ func coversAll(failed, addrs []string) bool {
 }
 
 // maybeSync starts a member sync in the background when one is due: every
-// syncEvery, or (urgent: every address a call knows failed) when the last
-// one started at least minSyncGap ago. At most one runs at a time.
-func (c *Client) maybeSync(urgent bool) {
+// syncEvery, or (urgent: every address a call knows failed, or the
+// membership changed) when the last one started at least minSyncGap ago.
+// At most one runs at a time. It reports whether it started one.
+func (c *Client) maybeSync(urgent bool) bool {
 	if !c.syncOn() {
-		return
+		return false
 	}
 	now := time.Now()
 	if due := c.sync.due.Load(); !urgent && due != 0 && now.UnixNano() < due {
-		return
+		return false
 	}
 	c.sync.mu.Lock()
 	if c.sync.last.IsZero() {
@@ -181,7 +182,7 @@ func (c *Client) maybeSync(urgent bool) {
 	}
 	if c.sync.running || now.Sub(c.sync.last) < gap {
 		c.sync.mu.Unlock()
-		return
+		return false
 	}
 	c.sync.running, c.sync.last = true, now
 	c.sync.due.Store(now.Add(c.syncEvery).UnixNano())
@@ -194,6 +195,7 @@ func (c *Client) maybeSync(urgent bool) {
 		c.sync.running = false
 		c.sync.mu.Unlock()
 	}()
+	return true
 }
 
 // syncMembers asks GET /v1/cluster at each address in turn (the current

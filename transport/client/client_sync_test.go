@@ -142,6 +142,37 @@ func TestClientFallsBackToItsSeedsWhenEveryAddressFails(t *testing.T) {
 	}
 }
 
+// An answer whose membership digest (X-Raftlock-Members) differs from the
+// last one the client saw makes it learn the members at once, not at its
+// next period: a rotation of every member, faster than the period, leaves
+// it addresses that answer.
+func TestClientSyncsMembersWhenTheMembershipDigestChanges(t *testing.T) {
+	a, b := newScriptedNode(t), newScriptedNode(t)
+	c, cnt := newCountingClient(t, []string{a.addr()}, WithMemberSync(time.Hour))
+	a.names(a.addr(), 4) // the given address is a member's own
+	a.tags("1f")
+	healthGoesTo(t, c, cnt, a.addr())
+	healthGoesTo(t, c, cnt, a.addr())
+	// b joins: the digest changes, and GET /v1/cluster would name it (a
+	// scripted node answers every route with the same body, which the
+	// health call ignores).
+	a.answers(http.StatusOK, clusterBody("n1", 4, a.addr(), b.addr()))
+	if slices.Contains(c.Addrs(), b.addr()) {
+		t.Fatalf("addresses %v before any change", c.Addrs())
+	}
+	a.tags("2e")
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(c.Addrs(), b.addr()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("addresses %v 5 s after the membership changed, want %s learned (period: an hour)", c.Addrs(), b.addr())
+		}
+		if _, err := c.Health(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond) // pacing calls to a test server
+	}
+}
+
 // The sync runs on its period from the client's first call.
 func TestClientSyncsMembersOnItsPeriod(t *testing.T) {
 	a, b := newScriptedNode(t), newScriptedNode(t)

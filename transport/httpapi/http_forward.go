@@ -104,7 +104,7 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 
 // leaderHeaders are the headers in which a node tells its view of the
 // leader: a forwarded answer carries the leader's own.
-var leaderHeaders = []string{api.HeaderLeader, api.HeaderLeaderAddr, api.HeaderTerm}
+var leaderHeaders = []string{api.HeaderLeader, api.HeaderLeaderAddr, api.HeaderTerm, api.HeaderMembers}
 
 // proxyError classifies a failure to forward. A request that never reached
 // the leader (dial failure) or that only reads is answered no_leader

@@ -66,6 +66,9 @@ func setLeaderHeaders(h http.Header, li api.LeaderInfo) {
 		h[api.HeaderLeaderAddr] = s[1:2:2]
 	}
 	h[api.HeaderTerm] = s[2:3:3]
+	if li.Members != "" {
+		h[api.HeaderMembers] = []string{li.Members}
+	}
 }
 
 // serveRoute serves r with h, the handler mux.Handler found for pattern.
