@@ -84,6 +84,9 @@ const (
 	// index an operator wrote into the leader's data dir
 	// (ACLBootstrapReset); version 4 (VersionTokenLimits) only.
 	CmdACLBootstrapReset CommandType = 13
+	// CmdRevokeGrant revokes one grant (RevokeGrant); version 5
+	// (VersionLockOptions) only.
+	CmdRevokeGrant CommandType = 14
 )
 
 // String names the command type (its name in the command table).
@@ -117,6 +120,8 @@ type Command struct {
 	EndHold      *EndHold
 	// ACLBootstrapReset bootstraps ACLs again (a lost bootstrap answer).
 	ACLBootstrapReset *ACLBootstrapReset
+	// RevokeGrant takes one grant away (an operator's, or a hold limit's).
+	RevokeGrant *RevokeGrant
 }
 
 // OpenSession creates a session with a leader-generated random id.

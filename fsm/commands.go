@@ -250,6 +250,26 @@ func init() {
 			return p, d
 		},
 		apply: status((*FSM).aclBootstrapReset)})
+	registerCommand(CmdRevokeGrant, command[RevokeGrant]{name: "revoke_grant",
+		since: VersionLockOptions,
+		get:   func(c Command) *RevokeGrant { return c.RevokeGrant },
+		wrap:  func(p *RevokeGrant) Command { return Command{RevokeGrant: p} },
+		encode: func(e binaryEncoder, p *RevokeGrant) binaryEncoder {
+			e.str(p.Lock)
+			e.str(p.Session)
+			e.str(p.Holder)
+			e.uint(p.Token)
+			e.str(p.Kind)
+			e.str(p.Reason)
+			e.str(p.By)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RevokeGrant, binaryDecoder) {
+			p := &RevokeGrant{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
+				Token: d.uint("token"), Kind: d.str("kind"), Reason: d.str("reason"), By: d.str("by")}
+			return p, d
+		},
+		apply: status((*FSM).revoke)})
 }
 
 // spec returns the table's entry for t, or an error naming the unknown

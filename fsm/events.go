@@ -37,6 +37,9 @@ const (
 	EventReleased
 	// EventHoldEnded: the restore hold ended at Index (FSM.Hold).
 	EventHoldEnded
+	// EventRevoked: the grant of (Session, Holder) on Lock (Token) was
+	// revoked (RevokeKind, RevokeReason, By: RevokeGrant).
+	EventRevoked
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -65,6 +68,9 @@ type Event struct {
 	// being closed (EventSessionRemoved).
 	Name    string
 	Expired bool
+	// RevokeKind, RevokeReason and By describe a revocation
+	// (EventRevoked): RevokeGrant's Kind, Reason and By.
+	RevokeKind, RevokeReason, By string
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

@@ -50,6 +50,9 @@ type Lock struct {
 	// kept, until its next grant.
 	Grants      []PastGrant `json:"grants,omitempty"`
 	GrantsSince uint64      `json:"grants_since,omitempty"`
+	// Revoked are the grants revoked while the lock's delay runs
+	// (RevokeGrant): kept until it ends, for their clients' keepalives.
+	Revoked []Revocation `json:"revoked,omitempty"`
 }
 
 func compatible(l *Lock, m sequencer.Mode) bool {
@@ -274,6 +277,7 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 		return StatusOK // already ended, or extended by a later expiry
 	}
 	l.Delayed, l.DelayUntil, l.DelayFor = false, 0, 0
+	f.clearRevoked(l)
 	f.changed(index, l)
 	return StatusOK
 }
@@ -283,6 +287,7 @@ func copyLock(l *Lock) Lock {
 	c.Holders = append([]Holder(nil), l.Holders...)
 	c.Waiters = append([]Waiter(nil), l.Waiters...)
 	c.Grants = append([]PastGrant(nil), l.Grants...)
+	c.Revoked = append([]Revocation(nil), l.Revoked...)
 	return c
 }
 

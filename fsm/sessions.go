@@ -31,6 +31,10 @@ type SessionRecord struct {
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
 	// Restore; it changes only through FSM.count.
 	Holds int `json:"-"`
+	// Revoked are its grants revoked while their locks' delays run
+	// (Lock.Revoked, from which Load rebuilds it): what its keepalive
+	// answers name.
+	Revoked []RevokedGrant `json:"-"`
 }
 
 // MaxRecentReleases is how many of its latest releases a session
@@ -211,6 +215,7 @@ func sortedKeys(m map[string]struct{}) []string {
 func copySession(s *SessionRecord) SessionRecord {
 	c := *s
 	c.Released = slices.Clone(s.Released)
+	c.Revoked = slices.Clone(s.Revoked)
 	c.Locks = make(map[string]struct{}, len(s.Locks))
 	for k := range s.Locks {
 		c.Locks[k] = struct{}{}

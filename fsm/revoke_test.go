@@ -1,0 +1,162 @@
+package fsm
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/raftlock/raftlock/sequencer"
+)
+
+func revokeCmd(lock, session, holder string, token uint64, reason string) Command {
+	return Command{Type: CmdRevokeGrant, RevokeGrant: &RevokeGrant{Lock: lock, Session: session, Holder: holder,
+		Token: token, Kind: RevokeKindAdmin, Reason: reason, By: "tok-1"}}
+}
+
+// TestRevokeEndsTheGrantAtOnceAndDelaysTheLockForTTLPlusLockDelay: the
+// revoked grant is gone at once (no holder, so no sequencer check passes),
+// its session stays open, the waiter is granted only when the delay of the
+// session's ttl + lock-delay ends, and the revocation is named for the
+// session (its keepalives) until then.
+func TestRevokeEndsTheGrantAtOnceAndDelaysTheLockForTTLPlusLockDelay(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", 5*time.Second)
+	h.open("s2", 5*time.Second)
+	tok := h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Exclusive, false)).Token
+	h.must(StatusQueued, acqCmd("a", "s2", "w", sequencer.Exclusive, true))
+	h.must(StatusOK, revokeCmd("a", "s1", "h", tok, "stuck"))
+	if !h.lastHas(EventRevoked, "a", "s1", "h") {
+		t.Errorf("no EventRevoked: %+v", h.last)
+	}
+	for _, e := range h.last {
+		if e.Kind == EventRevoked && (e.Token != tok || e.RevokeReason != "stuck" || e.By != "tok-1" || e.RevokeKind != RevokeKindAdmin) {
+			t.Errorf("EventRevoked = %+v", e)
+		}
+	}
+	const d = int64(10e9 + 5e9) // openCmd: ttl 10 s, lock-delay 5 s
+	l := h.lock("a")
+	if len(l.Holders) != 0 || !l.Delayed || l.DelayFor != d || l.DelayUntil != h.now+d {
+		t.Fatalf("lock a = %+v, want no holder and delayed for ttl+lock-delay", l)
+	}
+	if len(l.Waiters) != 1 || l.Waiters[0].Session != "s2" {
+		t.Errorf("lock a = %+v, want s2 still waiting", l)
+	}
+	if _, ok := h.f.Session("s1"); !ok {
+		t.Error("the revoked holder's session was closed")
+	}
+	want := []RevokedGrant{{Lock: "a", Holder: "h", Token: tok, Kind: RevokeKindAdmin, Reason: "stuck"}}
+	if got := h.f.Revoked("s1"); !reflect.DeepEqual(got, want) {
+		t.Errorf("Revoked(s1) = %+v, want %+v", got, want)
+	}
+	if h.f.Revoked("s2") != nil {
+		t.Error("another session is told of the revocation")
+	}
+	// A repeated or stale revocation changes nothing.
+	before := h.f.Dump()
+	h.must(StatusNotHolder, revokeCmd("a", "s1", "h", tok, "again"))
+	if after := h.f.Dump(); !bytes.Equal(before[len(before)-200:], after[len(after)-200:]) {
+		t.Log("state moved only in its applied index")
+	}
+	h.must(StatusOK, endDelayCmd("a", h.lock("a").DelayUntil))
+	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" || len(l.Revoked) != 0 {
+		t.Errorf("lock a = %+v, want granted to s2 and its revocations forgotten once the delay ended", l)
+	}
+	if got := h.f.Revoked("s1"); got != nil {
+		t.Errorf("Revoked(s1) = %+v after the delay, want none", got)
+	}
+	checkSessionIndex(t, h.f)
+}
+
+// TestRevokeOfAGrantNotHeldChangesNothing: an unknown lock, another
+// holder, another token, an unknown session and an incomplete command are
+// refused, and the state is unchanged.
+func TestRevokeOfAGrantNotHeldChangesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", 0)
+	tok := h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Exclusive, false)).Token
+	for _, c := range []struct {
+		name string
+		cmd  Command
+		want Status
+	}{
+		{"unknown lock", revokeCmd("b", "s1", "h", tok, "x"), StatusNotHolder},
+		{"other holder", revokeCmd("a", "s1", "other", tok, "x"), StatusNotHolder},
+		{"other token", revokeCmd("a", "s1", "h", tok+1, "x"), StatusNotHolder},
+		{"unknown session", revokeCmd("a", "s9", "h", tok, "x"), StatusNotHolder},
+		{"no token", revokeCmd("a", "s1", "h", 0, "x"), StatusInvalid},
+	} {
+		before := h.f.Dump()
+		h.must(c.want, c.cmd)
+		after := h.f.Dump()
+		// Only the applied index (and the digest chain) moves.
+		g, w := New(nil), New(nil)
+		restoreInto(t, g, before)
+		restoreInto(t, w, after)
+		if !reflect.DeepEqual(g.Locks(""), w.Locks("")) || !reflect.DeepEqual(g.Sessions(), w.Sessions()) {
+			t.Errorf("%s changed the state", c.name)
+		}
+	}
+}
+
+// TestRevokedSharedGrantLeavesTheOtherHolders: revoking one of two shared
+// grants keeps the other, and a new shared acquire waits out the delay.
+func TestRevokedSharedGrantLeavesTheOtherHolders(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", time.Second)
+	h.open("s2", time.Second)
+	h.open("s3", time.Second)
+	t1 := h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Shared, false)).Token
+	h.must(StatusGranted, acqCmd("a", "s2", "h", sequencer.Shared, false))
+	h.must(StatusOK, revokeCmd("a", "s1", "h", t1, ""))
+	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" || !l.Delayed {
+		t.Fatalf("lock a = %+v", l)
+	}
+	h.must(StatusLockBusy, acqCmd("a", "s3", "h", sequencer.Shared, false))
+	checkSessionIndex(t, h.f)
+}
+
+// TestRevocationSurvivesSnapshotAndOlderBuildsRefuseIt: a state holding a
+// revocation in its delay snapshots as version 4 and restores to the same
+// bytes, the session's revocations rebuilt.
+func TestRevocationSurvivesSnapshotAndOlderBuildsRefuseIt(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", time.Second)
+	tok := h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Exclusive, false)).Token
+	h.must(StatusOK, revokeCmd("a", "s1", "h", tok, "r"))
+	data := snapshotBytes(t, h.f)
+	if data[0] != snapshotVersionLockOptions {
+		t.Fatalf("snapshot version %d, want %d", data[0], snapshotVersionLockOptions)
+	}
+	g := New(nil)
+	restoreInto(t, g, data)
+	if !bytes.Equal(g.Dump(), h.f.Dump()) {
+		t.Fatalf("restored state differs")
+	}
+	if got := g.Revoked("s1"); len(got) != 1 || got[0].Token != tok {
+		t.Errorf("restored Revoked(s1) = %+v", got)
+	}
+	h.must(StatusOK, endDelayCmd("a", h.lock("a").DelayUntil))
+	if v := snapshotBytes(t, h.f)[0]; v == snapshotVersionLockOptions {
+		t.Errorf("a state without revocations still snapshots as version %d", v)
+	}
+}
+
+// TestRevokeIsWrittenOnlyInVersion5: older replicas cannot read it.
+func TestRevokeIsWrittenOnlyInVersion5(t *testing.T) {
+	c := revokeCmd("a", "s", "h", 7, "why")
+	c.Now = 42
+	for _, v := range []byte{VersionJSON, VersionBinary, VersionTokenLimits} {
+		if _, err := c.EncodeAs(v); err == nil {
+			t.Errorf("revoke encoded in version %d", v)
+		}
+	}
+	data, err := c.EncodeAs(VersionLockOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(data)
+	if err != nil || !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+}
