@@ -279,7 +279,9 @@ type LocksPage struct {
 // session.Session do not retry it.
 type Backend interface {
 	OpenSession(ctx context.Context, req OpenRequest) (Info, error)
-	KeepAlive(ctx context.Context, id string) (time.Duration, error)
+	// KeepAlive extends the session's lease; its answer names the
+	// session's revoked grants (KeepAliveAnswer).
+	KeepAlive(ctx context.Context, id string) (KeepAliveAnswer, error)
 	CloseSession(ctx context.Context, id string) error
 	SessionInfo(ctx context.Context, id string) (Info, error)
 	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)

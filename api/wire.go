@@ -55,6 +55,9 @@ type OpenSessionReply struct {
 // KeepAliveReply answers POST /v1/sessions/{id}/keepalive.
 type KeepAliveReply struct {
 	TTL string `json:"ttl"`
+	// Revoked names the session's grants revoked while their locks'
+	// delays run (absent: none).
+	Revoked []RevokedReply `json:"revoked,omitempty"`
 }
 
 // SessionReply answers GET /v1/sessions/{id}.

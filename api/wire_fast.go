@@ -325,6 +325,11 @@ func (r ReleaseReply) AppendJSON(dst []byte) ([]byte, error) {
 
 // AppendJSON implements JSONAppender.
 func (r KeepAliveReply) AppendJSON(dst []byte) ([]byte, error) {
+	if len(r.Revoked) > 0 {
+		type plain KeepAliveReply // rare: encoding/json's bytes
+		b, err := json.Marshal(plain(r))
+		return append(dst, b...), err
+	}
 	return append(appendString(appendField(append(dst, '{'), "ttl", true), r.TTL), '}'), nil
 }
 

@@ -87,6 +87,9 @@ const (
 	// CmdRevokeGrant revokes one grant (RevokeGrant); version 5
 	// (VersionLockOptions) only.
 	CmdRevokeGrant CommandType = 14
+	// CmdRevokeSession ends a session as revoked (an operator's close by
+	// handle: RevokeSession); version 5 only. (15 is the release request.)
+	CmdRevokeSession CommandType = 16
 )
 
 // String names the command type (its name in the command table).
@@ -122,6 +125,8 @@ type Command struct {
 	ACLBootstrapReset *ACLBootstrapReset
 	// RevokeGrant takes one grant away (an operator's, or a hold limit's).
 	RevokeGrant *RevokeGrant
+	// RevokeSession ends a session as revoked (an operator's).
+	RevokeSession *RevokeSession
 }
 
 // OpenSession creates a session with a leader-generated random id.

@@ -270,6 +270,26 @@ func init() {
 			return p, d
 		},
 		apply: status((*FSM).revoke)})
+	registerCommand(CmdRevokeSession, command[RevokeSession]{name: "revoke_session",
+		since: VersionLockOptions,
+		get:   func(c Command) *RevokeSession { return c.RevokeSession },
+		wrap:  func(p *RevokeSession) Command { return Command{RevokeSession: p} },
+		encode: func(e binaryEncoder, p *RevokeSession) binaryEncoder {
+			e.str(p.ID)
+			e.str(p.Reason)
+			e.str(p.By)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RevokeSession, binaryDecoder) {
+			p := &RevokeSession{ID: d.str("id"), Reason: d.str("reason"), By: d.str("by")}
+			return p, d
+		},
+		apply: status(func(f *FSM, index uint64, p *RevokeSession) Status {
+			if p.ID == "" {
+				return StatusInvalid
+			}
+			return f.removeSession(index, p.ID, endRevoke)
+		})})
 }
 
 // spec returns the table's entry for t, or an error naming the unknown

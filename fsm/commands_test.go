@@ -13,7 +13,8 @@ func tableSamples() []Command {
 	return append(sampleCommands(), Command{Type: CmdACLBootstrapReset, Now: 14,
 		ACLBootstrapReset: &ACLBootstrapReset{ResetIndex: 7, Token: Token{ID: "t2", Name: "management", Hash: "h2", Rules: []string{"admin"}}}},
 		Command{Type: CmdRevokeGrant, Now: 15, RevokeGrant: &RevokeGrant{Lock: "jobs/leader", Session: "s", Holder: "h-1", Token: 9,
-			Kind: RevokeKindAdmin, Reason: "stuck", By: "t1"}})
+			Kind: RevokeKindAdmin, Reason: "stuck", By: "t1"}},
+		Command{Type: CmdRevokeSession, Now: 16, RevokeSession: &RevokeSession{ID: "s", Reason: "stuck", By: "t1"}})
 }
 
 // Every type in the command table has a name, and round-trips through

@@ -21,6 +21,16 @@ type RevokeGrant struct {
 	By string `json:"by,omitempty"`
 }
 
+// RevokeSession ends a session as revoked (an operator closing it by its
+// handle): as a deleted token's sessions end, each lock it held waits out
+// its ttl + lock-delay, and its client learns at its next request that
+// the session is gone.
+type RevokeSession struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
+}
+
 // Kinds of revocation (RevokeGrant.Kind).
 const (
 	RevokeKindAdmin   = "admin"

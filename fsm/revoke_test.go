@@ -160,3 +160,23 @@ func TestRevokeIsWrittenOnlyInVersion5(t *testing.T) {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
 }
+
+// TestRevokedSessionHoldsItsLocksForTTLPlusLockDelay: an operator's close
+// by handle ends the session as a token deletion does.
+func TestRevokedSessionHoldsItsLocksForTTLPlusLockDelay(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", 5*time.Second)
+	h.open("s2", 5*time.Second)
+	h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Exclusive, false))
+	h.must(StatusQueued, acqCmd("a", "s2", "w", sequencer.Exclusive, true))
+	h.must(StatusOK, Command{Type: CmdRevokeSession, RevokeSession: &RevokeSession{ID: "s1", Reason: "r"}})
+	if _, ok := h.f.Session("s1"); ok {
+		t.Fatal("the session is still open")
+	}
+	const d = int64(10e9 + 5e9)
+	if l := h.lock("a"); len(l.Holders) != 0 || !l.Delayed || l.DelayFor != d {
+		t.Fatalf("lock a = %+v, want delayed for ttl+lock-delay", l)
+	}
+	h.must(StatusSessionNotFound, Command{Type: CmdRevokeSession, RevokeSession: &RevokeSession{ID: "s1"}})
+	checkSessionIndex(t, h.f)
+}

@@ -98,7 +98,19 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 // waiting (ctx ended): the lease is then extended when the confirmation
 // comes, and no expiry is taken for the session meanwhile
 // (leaseTable.Arrive).
-func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+func (n *Node) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
+	ttl, err := n.keepAlive(ctx, id)
+	if err != nil {
+		return api.KeepAliveAnswer{}, err
+	}
+	// Read after the lease was extended: a revocation applied later
+	// started its delay after this keepalive arrived, so the lease it
+	// gives the client ends before that delay does.
+	return api.KeepAliveAnswer{TTL: ttl, Revoked: n.revokedGrants(id)}, nil
+}
+
+// keepAlive is KeepAlive's lease extension.
+func (n *Node) keepAlive(ctx context.Context, id string) (time.Duration, error) {
 	arrived := n.cfg.Now()
 	if err := api.CheckSessionID(id); err != nil {
 		return 0, err
@@ -631,4 +643,18 @@ func (n *Node) WaitLeader(ctx context.Context) (string, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// revokedGrants returns the revoked grants of session id that its
+// keepalive answers name (fsm.FSM.Revoked).
+func (n *Node) revokedGrants(id string) []api.RevokedGrant {
+	rs := n.fsm.Revoked(id)
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]api.RevokedGrant, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, api.RevokedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token), Kind: r.Kind, Reason: r.Reason})
+	}
+	return out
 }

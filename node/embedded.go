@@ -137,9 +137,9 @@ func (e *embedded) OpenSession(ctx context.Context, req api.OpenRequest) (api.In
 	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.OpenSession(ctx, req) })
 }
 
-func (e *embedded) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+func (e *embedded) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
 	ctx = e.with(ctx)
-	return route(e.local(), e.remote, func(b api.Backend) (time.Duration, error) { return b.KeepAlive(ctx, id) })
+	return route(e.local(), e.remote, func(b api.Backend) (api.KeepAliveAnswer, error) { return b.KeepAlive(ctx, id) })
 }
 
 func (e *embedded) CloseSession(ctx context.Context, id string) error {

@@ -175,6 +175,10 @@ type Session struct {
 	// that arrives now is lost at once. An acknowledged keepalive clears
 	// it and the lost grants are released.
 	lapsed bool
+	// revoked are the revoked grants the last acknowledged keepalive
+	// named: a grant registered after that answer is checked against
+	// them too.
+	revoked []api.RevokedGrant
 }
 
 // Open opens a session on b and starts its keepalive loop. It makes one
@@ -333,10 +337,11 @@ func (s *Session) overErr() error {
 // ---- keepalive loop ----
 
 type kaResult struct {
-	seq  uint64
-	sent time.Time
-	ttl  time.Duration
-	err  error
+	seq     uint64
+	sent    time.Time
+	ttl     time.Duration
+	revoked []api.RevokedGrant
+	err     error
 }
 
 type kaCall struct {
@@ -465,6 +470,9 @@ func (s *Session) run(opened time.Time) {
 			}
 			switch {
 			case r.err == nil:
+				// Before the lease moves on: a revoked grant is lost
+				// whatever the lease says.
+				s.revoke(r.revoked)
 				if r.ttl > 0 {
 					ttl = r.ttl
 				}
@@ -591,9 +599,9 @@ func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) 
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ttl, err := s.b.KeepAlive(ctx, s.id)
+		a, err := s.b.KeepAlive(ctx, s.id)
 		select {
-		case s.results <- kaResult{seq: seq, sent: sent, ttl: ttl, err: err}:
+		case s.results <- kaResult{seq: seq, sent: sent, ttl: a.TTL, revoked: a.Revoked, err: err}:
 		case <-s.loopDone:
 		}
 	}()
@@ -684,6 +692,56 @@ type Lock struct {
 	// guarded by s.mu
 	isLost   bool
 	released bool
+	// revokedBy is set when the cluster revoked the grant (Err).
+	revokedBy *RevokedError
+}
+
+// RevokedError says that a lock's grant was revoked by the cluster: an
+// operator's revocation (Kind "admin", with the operator's Reason) or
+// the end of its hold limit (Kind "max_hold"). Its Lost() closed when
+// the session's keepalive answer named it, before the cluster can grant
+// the lock again.
+type RevokedError struct {
+	Name   string
+	Token  sequencer.Token
+	Kind   string
+	Reason string
+}
+
+func (e *RevokedError) Error() string {
+	if e.Kind == "max_hold" {
+		return fmt.Sprintf("lock %q (token %d) revoked: its hold limit (max_hold) ran out", e.Name, e.Token)
+	}
+	return fmt.Sprintf("lock %q (token %d) revoked by an operator: %s", e.Name, e.Token, e.Reason)
+}
+
+// revoke loses the session's locks that a keepalive answer names as
+// revoked (their Lost closes at once; the grant is gone on the cluster,
+// so no release is needed) and remembers the answer for later grants.
+func (s *Session) revoke(revoked []api.RevokedGrant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = revoked
+	if len(revoked) == 0 {
+		return
+	}
+	for l := range s.locks {
+		for _, g := range revoked {
+			if g.Name == l.name && g.Holder == l.holder && g.Token == l.grant.Token {
+				s.revokeLocked(l, g)
+			}
+		}
+	}
+}
+
+// revokeLocked loses l, revoked as g; s.mu is held.
+func (s *Session) revokeLocked(l *Lock, g api.RevokedGrant) {
+	if l.revokedBy == nil {
+		l.revokedBy = &RevokedError{Name: g.Name, Token: g.Token, Kind: g.Kind, Reason: g.Reason}
+	}
+	l.loseLocked()
+	l.released = true // the cluster ended the grant: nothing to release
+	delete(s.locks, l)
 }
 
 // Lock acquires name exclusively, waiting as long as ctx allows. It returns
@@ -808,6 +866,11 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 		return nil, api.Errorf(api.CodeSessionNotFound, "session (handle %s) is %s", api.SessionHandle(s.id), s.state)
 	}
 	s.locks[l] = struct{}{}
+	for _, g := range s.revoked {
+		if g.Name == l.name && g.Holder == l.holder && g.Token == l.grant.Token {
+			s.revokeLocked(l, g)
+		}
+	}
 	if s.lapsed {
 		// Granted while the lease is past LostAfter: not to be trusted; it
 		// is released when the session recovers.
@@ -918,6 +981,18 @@ func (l *Lock) Session() *Session { return l.s }
 // the client releases the grant. A grant that arrives while the session's
 // lease is past LostAfter comes back with Lost already closed.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Err returns why Lost closed: a *RevokedError when the cluster revoked
+// the grant (an operator, or its hold limit), else nil (the lease, the
+// session's end or Unlock).
+func (l *Lock) Err() error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.revokedBy == nil {
+		return nil
+	}
+	return l.revokedBy
+}
 
 // loseLocked closes Lost once; s.mu is held.
 func (l *Lock) loseLocked() {

@@ -382,7 +382,12 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			signalGroup(sig.(syscall.Signal))
 		case <-lost:
 			lost = nil
-			stop(func() string { return fmt.Sprintf("lock %s is lost: %s", l.Name(), lossReason(s, final, events)) })
+			stop(func() string {
+				if err := l.Err(); err != nil {
+					return err.Error() // revoked: by an operator (and why), or its hold limit
+				}
+				return fmt.Sprintf("lock %s is lost: %s", l.Name(), lossReason(s, final, events))
+			})
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

@@ -74,6 +74,9 @@ the time printed: "lock-delay until T (no holder)". -o json prints the API's
 lock state with "at", the time, one object a line. It rides out failovers;
 --timeout does not apply; an interrupt ends it (exit 0).`,
 			nargs: [2]int{1, 1}, setup: (*cli).lockWatch},
+		{name: "lock revoke", usage: "NAME [--holder H] [--session-handle HANDLE] --reason R",
+			summary: "revoke one grant of a lock (admin): its holder is told first", output: true,
+			help: lockRevokeHelp, nargs: [2]int{1, 1}, setup: (*cli).lockRevoke},
 		{name: "sequencer check", usage: "SEQUENCER", summary: "is the sequencer still current? (exit 1, stale_sequencer, if not)", output: true,
 			help: `Asks the cluster whether SEQUENCER (from acquire, or RAFTLOCK_SEQUENCER under
 exec) is still current, and exits 1 with stale_sequencer if it is not, so that
@@ -88,9 +91,17 @@ lock-delay.`,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionKeepAlive},
 		{name: "session get", usage: "ID", summary: "describe a session: name, TTL, lock-delay, locks", output: true,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionGet},
-		{name: "session close", usage: "ID", summary: "close a session: its locks are released at once", output: true,
-			help:  "Closes a session: its locks are released at once, without lock-delay.",
+		{name: "session close", usage: "ID | HANDLE --reason R", summary: "close a session: by ID its locks are released at once", output: true,
+			help: `Closes a session. By its ID (32 hex digits): its locks are released at once,
+without lock-delay. By its HANDLE (16 hex digits, as "session list" shows it;
+admin; --reason required): an operator's close, as deleting its token would
+be: each of its locks stays unavailable for the session's ttl + lock-delay, and
+its client learns at its next request that the session is gone.`,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionClose},
+		{name: "session list", usage: "[--name N] [--handle HANDLE]", summary: "the open sessions by handle and name (admin)", output: true,
+			help: `Lists the open sessions (admin): handle, name, ttl, lock-delay, when opened and
+the locks each holds or waits for; never a session id. At most 1000.`,
+			setup: (*cli).sessionList},
 		{name: "acquire", usage: "--session ID [--holder H] [--shared] [--wait 0s] [--value V] NAME",
 			summary: "take a lock; prints token, sequencer and holder", output: true,
 			help: `Takes the lock NAME for the session: tries once, or waits in the lock's queue

@@ -218,11 +218,11 @@ func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	ttl, err := s.svc.KeepAlive(r.Context(), id)
+	a, err := s.svc.KeepAlive(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.KeepAliveReply{TTL: ttl.String()})
+	writeJSON(w, http.StatusOK, api.NewKeepAliveReply(a))
 	return nil
 }
 

@@ -1,0 +1,199 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/api/apitest"
+	"github.com/raftlock/raftlock/fsm"
+)
+
+// TestRevokeEndsOneGrantAndTellsTheHolderAtItsKeepalive: over HTTP, a
+// revocation ends the grant at once (its sequencer checks invalid), keeps
+// the session open, names the grant in the session's keepalive answers,
+// keeps the lock from the waiter for the session's ttl + lock-delay, and
+// is an overview event, a metric and a log line; bad input changes nothing.
+func TestRevokeEndsOneGrantAndTellsTheHolderAtItsKeepalive(t *testing.T) {
+	logs := &apitest.LogBuffer{}
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Level: hclog.Info, Output: logs})
+	}, withHTTP)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	holder := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: time.Second, LockDelay: 2 * time.Second})
+	waiter := mustOpen(t, c, api.OpenRequest{Name: "waiter", TTL: 10 * time.Second})
+	g := mustAcquire(t, c, api.AcquireRequest{Name: "jobs/a", Session: holder.ID, Holder: "h1"})
+	stop := c.keepAlive(holder.ID, 200*time.Millisecond)
+	defer stop()
+	granted := make(chan time.Time, 1)
+	go func() {
+		if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/a", Session: waiter.ID, Holder: "w", Wait: time.Minute}); err == nil {
+			granted <- time.Now()
+		}
+	}()
+	eventually(t, 10*time.Second, "the waiter to queue", func() error {
+		if st, err := cl.LockState(ctx, "jobs/a"); err != nil || st.Waiters != 1 {
+			return fmt.Errorf("%+v %v", st, err)
+		}
+		return nil
+	})
+	before, _ := cl.LockState(ctx, "jobs/a")
+
+	// Bad input: a stable code, and nothing changes.
+	long := strings.Repeat("r", api.MaxRevokeReasonBytes+1)
+	for _, tc := range []struct {
+		name string
+		req  api.RevokeRequest
+		code api.Code
+	}{
+		{"unknown lock", api.RevokeRequest{Name: "jobs/none", Holder: "h1", Reason: "r"}, api.CodeNotFound},
+		{"another holder", api.RevokeRequest{Name: "jobs/a", Holder: "h2", Reason: "r"}, api.CodeNotHolder},
+		{"another session", api.RevokeRequest{Name: "jobs/a", SessionHandle: api.SessionHandle(waiter.ID), Reason: "r"}, api.CodeNotHolder},
+		{"no reason", api.RevokeRequest{Name: "jobs/a", Holder: "h1"}, api.CodeInvalidArgument},
+		{"reason too long", api.RevokeRequest{Name: "jobs/a", Holder: "h1", Reason: long}, api.CodeInvalidArgument},
+		{"no holder nor handle", api.RevokeRequest{Name: "jobs/a", Reason: "r"}, api.CodeInvalidArgument},
+		{"malformed handle", api.RevokeRequest{Name: "jobs/a", SessionHandle: "XYZ", Reason: "r"}, api.CodeInvalidArgument},
+		{"bad lock name", api.RevokeRequest{Name: "", Holder: "h1", Reason: "r"}, api.CodeInvalidArgument},
+	} {
+		if _, err := cl.RevokeGrant(ctx, tc.req); api.CodeOf(err) != tc.code {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+	}
+	if st, _ := cl.LockState(ctx, "jobs/a"); st.Index != before.Index || len(st.Holders) != 1 {
+		t.Fatalf("bad revocations changed the lock: %+v, was %+v", st, before)
+	}
+
+	start := time.Now()
+	rv, err := cl.RevokeGrant(ctx, api.RevokeRequest{Name: "jobs/a", Holder: "h1", SessionHandle: api.SessionHandle(holder.ID), Reason: "stuck job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Token != g.Token || rv.Unavailable != 3*time.Second || rv.SessionHandle != api.SessionHandle(holder.ID) || rv.SessionName != "holder" {
+		t.Errorf("revocation = %+v", rv)
+	}
+	if chk, err := cl.CheckSequencer(ctx, g.Sequencer.String()); err != nil || chk.Valid {
+		t.Errorf("the revoked grant's sequencer: %+v %v, want invalid at once", chk, err)
+	}
+	ka, err := cl.KeepAlive(ctx, holder.ID)
+	if err != nil {
+		t.Fatalf("the revoked holder's session: %v, want still open", err)
+	}
+	want := api.RevokedGrant{Name: "jobs/a", Holder: "h1", Token: g.Token, Kind: "admin", Reason: "stuck job"}
+	if len(ka.Revoked) != 1 || ka.Revoked[0] != want {
+		t.Errorf("keepalive answer names %+v, want %+v", ka.Revoked, want)
+	}
+	if _, err := cl.RevokeGrant(ctx, api.RevokeRequest{Name: "jobs/a", Holder: "h1", Reason: "again"}); api.CodeOf(err) != api.CodeNotFound {
+		t.Errorf("a second revocation: %v, want not_found (the lock has no holder)", err)
+	}
+	at := <-granted
+	if d := at.Sub(start); d < 3*time.Second {
+		t.Errorf("the waiter was granted %v after the revocation, before ttl + lock-delay (3s)", d)
+	}
+	ka, err = cl.KeepAlive(ctx, holder.ID)
+	if err != nil || len(ka.Revoked) != 0 {
+		t.Errorf("keepalive after the delay: %+v %v, want no revocation named", ka, err)
+	}
+
+	_, li := c.leader()
+	_, _, ov, _ := getOverview(ctx, c.httpAddrs[li], "", "")
+	found := false
+	for _, e := range ov.Events {
+		if e.Kind == "revoked" && e.Lock == "jobs/a" && e.Reason == "stuck job" && e.Token == uint64(g.Token) && e.RevokeKind == "admin" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no revoked event on the overview: %+v", ov.Events)
+	}
+	mf, status, err := scrape(ctx, c.httpAddrs[li], "")
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("scrape: %d %v", status, err)
+	}
+	if v, ok := metricValue(mf, "raftlock_revocations_total", map[string]string{"kind": "admin"}); !ok || v != 1 {
+		t.Errorf("raftlock_revocations_total{kind=admin} = %v (%v), want 1", v, ok)
+	}
+	line := ""
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "grant revoked") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "lock=jobs/a") || !strings.Contains(line, fmt.Sprintf("token=%d", g.Token)) ||
+		!strings.Contains(line, "acl_token_id=") || strings.Contains(line, holder.ID) {
+		t.Errorf("log line %q: want the lock, the token and the ACL token id, never the session id", line)
+	}
+}
+
+// TestSessionsListAndCloseByHandle: an operator lists sessions by name and
+// handle (never ids) and closes one by handle: its client gets
+// session_not_found, its lock waits out ttl + lock-delay.
+func TestSessionsListAndCloseByHandle(t *testing.T) {
+	c := newTestCluster(t, 3, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	a := mustOpen(t, c, api.OpenRequest{Name: "stuck", TTL: time.Second, LockDelay: time.Second})
+	b := mustOpen(t, c, api.OpenRequest{Name: "other", TTL: 10 * time.Second})
+	mustAcquire(t, c, api.AcquireRequest{Name: "jobs/s", Session: a.ID, Holder: "h"})
+	stop := c.keepAlive(a.ID, 200*time.Millisecond)
+	defer stop()
+
+	list, err := cl.Sessions(ctx, api.SessionsQuery{Name: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Sessions) != 1 || list.Sessions[0].Handle != api.SessionHandle(a.ID) || list.Sessions[0].Name != "stuck" ||
+		len(list.Sessions[0].Locks) != 1 || list.Sessions[0].Locks[0] != "jobs/s" {
+		t.Fatalf("sessions named stuck: %+v", list)
+	}
+	all, err := cl.Sessions(ctx, api.SessionsQuery{})
+	if err != nil || len(all.Sessions) != 2 {
+		t.Fatalf("every session: %+v %v", all, err)
+	}
+	for _, s := range all.Sessions {
+		if s.Handle == a.ID || s.Handle == b.ID {
+			t.Fatal("a session id in the listing")
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		req  api.CloseByHandleRequest
+		code api.Code
+	}{
+		{"unknown handle", api.CloseByHandleRequest{Handle: "0123456789abcdef", Reason: "r"}, api.CodeNotFound},
+		{"malformed handle", api.CloseByHandleRequest{Handle: "0123", Reason: "r"}, api.CodeInvalidArgument},
+		{"no reason", api.CloseByHandleRequest{Handle: api.SessionHandle(a.ID)}, api.CodeInvalidArgument},
+	} {
+		if _, err := cl.CloseSessionByHandle(ctx, tc.req); api.CodeOf(err) != tc.code {
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
+		}
+	}
+	if _, err := cl.Sessions(ctx, api.SessionsQuery{Handle: "nothex"}); api.CodeOf(err) != api.CodeInvalidArgument {
+		t.Errorf("listing by a malformed handle: %v", err)
+	}
+	start := time.Now()
+	closed, err := cl.CloseSessionByHandle(ctx, api.CloseByHandleRequest{Handle: api.SessionHandle(a.ID), Reason: "stuck"})
+	if err != nil || closed.Unavailable != 2*time.Second || closed.Name != "stuck" {
+		t.Fatalf("close by handle: %+v %v", closed, err)
+	}
+	if _, err := cl.KeepAlive(ctx, a.ID); api.CodeOf(err) != api.CodeSessionNotFound {
+		t.Errorf("the closed session's keepalive: %v, want session_not_found", err)
+	}
+	g, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/s", Session: b.ID, Holder: "w", Wait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("the closed session's lock granted %v after the close, before ttl + lock-delay", d)
+	}
+	if g.Token == 0 {
+		t.Error("no token")
+	}
+}
