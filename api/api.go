@@ -161,6 +161,10 @@ type AcquireRequest struct {
 	Mode    sequencer.Mode
 	Wait    time.Duration
 	Value   string
+	// MaxHold is the grant's hold limit (zero: none; MinMaxHold to
+	// MaxMaxHold): the leader revokes the grant that long after it was
+	// made (DESIGN.md, "Hold limits").
+	MaxHold time.Duration
 }
 
 // Grant is a successful acquisition.

@@ -6,6 +6,12 @@ import (
 	"github.com/raftlock/raftlock/sequencer"
 )
 
+// MinMaxHold and MaxMaxHold bound an acquire's hold limit (max_hold).
+const (
+	MinMaxHold = time.Second
+	MaxMaxHold = 24 * time.Hour
+)
+
 // MaxRevokeReasonBytes bounds the reason an operator gives for a
 // revocation or a session's closing.
 const MaxRevokeReasonBytes = 256

@@ -83,6 +83,8 @@ type AcquireBody struct {
 	Mode    string `json:"mode"`
 	Wait    string `json:"wait"`
 	Value   string `json:"value"`
+	// MaxHold is the grant's hold limit (a duration; absent: none).
+	MaxHold string `json:"max_hold,omitempty"`
 }
 
 // GrantReply answers a successful POST /v1/acquire.
@@ -227,7 +229,7 @@ func (b OpenSessionBody) MarshalJSON() ([]byte, error) {
 func (b AcquireBody) MarshalJSON() ([]byte, error) {
 	type plain AcquireBody
 	return marshalText(plain(b), "name", b.Name, "session", b.Session, "holder", b.Holder, "value", b.Value,
-		"mode", b.Mode, "wait", b.Wait)
+		"mode", b.Mode, "wait", b.Wait, "max_hold", b.MaxHold)
 }
 
 // MarshalJSON encodes b, refusing text that is not valid UTF-8.

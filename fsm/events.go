@@ -71,6 +71,9 @@ type Event struct {
 	// RevokeKind, RevokeReason and By describe a revocation
 	// (EventRevoked): RevokeGrant's Kind, Reason and By.
 	RevokeKind, RevokeReason, By string
+	// MaxHold is the hold limit of a grant (EventGranted), nanoseconds
+	// (0: none).
+	MaxHold int64
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

@@ -180,3 +180,38 @@ func TestRevokedSessionHoldsItsLocksForTTLPlusLockDelay(t *testing.T) {
 	h.must(StatusSessionNotFound, Command{Type: CmdRevokeSession, RevokeSession: &RevokeSession{ID: "s1"}})
 	checkSessionIndex(t, h.f)
 }
+
+// TestHoldLimitIsKeptOnTheGrantAndRevokedAsMaxHold: an acquire's max_hold
+// is kept on its grant (straight away, or from its place in the queue),
+// announced with the grant for the leader's timer, snapshotted as
+// version 4, and its revocation is of kind max_hold.
+func TestHoldLimitIsKeptOnTheGrantAndRevokedAsMaxHold(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", time.Second)
+	h.open("s2", time.Second)
+	a := acqCmd("a", "s1", "h", sequencer.Exclusive, false)
+	a.Acquire.MaxHold = int64(30 * time.Second)
+	tok := h.must(StatusGranted, a).Token
+	if g := h.granted("a"); len(g) != 1 || g[0].MaxHold != int64(30*time.Second) {
+		t.Fatalf("grant events %+v, want the hold limit", g)
+	}
+	w := acqCmd("a", "s2", "w", sequencer.Exclusive, true)
+	w.Acquire.MaxHold = int64(time.Minute)
+	h.must(StatusQueued, w)
+	if v := snapshotBytes(t, h.f)[0]; v != snapshotVersionLockOptions {
+		t.Errorf("a state with hold limits snapshots as version %d", v)
+	}
+	r := revokeCmd("a", "s1", "h", tok, "")
+	r.RevokeGrant.Kind = RevokeKindMaxHold
+	h.must(StatusOK, r)
+	if got := h.f.Revoked("s1"); len(got) != 1 || got[0].Kind != RevokeKindMaxHold {
+		t.Errorf("Revoked(s1) = %+v", got)
+	}
+	h.must(StatusOK, endDelayCmd("a", h.lock("a").DelayUntil))
+	if g := h.granted("a"); len(g) != 1 || g[0].MaxHold != int64(time.Minute) {
+		t.Fatalf("the waiter's grant events %+v, want its hold limit", g)
+	}
+	if l := h.lock("a"); l.Holders[0].MaxHold != int64(time.Minute) {
+		t.Errorf("lock a = %+v", l)
+	}
+}

@@ -26,9 +26,10 @@ const snapshotVersionACL byte = 2
 const snapshotVersionHold byte = 3
 
 // snapshotVersionLockOptions marks a snapshot whose state holds a
-// revocation still in its delay (Lock.Revoked): a build without
-// revocations would not tell the revoked client at its keepalive, which
-// then goes on believing it holds the lock. Any other state is written as
+// revocation still in its delay (Lock.Revoked) or a hold limit
+// (Holder.MaxHold, Waiter.MaxHold): a build without them would not tell
+// the revoked client at its keepalive (which then goes on believing it
+// holds the lock), or never end the hold. Any other state is written as
 // before.
 const snapshotVersionLockOptions byte = 4
 
@@ -222,11 +223,22 @@ func (f *FSM) Load(data []byte) error {
 }
 
 // hasLockOptions reports whether the state holds what only a snapshot of
-// snapshotVersionLockOptions carries: a revocation in its delay.
+// snapshotVersionLockOptions carries: a revocation in its delay, a hold
+// limit.
 func (st *state) hasLockOptions() bool {
 	for _, l := range st.Locks {
 		if len(l.Revoked) > 0 {
 			return true
+		}
+		for _, h := range l.Holders {
+			if h.MaxHold > 0 {
+				return true
+			}
+		}
+		for _, w := range l.Waiters {
+			if w.MaxHold > 0 {
+				return true
+			}
 		}
 	}
 	return false

@@ -257,6 +257,11 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	if err := n.authorizeSession(ctx, req.Session); err != nil {
 		return api.Grant{}, err
 	}
+	if req.MaxHold != 0 {
+		if err := n.needLockOptions("acquire with max_hold"); err != nil {
+			return api.Grant{}, err
+		}
+	}
 	key := waitKey{req.Name, req.Session, req.Holder}
 	// The wait belongs to this term: the term's end answers it
 	// (unknown_outcome). A node that does not lead answers no_leader
@@ -276,7 +281,7 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		var err error
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
-			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits}})
+			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits, MaxHold: int64(req.MaxHold)}})
 		if err != nil {
 			return api.Grant{}, err
 		}

@@ -197,3 +197,47 @@ func TestSessionsListAndCloseByHandle(t *testing.T) {
 		t.Error("no token")
 	}
 }
+
+// TestMaxHoldRevokesTheGrantAtItsLimit: the leader revokes a grant at its
+// hold limit (kind max_hold, told at the keepalive, the lock delayed for
+// ttl + lock-delay); a hold limit out of range is invalid_argument and
+// changes nothing.
+func TestMaxHoldRevokesTheGrantAtItsLimit(t *testing.T) {
+	c := newTestCluster(t, 3, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	s := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: time.Second, LockDelay: time.Second})
+	stop := c.keepAlive(s.ID, 200*time.Millisecond)
+	defer stop()
+	for _, d := range []time.Duration{500 * time.Millisecond, 25 * time.Hour, -time.Second} {
+		if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/m", Session: s.ID, Holder: "h", MaxHold: d}); api.CodeOf(err) != api.CodeInvalidArgument {
+			t.Errorf("max_hold %v: %v, want invalid_argument", d, err)
+		}
+	}
+	if st, err := cl.LockState(ctx, "jobs/m"); err != nil || len(st.Holders) != 0 {
+		t.Fatalf("a refused acquire took the lock: %+v %v", st, err)
+	}
+	start := time.Now()
+	g, err := cl.Acquire(ctx, api.AcquireRequest{Name: "jobs/m", Session: s.ID, Holder: "h", MaxHold: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ka api.KeepAliveAnswer
+	eventually(t, 10*time.Second, "the keepalive names the revoked grant", func() error {
+		ka, err = cl.KeepAlive(ctx, s.ID)
+		if err != nil || len(ka.Revoked) != 1 {
+			return fmt.Errorf("%+v %v", ka, err)
+		}
+		return nil
+	})
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("revoked %v after the grant, before its hold limit", d)
+	}
+	if r := ka.Revoked[0]; r.Kind != "max_hold" || r.Token != g.Token || r.Name != "jobs/m" {
+		t.Errorf("revoked %+v", r)
+	}
+	if st, _ := cl.LockState(ctx, "jobs/m"); len(st.Holders) != 0 || st.DelayUntil.IsZero() {
+		t.Errorf("after the hold limit: %+v, want no holder and a delay", st)
+	}
+}

@@ -670,8 +670,16 @@ func (s *Session) emit(ev Event) {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	value string
+	value   string
+	maxHold time.Duration
 }
+
+// MaxHold sets the grant's hold limit (api.MinMaxHold to api.MaxMaxHold):
+// the cluster revokes the grant d after it was made. The client closes
+// the lock's Lost() first, d − 1% after it sent its first acquire request
+// (which came before the grant), with a *RevokedError of Kind "max_hold"
+// from Err. Every member must run a build that reads command version 5.
+func MaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
 
 // Value sets the value the holder attaches to the lock (up to
 // MaxValueBytes), e.g. an elected leader's address.
@@ -782,7 +790,10 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	}
 	actx, stop := s.link(ctx)
 	defer stop()
-	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
+	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value, MaxHold: cfg.maxHold}
+	// The hold limit runs on the cluster from the grant, which comes
+	// after this: the client's from here ends first.
+	firstSent := s.clock.Now()
 	uncertain := false // a request may have been granted without our knowing
 	giveUp := func() (*Lock, error) {
 		if uncertain {
@@ -815,7 +826,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 		sliceEnded := rctx.Err() != nil && actx.Err() == nil
 		rcancel()
 		if err == nil {
-			return s.register(req, g)
+			return s.register(req, g, firstSent)
 		}
 		if actx.Err() != nil {
 			// A wait may have queued us: give the place (or a grant) back.
@@ -848,7 +859,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 }
 
 // register turns a grant into a Lock handle of the session.
-func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
+func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.Time) (*Lock, error) {
 	if g.Name == "" {
 		g.Name = req.Name
 	}
@@ -876,7 +887,32 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 		// is released when the session recovers.
 		l.loseLocked()
 	}
+	if req.MaxHold > 0 {
+		s.wg.Add(1)
+		go s.holdLimit(l, firstSent.Add(req.MaxHold-req.MaxHold/100))
+	}
 	return l, nil
+}
+
+// holdLimit loses l at deadline (its hold limit, counted from before its
+// grant), unless it is lost or the session ends first.
+func (s *Session) holdLimit(l *Lock, deadline time.Time) {
+	defer s.wg.Done()
+	t := s.clock.NewTimer(deadline.Sub(s.clock.Now()))
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-l.lost:
+		return
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.revokedBy == nil && !l.isLost {
+		l.revokedBy = &RevokedError{Name: l.name, Token: l.grant.Token, Kind: "max_hold"}
+	}
+	l.loseLocked()
 }
 
 // releaseAbandoned releases, in the background, a grant or a queue place

@@ -51,3 +51,32 @@ func TestRevokedGrantIsLostAtTheNextKeepalive(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxHoldLosesTheLockBeforeTheClusterRevokesIt: with a hold limit the
+// client closes Lost() 1% before the limit, counted from its first
+// acquire request (before the grant), with a max_hold RevokedError.
+func TestMaxHoldLosesTheLockBeforeTheClusterRevokesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		s := r.open(TTL(30 * time.Second))
+		l, err := s.TryLock(context.Background(), "a", MaxHold(100*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.runTo(s, at(98*time.Second))
+		if isClosed(l.Lost()) {
+			t.Fatal("lost before its hold limit (less 1%)")
+		}
+		r.runTo(s, at(99*time.Second))
+		if !isClosed(l.Lost()) {
+			t.Fatal("Lost() still open 1% before the hold limit")
+		}
+		var re *RevokedError
+		if !errors.As(l.Err(), &re) || re.Kind != "max_hold" {
+			t.Fatalf("Err() = %v, want a max_hold RevokedError", l.Err())
+		}
+		if !s.Safe() {
+			t.Fatal("the session was lost with the lock")
+		}
+	})
+}

@@ -173,9 +173,15 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&shared, "shared", false, "take a shared (reader) lock")
 	fs.DurationVar(&req.Wait, "wait", 0, "how long to wait in the lock's queue: 0s (try once) to 10m")
 	fs.StringVar(&req.Value, "value", "", "a value `V` to set on the lock")
+	fs.DurationVar(&req.MaxHold, "max-hold", 0, "the grant's hold limit `D`: 1s to 24h (0: none); the cluster revokes it then")
 	return func(ctx context.Context, pos []string) error {
 		if req.Session == "" {
 			return usagef("acquire", "--session is required")
+		}
+		if req.MaxHold != 0 {
+			if err := api.CheckDuration("--max-hold", req.MaxHold, api.MinMaxHold, api.MaxMaxHold); err != nil {
+				return badFlag("acquire", err)
+			}
 		}
 		if err := api.CheckWait("--wait", req.Wait); err != nil {
 			return badFlag("acquire", err)
