@@ -38,6 +38,9 @@ const (
 	faultRestore       = "restore"
 	faultDeleteToken   = "delete-token"
 	faultRotateMembers = "rotate-members"
+	// revoke-grant: a holding client's grant revoked by an operator
+	// (POST /v1/locks/revoke); its session goes on.
+	faultRevokeGrant = "revoke-grant"
 	// The disk faults (disks.go): power-loss, slow-disk, fill-disk.
 )
 
@@ -46,7 +49,7 @@ const (
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers}
+	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant}
 
 // diskFaults are the disk fault kinds (disks.go). They are not part of
 // "all": they need root and /dev/fuse, and put every data dir on a FUSE
