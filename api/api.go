@@ -193,6 +193,18 @@ type Holder struct {
 	Holder        string
 	Token         sequencer.Token
 	Value         string
+	// ReleaseRequested says who asked the holder to release the grant
+	// (nil: nobody).
+	ReleaseRequested *ReleaseRequestInfo
+}
+
+// ReleaseRequestInfo is who asked a holder to release its grant (by
+// session handle and name, never the id, and holder id), and when.
+type ReleaseRequestInfo struct {
+	SessionHandle string
+	SessionName   string
+	Holder        string
+	At            time.Time
 }
 
 // QueuedHolder is one waiter in a lock's queue.

@@ -22,6 +22,9 @@ const MaxRevokeReasonBytes = 256
 type KeepAliveAnswer struct {
 	TTL     time.Duration
 	Revoked []RevokedGrant
+	// ReleaseRequested names the session's grants whose release another
+	// session asked for (POST /v1/locks/request-release).
+	ReleaseRequested []ReleaseRequestedGrant
 }
 
 // RevokedGrant names one revoked grant of a session: the lock, the holder
@@ -135,6 +138,10 @@ func NewKeepAliveReply(a KeepAliveAnswer) KeepAliveReply {
 	for _, g := range a.Revoked {
 		r.Revoked = append(r.Revoked, RevokedReply{Name: g.Name, Holder: g.Holder, Token: uint64(g.Token), Kind: g.Kind, Reason: g.Reason})
 	}
+	for _, g := range a.ReleaseRequested {
+		r.ReleaseRequested = append(r.ReleaseRequested, ReleaseRequestedReply{Name: g.Name, Holder: g.Holder, Token: uint64(g.Token),
+			BySessionHandle: g.BySessionHandle, BySessionName: g.BySessionName, ByHolder: g.ByHolder, At: g.At.UTC().Format(time.RFC3339Nano)})
+	}
 	return r
 }
 
@@ -147,6 +154,11 @@ func (r KeepAliveReply) Answer() (KeepAliveAnswer, error) {
 	a := KeepAliveAnswer{TTL: d}
 	for _, g := range r.Revoked {
 		a.Revoked = append(a.Revoked, RevokedGrant{Name: g.Name, Holder: g.Holder, Token: sequencer.Token(g.Token), Kind: g.Kind, Reason: g.Reason})
+	}
+	for _, g := range r.ReleaseRequested {
+		at, _ := time.Parse(time.RFC3339Nano, g.At)
+		a.ReleaseRequested = append(a.ReleaseRequested, ReleaseRequestedGrant{Name: g.Name, Holder: g.Holder, Token: sequencer.Token(g.Token),
+			BySessionHandle: g.BySessionHandle, BySessionName: g.BySessionName, ByHolder: g.ByHolder, At: at})
 	}
 	return a, nil
 }
@@ -215,4 +227,51 @@ type ClosedSession struct {
 	Name        string
 	Locks       []string
 	Unavailable time.Duration
+}
+
+// ReleaseRequestedGrant names one grant of a session whose release
+// another session asked for (a keepalive's answer): the lock, the holder
+// id and token, who asked (by handle and name, never the id) and when.
+type ReleaseRequestedGrant struct {
+	Name            string
+	Holder          string
+	Token           sequencer.Token
+	BySessionHandle string
+	BySessionName   string
+	ByHolder        string
+	At              time.Time
+}
+
+// ReleaseRequestedReply is one requested release in a keepalive's answer.
+type ReleaseRequestedReply struct {
+	Name            string `json:"name"`
+	Holder          string `json:"holder"`
+	Token           uint64 `json:"token"`
+	BySessionHandle string `json:"by_session_handle"`
+	BySessionName   string `json:"by_session_name,omitempty"`
+	ByHolder        string `json:"by_holder"`
+	At              string `json:"at"`
+}
+
+// RequestReleaseRequest asks the holders of lock Name to release it, on
+// behalf of (Session, Holder) (write on the lock).
+type RequestReleaseRequest struct {
+	Name    string
+	Session string
+	Holder  string
+}
+
+// Check validates the request.
+func (r RequestReleaseRequest) Check() error { return CheckLockRef(r.Name, r.Session, r.Holder) }
+
+// RequestReleaseBody is the body of POST /v1/locks/request-release.
+type RequestReleaseBody struct {
+	Name    string `json:"name"`
+	Session string `json:"session"`
+	Holder  string `json:"holder"`
+}
+
+// RequestReleaseReply answers POST /v1/locks/request-release.
+type RequestReleaseReply struct {
+	Requested bool `json:"requested"`
 }

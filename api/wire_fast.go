@@ -327,7 +327,7 @@ func (r ReleaseReply) AppendJSON(dst []byte) ([]byte, error) {
 
 // AppendJSON implements JSONAppender.
 func (r KeepAliveReply) AppendJSON(dst []byte) ([]byte, error) {
-	if len(r.Revoked) > 0 {
+	if len(r.Revoked) > 0 || len(r.ReleaseRequested) > 0 {
 		type plain KeepAliveReply // rare: encoding/json's bytes
 		b, err := json.Marshal(plain(r))
 		return append(dst, b...), err

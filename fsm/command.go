@@ -87,6 +87,9 @@ const (
 	// CmdRevokeGrant revokes one grant (RevokeGrant); version 5
 	// (VersionLockOptions) only.
 	CmdRevokeGrant CommandType = 14
+	// CmdRequestRelease asks a lock's holders to release it
+	// (RequestRelease); version 5 only.
+	CmdRequestRelease CommandType = 15
 	// CmdRevokeSession ends a session as revoked (an operator's close by
 	// handle: RevokeSession); version 5 only. (15 is the release request.)
 	CmdRevokeSession CommandType = 16
@@ -127,6 +130,8 @@ type Command struct {
 	RevokeGrant *RevokeGrant
 	// RevokeSession ends a session as revoked (an operator's).
 	RevokeSession *RevokeSession
+	// RequestRelease asks a lock's holders to release it.
+	RequestRelease *RequestRelease
 }
 
 // OpenSession creates a session with a leader-generated random id.

@@ -270,6 +270,21 @@ func init() {
 			return p, d
 		},
 		apply: status((*FSM).revoke)})
+	registerCommand(CmdRequestRelease, command[RequestRelease]{name: "request_release",
+		since: VersionLockOptions,
+		get:   func(c Command) *RequestRelease { return c.RequestRelease },
+		wrap:  func(p *RequestRelease) Command { return Command{RequestRelease: p} },
+		encode: func(e binaryEncoder, p *RequestRelease) binaryEncoder {
+			e.str(p.Lock)
+			e.str(p.Session)
+			e.str(p.Holder)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RequestRelease, binaryDecoder) {
+			p := &RequestRelease{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder")}
+			return p, d
+		},
+		apply: status((*FSM).requestRelease)})
 	registerCommand(CmdRevokeSession, command[RevokeSession]{name: "revoke_session",
 		since: VersionLockOptions,
 		get:   func(c Command) *RevokeSession { return c.RevokeSession },

@@ -14,6 +14,7 @@ func tableSamples() []Command {
 		ACLBootstrapReset: &ACLBootstrapReset{ResetIndex: 7, Token: Token{ID: "t2", Name: "management", Hash: "h2", Rules: []string{"admin"}}}},
 		Command{Type: CmdRevokeGrant, Now: 15, RevokeGrant: &RevokeGrant{Lock: "jobs/leader", Session: "s", Holder: "h-1", Token: 9,
 			Kind: RevokeKindAdmin, Reason: "stuck", By: "t1"}},
+		Command{Type: CmdRequestRelease, Now: 17, RequestRelease: &RequestRelease{Lock: "jobs/leader", Session: "s2", Holder: "h-2"}},
 		Command{Type: CmdRevokeSession, Now: 16, RevokeSession: &RevokeSession{ID: "s", Reason: "stuck", By: "t1"}})
 }
 

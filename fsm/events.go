@@ -40,6 +40,9 @@ const (
 	// EventRevoked: the grant of (Session, Holder) on Lock (Token) was
 	// revoked (RevokeKind, RevokeReason, By: RevokeGrant).
 	EventRevoked
+	// EventReleaseRequested: the holder (Session, Holder) of Lock's grant
+	// Token was asked to release it.
+	EventReleaseRequested
 )
 
 // Event tells the local replica what an entry changed, so that the leader can

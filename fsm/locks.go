@@ -19,6 +19,9 @@ type Holder struct {
 	// that long after it learns of the grant, every new leader again in
 	// full from its promotion.
 	MaxHold int64 `json:"max_hold,omitempty"`
+	// ReleaseRequested says who asked the holder to release the grant
+	// (RequestRelease; nil: nobody), until the grant ends.
+	ReleaseRequested *ReleaseRequest `json:"release_requested,omitempty"`
 }
 
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
@@ -290,6 +293,12 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 func copyLock(l *Lock) Lock {
 	c := *l
 	c.Holders = append([]Holder(nil), l.Holders...)
+	for i := range c.Holders {
+		if r := c.Holders[i].ReleaseRequested; r != nil {
+			cr := *r
+			c.Holders[i].ReleaseRequested = &cr
+		}
+	}
 	c.Waiters = append([]Waiter(nil), l.Waiters...)
 	c.Grants = append([]PastGrant(nil), l.Grants...)
 	c.Revoked = append([]Revocation(nil), l.Revoked...)

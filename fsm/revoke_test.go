@@ -215,3 +215,41 @@ func TestHoldLimitIsKeptOnTheGrantAndRevokedAsMaxHold(t *testing.T) {
 		t.Errorf("lock a = %+v", l)
 	}
 }
+
+// TestRequestReleaseMarksTheGrantUntilItEnds: a waiter's request marks
+// the holder's grant (who, when), which its session's keepalive names,
+// until the grant ends; a lock not held or an unknown asker changes
+// nothing.
+func TestRequestReleaseMarksTheGrantUntilItEnds(t *testing.T) {
+	h := newHarness(t)
+	h.open("s1", time.Second)
+	h.open("s2", time.Second)
+	rr := func(lock, session, holder string) Command {
+		return Command{Type: CmdRequestRelease, RequestRelease: &RequestRelease{Lock: lock, Session: session, Holder: holder}}
+	}
+	h.must(StatusNotHolder, rr("a", "s2", "w"))
+	tok := h.must(StatusGranted, acqCmd("a", "s1", "h", sequencer.Exclusive, false)).Token
+	h.must(StatusQueued, acqCmd("a", "s2", "w", sequencer.Exclusive, true))
+	h.must(StatusSessionNotFound, rr("a", "s9", "w"))
+	if h.f.ReleaseRequests("s1") != nil {
+		t.Fatal("a release requested before anyone asked")
+	}
+	h.must(StatusOK, rr("a", "s2", "w"))
+	if !h.lastHas(EventReleaseRequested, "a", "s1", "h") {
+		t.Errorf("no EventReleaseRequested: %+v", h.last)
+	}
+	got := h.f.ReleaseRequests("s1")
+	if len(got) != 1 || got[0].Token != tok || got[0].Request.Session != "s2" || got[0].Request.Holder != "w" || got[0].Request.At != h.now {
+		t.Fatalf("ReleaseRequests(s1) = %+v", got)
+	}
+	if v := snapshotBytes(t, h.f)[0]; v != snapshotVersionLockOptions {
+		t.Errorf("snapshot version %d with a release request", v)
+	}
+	h.must(StatusOK, relCmd("a", "s1", "h"))
+	if got := h.f.ReleaseRequests("s1"); got != nil {
+		t.Errorf("after the release: %+v", got)
+	}
+	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" || l.Holders[0].ReleaseRequested != nil {
+		t.Errorf("the next grant carries the old request: %+v", l)
+	}
+}

@@ -231,7 +231,7 @@ func (st *state) hasLockOptions() bool {
 			return true
 		}
 		for _, h := range l.Holders {
-			if h.MaxHold > 0 {
+			if h.MaxHold > 0 || h.ReleaseRequested != nil {
 				return true
 			}
 		}

@@ -106,7 +106,7 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, e
 	// Read after the lease was extended: a revocation applied later
 	// started its delay after this keepalive arrived, so the lease it
 	// gives the client ends before that delay does.
-	return api.KeepAliveAnswer{TTL: ttl, Revoked: n.revokedGrants(id)}, nil
+	return api.KeepAliveAnswer{TTL: ttl, Revoked: n.revokedGrants(id), ReleaseRequested: n.releaseRequests(id)}, nil
 }
 
 // keepAlive is KeepAlive's lease extension.
@@ -364,8 +364,13 @@ func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 		st.Mode = 0
 	}
 	for _, h := range l.Holders {
-		st.Holders = append(st.Holders, api.Holder{SessionHandle: api.SessionHandle(h.Session),
-			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+		ah := api.Holder{SessionHandle: api.SessionHandle(h.Session),
+			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+		if r := h.ReleaseRequested; r != nil {
+			ah.ReleaseRequested = &api.ReleaseRequestInfo{SessionHandle: api.SessionHandle(r.Session), Holder: r.Holder,
+				SessionName: n.sessionName(r.Session), At: time.Unix(0, r.At).UTC()}
+		}
+		st.Holders = append(st.Holders, ah)
 	}
 	if l.Delayed {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
@@ -662,4 +667,28 @@ func (n *Node) revokedGrants(id string) []api.RevokedGrant {
 		out = append(out, api.RevokedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token), Kind: r.Kind, Reason: r.Reason})
 	}
 	return out
+}
+
+// releaseRequests returns the grants of session id whose release another
+// session asked for, as its keepalive answers name them.
+func (n *Node) releaseRequests(id string) []api.ReleaseRequestedGrant {
+	rs := n.fsm.ReleaseRequests(id)
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]api.ReleaseRequestedGrant, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, api.ReleaseRequestedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token),
+			BySessionHandle: api.SessionHandle(r.Request.Session), BySessionName: n.sessionName(r.Request.Session),
+			ByHolder: r.Request.Holder, At: time.Unix(0, r.Request.At).UTC()})
+	}
+	return out
+}
+
+// sessionName is the name of session id ("" if none or gone).
+func (n *Node) sessionName(id string) string {
+	if s, ok := n.fsm.Session(id); ok {
+		return s.Name
+	}
+	return ""
 }

@@ -181,3 +181,18 @@ func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wai
 	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.WatchLock(ctx, name, index, wait) })
 }
+
+// RequestRelease asks the holders of a lock to release it (see
+// Node.RequestRelease), through the leader.
+func (e *embedded) RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error {
+	ctx = e.with(ctx)
+	return routeErr(e.local(), e.remote, func(b api.Backend) error {
+		rb, ok := b.(interface {
+			RequestRelease(context.Context, api.RequestReleaseRequest) error
+		})
+		if !ok {
+			return api.Errorf(api.CodeInvalidArgument, "this backend does not pass release requests")
+		}
+		return rb.RequestRelease(ctx, req)
+	})
+}

@@ -174,3 +174,38 @@ func (n *Node) CloseSessionByHandle(ctx context.Context, req api.CloseByHandleRe
 	}
 	return api.ClosedSession{Handle: req.Handle, Name: found.Name, Locks: sum.Locks, Unavailable: time.Duration(found.TTL + found.LockDelay)}, nil
 }
+
+// RequestRelease asks the holders of a lock to release it, on behalf of
+// the session (write on the lock, and the session's own token): each
+// grant but the asker's is marked until it ends (shown on the lock, named
+// at its holder's keepalives); the holders choose. A lock not held is
+// not_found.
+func (n *Node) RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error {
+	if err := req.Check(); err != nil {
+		return err
+	}
+	if err := n.authorize(ctx, api.AccessWrite, req.Name); err != nil {
+		return err
+	}
+	if err := n.authorizeSession(ctx, req.Session); err != nil {
+		return err
+	}
+	if n.leadership() == nil {
+		return n.noLeader()
+	}
+	if l, ok := n.fsm.Lock(req.Name); !ok || len(l.Holders) == 0 {
+		return api.Errorf(api.CodeNotFound, "lock %q is not held", req.Name)
+	}
+	if err := n.needLockOptions("request release"); err != nil {
+		return err
+	}
+	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRequestRelease, RequestRelease: &fsm.RequestRelease{Lock: req.Name,
+		Session: req.Session, Holder: req.Holder}})
+	if err != nil {
+		return err
+	}
+	if res.Status == fsm.StatusNotHolder {
+		return api.Errorf(api.CodeNotFound, "lock %q is not held", req.Name)
+	}
+	return mapStatus(res, "request release of "+req.Name)
+}

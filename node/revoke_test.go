@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/api/apitest"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/session"
 )
 
 // TestRevokeEndsOneGrantAndTellsTheHolderAtItsKeepalive: over HTTP, a
@@ -239,5 +241,76 @@ func TestMaxHoldRevokesTheGrantAtItsLimit(t *testing.T) {
 	}
 	if st, _ := cl.LockState(ctx, "jobs/m"); len(st.Holders) != 0 || st.DelayUntil.IsZero() {
 		t.Errorf("after the hold limit: %+v, want no holder and a delay", st)
+	}
+}
+
+// TestRequestReleaseReachesTheHolder: a waiter asks the holder to
+// release: the lock shows who asked and when, the holder's Go client
+// closes ReleaseRequested() at its next keepalive, the holder chooses
+// (here it releases and the waiter is granted); a lock not held is
+// not_found and changes nothing.
+func TestRequestReleaseReachesTheHolder(t *testing.T) {
+	c := newTestCluster(t, 3, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	hs, err := session.Open(ctx, cl, session.TTL(3*time.Second), session.Name("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close(context.Background())
+	ws, err := session.Open(ctx, c.client(t), session.TTL(3*time.Second), session.Name("waiter"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close(context.Background())
+	if err := ws.RequestRelease(ctx, "jobs/r"); api.CodeOf(err) != api.CodeNotFound {
+		t.Fatalf("request release of a free lock: %v, want not_found", err)
+	}
+	l, err := hs.TryLock(ctx, "jobs/r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.RequestRelease(ctx, "jobs/r"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.LockState(ctx, "jobs/r")
+	if err != nil || len(st.Holders) != 1 || st.Holders[0].ReleaseRequested == nil ||
+		st.Holders[0].ReleaseRequested.SessionHandle != ws.Handle() || st.Holders[0].ReleaseRequested.SessionName != "waiter" {
+		t.Fatalf("lock state %+v %v, want release_requested by the waiter", st, err)
+	}
+	select {
+	case <-l.ReleaseRequested():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the holder was not told at its keepalives")
+	}
+	if r, ok := l.RequestedBy(); !ok || r.BySessionHandle != ws.Handle() {
+		t.Errorf("RequestedBy = %+v %v", r, ok)
+	}
+	if isClosedChan(l.Lost()) {
+		t.Error("a release request lost the lock")
+	}
+	granted := make(chan error, 1)
+	go func() {
+		_, err := ws.Lock(ctx, "jobs/r")
+		granted <- err
+	}()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-granted; err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := cl.LockState(ctx, "jobs/r"); len(st.Holders) != 1 || st.Holders[0].ReleaseRequested != nil {
+		t.Errorf("the new grant carries the old request: %+v", st)
+	}
+}
+
+func isClosedChan(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

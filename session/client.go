@@ -337,11 +337,12 @@ func (s *Session) overErr() error {
 // ---- keepalive loop ----
 
 type kaResult struct {
-	seq     uint64
-	sent    time.Time
-	ttl     time.Duration
-	revoked []api.RevokedGrant
-	err     error
+	seq       uint64
+	sent      time.Time
+	ttl       time.Duration
+	revoked   []api.RevokedGrant
+	requested []api.ReleaseRequestedGrant
+	err       error
 }
 
 type kaCall struct {
@@ -473,6 +474,7 @@ func (s *Session) run(opened time.Time) {
 				// Before the lease moves on: a revoked grant is lost
 				// whatever the lease says.
 				s.revoke(r.revoked)
+				s.releaseRequested(r.requested)
 				if r.ttl > 0 {
 					ttl = r.ttl
 				}
@@ -601,7 +603,7 @@ func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) 
 		defer s.wg.Done()
 		a, err := s.b.KeepAlive(ctx, s.id)
 		select {
-		case s.results <- kaResult{seq: seq, sent: sent, ttl: a.TTL, revoked: a.Revoked, err: err}:
+		case s.results <- kaResult{seq: seq, sent: sent, ttl: a.TTL, revoked: a.Revoked, requested: a.ReleaseRequested, err: err}:
 		case <-s.loopDone:
 		}
 	}()
@@ -702,6 +704,62 @@ type Lock struct {
 	released bool
 	// revokedBy is set when the cluster revoked the grant (Err).
 	revokedBy *RevokedError
+	// requested is closed when another session asked for the lock
+	// (ReleaseRequested); requestedBy says who.
+	requested   chan struct{}
+	requestedBy *api.ReleaseRequestedGrant
+}
+
+// ReleaseRequested returns a channel closed when another session asked
+// this grant's holder to release it (POST /v1/locks/request-release), as
+// a keepalive's answer said: the holder chooses whether and when to
+// Unlock. RequestedBy says who asked.
+func (l *Lock) ReleaseRequested() <-chan struct{} { return l.requested }
+
+// RequestedBy returns who asked the holder to release the grant, and
+// when; false until someone did.
+func (l *Lock) RequestedBy() (api.ReleaseRequestedGrant, bool) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.requestedBy == nil {
+		return api.ReleaseRequestedGrant{}, false
+	}
+	return *l.requestedBy, true
+}
+
+// releaseRequested closes ReleaseRequested of the session's locks that a
+// keepalive answer names.
+func (s *Session) releaseRequested(rs []api.ReleaseRequestedGrant) {
+	if len(rs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.locks {
+		for _, r := range rs {
+			if r.Name == l.name && r.Holder == l.holder && r.Token == l.grant.Token && l.requestedBy == nil {
+				r := r
+				l.requestedBy = &r
+				close(l.requested)
+			}
+		}
+	}
+}
+
+// RequestRelease asks the holders of lock name to release it on behalf of
+// this session (write on the lock): each sees it at its next keepalive
+// (Lock.ReleaseRequested) and chooses. A lock not held is not_found.
+func (s *Session) RequestRelease(ctx context.Context, name string) error {
+	if s.State().over() {
+		return s.overErr()
+	}
+	rb, ok := s.b.(interface {
+		RequestRelease(context.Context, api.RequestReleaseRequest) error
+	})
+	if !ok {
+		return api.Errorf(api.CodeInvalidArgument, "session: this backend does not pass release requests")
+	}
+	return rb.RequestRelease(ctx, api.RequestReleaseRequest{Name: name, Session: s.id, Holder: "request-" + newHolderID()[:16]})
 }
 
 // RevokedError says that a lock's grant was revoked by the cluster: an
@@ -869,7 +927,8 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.T
 	if g.Sequencer == (sequencer.Sequencer{}) {
 		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
 	}
-	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{})}
+	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{}),
+		requested: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state.over() {

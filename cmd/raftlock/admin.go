@@ -88,3 +88,25 @@ func (c *cli) closeByHandle(ctx context.Context, handle, reason string) error {
 			return c.printf("closed session %s (%s); its %d lock(s) are unavailable for %s\n", r.Handle, r.Name, len(r.Locks), r.Unavailable)
 		})
 }
+
+func (c *cli) lockRequestRelease(fs *flag.FlagSet) runFunc {
+	var req api.RequestReleaseRequest
+	fs.StringVar(&req.Session, "session", "", "the asking session's `ID` (required)")
+	fs.StringVar(&req.Holder, "holder", "requester", "the asker's holder id `H`")
+	return func(ctx context.Context, pos []string) error {
+		if req.Session == "" {
+			return usagef("lock request-release", "--session is required")
+		}
+		req.Name = pos[0]
+		if err := req.Check(); err != nil {
+			return badFlag("lock request-release", err)
+		}
+		get := func(ctx context.Context, cl *client.Client) (api.RequestReleaseReply, error) {
+			return api.RequestReleaseReply{Requested: true}, cl.RequestRelease(ctx, req)
+		}
+		return show(ctx, c, "lock request-release", get, func(r api.RequestReleaseReply) any { return r },
+			func(api.RequestReleaseReply) error {
+				return c.printf("asked the holders of %s to release it\n", req.Name)
+			})
+	}
+}

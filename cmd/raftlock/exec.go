@@ -354,6 +354,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 
 	var (
 		lost      = l.Lost()
+		requested = l.ReleaseRequested()
 		events    = s.Events()
 		stopAt    <-chan time.Time // fires stopLead before the lock is lost
 		stopTimer *time.Timer
@@ -391,6 +392,12 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			return nil
 		case sig := <-sigs:
 			signalGroup(sig.(syscall.Signal))
+		case <-requested:
+			requested = nil
+			if r, ok := l.RequestedBy(); ok {
+				fmt.Fprintf(c.stderr, "raftlock: release_requested: lock %s (token %d): session %s %q (holder %s) asks for it; %s keeps running\n",
+					l.Name(), l.Token(), r.BySessionHandle, r.BySessionName, r.ByHolder, argv[0])
+			}
 		case <-lost:
 			lost = nil
 			stop(func() string {

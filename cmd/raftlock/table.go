@@ -77,6 +77,14 @@ lock state with "at", the time, one object a line. It rides out failovers;
 		{name: "lock revoke", usage: "NAME [--holder H] [--session-handle HANDLE] --reason R",
 			summary: "revoke one grant of a lock (admin): its holder is told first", output: true,
 			help: lockRevokeHelp, nargs: [2]int{1, 1}, setup: (*cli).lockRevoke},
+		{name: "lock request-release", usage: "NAME --session ID [--holder H]",
+			summary: "ask a lock's holders to release it; they choose", output: true,
+			help: `Asks the holders of the lock NAME to release it, on behalf of the session ID
+(write on the lock): each holder's grant shows release_requested (who, when)
+until it ends, and its client sees it at its next keepalive (Go:
+Lock.ReleaseRequested(); exec prints a release_requested line). The holder
+chooses whether and when to release.`,
+			nargs: [2]int{1, 1}, setup: (*cli).lockRequestRelease},
 		{name: "sequencer check", usage: "SEQUENCER", summary: "is the sequencer still current? (exit 1, stale_sequencer, if not)", output: true,
 			help: `Asks the cluster whether SEQUENCER (from acquire, or RAFTLOCK_SEQUENCER under
 exec) is still current, and exits 1 with stale_sequencer if it is not, so that

@@ -1153,3 +1153,13 @@ func (c *Client) CloseSessionByHandle(ctx context.Context, req api.CloseByHandle
 	}
 	return api.ClosedSession{Handle: out.Handle, Name: out.Name, Locks: out.Locks, Unavailable: d}, nil
 }
+
+// RequestRelease asks the holders of a lock to release it, on behalf of
+// (req.Session, req.Holder) (POST /v1/locks/request-release; write on the
+// lock). Repeating it changes nothing more.
+func (c *Client) RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error {
+	var out api.RequestReleaseReply
+	_, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/locks/request-release", out: &out, idempotent: true,
+		body: fixed(api.RequestReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})})
+	return err
+}

@@ -144,6 +144,7 @@ func (s *Server) routes() {
 		{"GET /metrics", false, false, s.handleMetrics}, // authorizes itself (--metrics-open)
 		{"GET /v1/overview", !s.localReads, false, s.handleOverview},
 		{"POST /v1/locks/revoke", true, false, s.handleRevoke},
+		{"POST /v1/locks/request-release", true, false, s.handleRequestRelease},
 		{"GET /v1/sessions", true, false, s.handleSessions},
 		{"POST /v1/sessions/close-by-handle", true, false, s.handleCloseByHandle},
 	} {

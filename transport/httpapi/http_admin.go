@@ -52,3 +52,16 @@ func (s *Server) handleCloseByHandle(w http.ResponseWriter, r *http.Request) err
 	writeJSON(w, http.StatusOK, api.CloseByHandleReply{Closed: true, Handle: c.Handle, Name: c.Name, Locks: locks, Unavailable: c.Unavailable.String()})
 	return nil
 }
+
+// handleRequestRelease answers POST /v1/locks/request-release.
+func (s *Server) handleRequestRelease(w http.ResponseWriter, r *http.Request) error {
+	var b api.RequestReleaseBody
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := s.svc.RequestRelease(r.Context(), api.RequestReleaseRequest{Name: b.Name, Session: b.Session, Holder: b.Holder}); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, api.RequestReleaseReply{Requested: true})
+	return nil
+}

@@ -73,6 +73,9 @@ type AdminService interface {
 	RevokeGrant(ctx context.Context, req api.RevokeRequest) (api.Revocation, error)
 	Sessions(ctx context.Context, q api.SessionsQuery) (api.SessionsReply, error)
 	CloseSessionByHandle(ctx context.Context, req api.CloseByHandleRequest) (api.ClosedSession, error)
+	// RequestRelease serves POST /v1/locks/request-release (write on the
+	// lock).
+	RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error
 }
 
 // MembershipService serves membership and leadership transfer: GET, POST

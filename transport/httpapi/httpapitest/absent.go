@@ -65,6 +65,9 @@ func (Absent) CloseSessionByHandle(context.Context, api.CloseByHandleRequest) (a
 	return api.ClosedSession{}, errNoAdmin
 }
 
+// RequestRelease answers that this server does not pass release requests.
+func (Absent) RequestRelease(context.Context, api.RequestReleaseRequest) error { return errNoAdmin }
+
 var errNoMembership = api.Errorf(api.CodeInvalidArgument, "this server does not manage membership")
 
 // Members answers that this server does not manage membership.
