@@ -28,7 +28,8 @@ import (
 //     sessions), then a new token made for it, with which it goes on in a
 //     new session;
 //   - revoke-grant: a holding client's grant revoked by an operator (POST
-//     /v1/locks/revoke): its session goes on, the grant ends;
+//     /v1/locks/revoke): its session goes on, the grant ends (named
+//     explicitly, not in "all": see namedFaults);
 //
 // and one must revoke nothing:
 //
