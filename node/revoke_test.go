@@ -314,3 +314,30 @@ func isClosedChan(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// TestNewLeaderRestartsHoldLimitInFull: a hold limit is timed again in
+// full by a new leader from its promotion: the grant outlives its limit
+// as counted from the grant when the leader that granted it dies (a limit
+// may run long after a failover, never short), and is still revoked.
+func TestNewLeaderRestartsHoldLimitInFull(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	s := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: 30 * time.Second, LockDelay: time.Second})
+	const limit = 3 * time.Second
+	mustAcquire(t, c, api.AcquireRequest{Name: "jobs/f", Session: s.ID, Holder: "h", MaxHold: limit})
+	time.Sleep(limit / 2) // the wall-clock part of the scenario, not synchronisation
+	_, li := c.leader()
+	c.stop(li)
+	_, nl := c.leader()
+	promoted := time.Now()
+	n := c.snapshotNodes()[nl]
+	eventually(t, 20*time.Second, "the new leader revokes the grant", func() error {
+		if len(n.fsm.Revoked(s.ID)) == 0 {
+			return fmt.Errorf("not revoked yet")
+		}
+		return nil
+	})
+	if d := time.Since(promoted); d < limit-100*time.Millisecond {
+		t.Errorf("revoked %v after the new leader was found, want its full limit %v", d, limit)
+	}
+}
