@@ -1,5 +1,7 @@
 package fsm
 
+import "slices"
+
 // RequestRelease asks the holders of a lock to release it (Chubby's
 // conflicting-lock event, Curator's revocation request): the grant is
 // marked (Holder.ReleaseRequested) until it ends, and its holder sees it
@@ -60,6 +62,28 @@ func (f *FSM) requestRelease(index uint64, c *RequestRelease) Status {
 func (f *FSM) ReleaseRequests(id string) []RequestedRelease {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.releaseRequestsLocked(id)
+}
+
+// KeepAliveNews returns what a keepalive of session id answers besides
+// its ttl, read at once: its revoked grants (Revoked) and the grants
+// whose release was requested (ReleaseRequests). Both nil, the common
+// case, without allocating.
+func (f *FSM) KeepAliveNews(id string) ([]RevokedGrant, []RequestedRelease) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.sessions[id]
+	if s == nil {
+		return nil, nil
+	}
+	var revoked []RevokedGrant
+	if len(s.Revoked) > 0 {
+		revoked = slices.Clone(s.Revoked)
+	}
+	return revoked, f.releaseRequestsLocked(id)
+}
+
+func (f *FSM) releaseRequestsLocked(id string) []RequestedRelease {
 	s := f.sessions[id]
 	if s == nil {
 		return nil

@@ -106,7 +106,8 @@ func (n *Node) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, e
 	// Read after the lease was extended: a revocation applied later
 	// started its delay after this keepalive arrived, so the lease it
 	// gives the client ends before that delay does.
-	return api.KeepAliveAnswer{TTL: ttl, Revoked: n.revokedGrants(id), ReleaseRequested: n.releaseRequests(id)}, nil
+	revoked, requested := n.fsm.KeepAliveNews(id)
+	return api.KeepAliveAnswer{TTL: ttl, Revoked: revokedGrants(revoked), ReleaseRequested: n.releaseRequests(requested)}, nil
 }
 
 // keepAlive is KeepAlive's lease extension.
@@ -655,10 +656,8 @@ func (n *Node) WaitLeader(ctx context.Context) (string, error) {
 	}
 }
 
-// revokedGrants returns the revoked grants of session id that its
-// keepalive answers name (fsm.FSM.Revoked).
-func (n *Node) revokedGrants(id string) []api.RevokedGrant {
-	rs := n.fsm.Revoked(id)
+// revokedGrants is the API form of a session's revoked grants.
+func revokedGrants(rs []fsm.RevokedGrant) []api.RevokedGrant {
 	if len(rs) == 0 {
 		return nil
 	}
@@ -669,10 +668,9 @@ func (n *Node) revokedGrants(id string) []api.RevokedGrant {
 	return out
 }
 
-// releaseRequests returns the grants of session id whose release another
-// session asked for, as its keepalive answers name them.
-func (n *Node) releaseRequests(id string) []api.ReleaseRequestedGrant {
-	rs := n.fsm.ReleaseRequests(id)
+// releaseRequests is the API form of a session's grants whose release
+// another session asked for.
+func (n *Node) releaseRequests(rs []fsm.RequestedRelease) []api.ReleaseRequestedGrant {
 	if len(rs) == 0 {
 		return nil
 	}
