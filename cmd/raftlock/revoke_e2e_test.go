@@ -79,6 +79,7 @@ func TestRevokedHolderLosesLockBeforeNextGrant(t *testing.T) {
 	}
 	const ttl, delay = 3 * time.Second, 10 * time.Second
 	cl := c.Client()
+	awaitVersion5(ctx, t, cl)
 	minGo, minExec := time.Duration(1<<62), time.Duration(1<<62)
 	revocations := 0
 	for run := 0; run < runs; run++ {
@@ -90,6 +91,24 @@ func TestRevokedHolderLosesLockBeforeNextGrant(t *testing.T) {
 	}
 	t.Logf("%d runs, %d revocations (%d Go, %d exec): smallest margin Lost() → next grant %v; exec child's last write → next grant %v",
 		runs, revocations, runs*nGo, runs*nExec, minGo.Round(time.Millisecond), minExec.Round(time.Millisecond))
+}
+
+// awaitVersion5 waits until every member has recorded that it reads
+// command version 5 (what revocations and release requests need).
+func awaitVersion5(ctx context.Context, t *testing.T, cl *client.Client) {
+	t.Helper()
+	proccluster.Eventually(t, time.Minute, "every member reads command version 5", func() error {
+		info, err := cl.Cluster(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range info.Members {
+			if m.Commands < 5 {
+				return fmt.Errorf("member %s reads command version %d", m.ID, m.Commands)
+			}
+		}
+		return nil
+	})
 }
 
 // closeSessionWithin closes s, giving up after d.
@@ -279,4 +298,72 @@ func revokeRun(t *testing.T, ctx context.Context, c *proccluster.Cluster, cl *cl
 		res.revoked++
 	}
 	return res
+}
+
+// TestOperatorCommandsRevokeListCloseAndRequest drives the operator's CLI
+// commands against real processes: session list shows the exec holder by
+// handle and name, lock request-release reaches exec (a release_requested
+// line; CMD keeps running), lock revoke ends exec's grant (exit 124, the
+// reason on stderr), session close HANDLE ends another session (its next
+// keepalive: session_not_found), and --max-hold out of range is a usage
+// error.
+func TestOperatorCommandsRevokeListCloseAndRequest(t *testing.T) {
+	daemon, cli := binaries(t)
+	c := proccluster.Start(t, daemon, 3)
+	ctx := ctxFor(t, 2*time.Minute)
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := c.Client()
+	awaitVersion5(ctx, t, cl)
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		p := startCLI(t, cli, c.AddrList(), args...)
+		var out []string
+		for l := range p.lines {
+			out = append(out, l)
+		}
+		return strings.Join(out, "\n"), p.exitCode(t, 30*time.Second)
+	}
+	holder := startCLI(t, cli, c.AddrList(), "exec", "--ttl", "2s", "--lock-delay", "2s", "--kill-grace", "1s", "jobs/cli", "--", "sleep", "60")
+	var st api.LockState
+	proccluster.Eventually(t, 20*time.Second, "exec to hold the lock", func() error {
+		var err error
+		if st, err = cl.LockState(ctx, "jobs/cli"); err != nil || len(st.Holders) != 1 {
+			return fmt.Errorf("%+v %v", st, err)
+		}
+		return nil
+	})
+	h := st.Holders[0]
+	if out, code := run("session", "list"); code != 0 || !strings.Contains(out, h.SessionHandle) {
+		t.Fatalf("session list (exit %d) does not show the holder's handle %s:\n%s", code, h.SessionHandle, out)
+	}
+	other, err := session.Open(ctx, cl, session.TTL(5*time.Second), session.Name("other"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeSessionWithin(other, 5*time.Second)
+	if out, code := run("lock", "request-release", "jobs/cli", "--session", other.ID()); code != 0 {
+		t.Fatalf("lock request-release: exit %d: %s", code, out)
+	}
+	time.Sleep(2 * time.Second) // a keepalive of exec's (ttl/3) carries the request; exec must keep CMD running
+	if out, code := run("lock", "revoke", "jobs/cli", "--holder", h.Holder, "--reason", "cli test"); code != 0 || !strings.Contains(out, "revoked jobs/cli") {
+		t.Fatalf("lock revoke: exit %d: %s", code, out)
+	}
+	if code := holder.exitCode(t, 30*time.Second); code != exitLockLost {
+		t.Fatalf("revoked exec exited %d, want %d", code, exitLockLost)
+	}
+	msg := holder.stderr.String()
+	if !strings.Contains(msg, "release_requested: lock jobs/cli") || !strings.Contains(msg, "revoked by an operator: cli test") {
+		t.Fatalf("exec's stderr lacks the release request or the revocation:\n%s", msg)
+	}
+	if out, code := run("session", "close", other.Handle(), "--reason", "cli test"); code != 0 || !strings.Contains(out, "closed session "+other.Handle()) {
+		t.Fatalf("session close HANDLE: exit %d: %s", code, out)
+	}
+	if _, err := cl.KeepAlive(ctx, other.ID()); api.CodeOf(err) != api.CodeSessionNotFound {
+		t.Fatalf("the closed session's keepalive: %v, want session_not_found", err)
+	}
+	if _, code := run("acquire", "--session", other.ID(), "--max-hold", "500ms", "jobs/x"); code != 2 {
+		t.Fatalf("acquire --max-hold 500ms exited %d, want 2 (out of range)", code)
+	}
 }
