@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
@@ -252,4 +253,110 @@ func TestRequestReleaseMarksTheGrantUntilItEnds(t *testing.T) {
 	if l := h.lock("a"); len(l.Holders) != 1 || l.Holders[0].Session != "s2" || l.Holders[0].ReleaseRequested != nil {
 		t.Errorf("the next grant carries the old request: %+v", l)
 	}
+}
+
+// TestRandomRevocationsKeepTheirRules applies random acquires, releases,
+// expiries, revocations (current, stale and of hold limits), release
+// requests and ends of delays, and checks after every entry: a lock with a
+// revocation kept is in its delay (nothing is granted before the revoked
+// client was told); a session's revocations are exactly its locks'; the
+// session index holds; and a snapshot restores to the same bytes.
+func TestRandomRevocationsKeepTheirRules(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 14))
+	h := newHarness(t)
+	sessions := []string{"s1", "s2", "s3", "s4"}
+	for _, s := range sessions {
+		h.open(s, time.Duration(rng.IntN(3))*time.Second)
+	}
+	locks := []string{"a", "b", "c"}
+	for step := range 3000 {
+		pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+		var c Command
+		switch p := rng.IntN(100); {
+		case p < 35:
+			c = acqCmd(pick(locks), pick(sessions), pick([]string{"h1", "h2"}), Exclusive, rng.IntN(2) == 0)
+			if rng.IntN(3) == 0 {
+				c.Acquire.MaxHold = int64(time.Minute)
+			}
+		case p < 50:
+			c = relCmd(pick(locks), pick(sessions), pick([]string{"h1", "h2"}))
+		case p < 70:
+			l := h.lock(pick(locks))
+			if len(l.Holders) > 0 && rng.IntN(4) > 0 {
+				hd := l.Holders[rng.IntN(len(l.Holders))]
+				c = revokeCmd(l.Name, hd.Session, hd.Holder, hd.Token, "r")
+				if rng.IntN(3) == 0 {
+					c.RevokeGrant.Token-- // stale
+				}
+				if rng.IntN(4) == 0 {
+					c.RevokeGrant.Kind = RevokeKindMaxHold
+				}
+			} else {
+				c = revokeCmd(pick(locks), pick(sessions), "h1", uint64(rng.IntN(int(h.idx)+1)), "r")
+			}
+		case p < 78:
+			c = Command{Type: CmdRequestRelease, RequestRelease: &RequestRelease{Lock: pick(locks), Session: pick(sessions), Holder: "w"}}
+		case p < 93:
+			l := h.lock(pick(locks))
+			until := l.DelayUntil
+			if rng.IntN(5) == 0 {
+				until++
+			}
+			c = endDelayCmd(l.Name, until)
+			if l.Name == "" {
+				c = endDelayCmd(pick(locks), 0)
+			}
+		case p < 97:
+			s := pick(sessions)
+			c = expireCmd(s)
+			h.apply(c)
+			h.open(s, time.Second)
+			continue
+		default:
+			s := pick(sessions)
+			h.apply(Command{Type: CmdRevokeSession, RevokeSession: &RevokeSession{ID: s}})
+			h.open(s, time.Second)
+			continue
+		}
+		h.apply(c)
+		h.now += int64(time.Millisecond)
+		want := map[string]int{}
+		for _, l := range h.f.Locks("") {
+			if len(l.Revoked) > 0 && !l.Delayed {
+				t.Fatalf("step %d: lock %s keeps revocations %+v out of its delay", step, l.Name, l.Revoked)
+			}
+			for _, r := range l.Revoked {
+				if _, ok := h.f.Session(r.Session); ok {
+					want[r.Session]++
+				}
+			}
+			for _, hd := range l.Holders {
+				if hd.ReleaseRequested != nil && hd.ReleaseRequested.Session == hd.Session && hd.ReleaseRequested.Holder == hd.Holder {
+					t.Fatalf("step %d: a holder asked itself to release: %+v", step, hd)
+				}
+			}
+		}
+		for _, s := range sessions {
+			if got := len(h.f.Revoked(s)); got != want[s] {
+				t.Fatalf("step %d: session %s names %d revocations, its locks keep %d", step, s, got, want[s])
+			}
+		}
+		checkSessionIndex(t, h.f)
+		if step%100 == 0 {
+			g := New(nil)
+			restoreInto(t, g, h.f.Dump())
+			if !bytes.Equal(g.Dump(), h.f.Dump()) {
+				t.Fatalf("step %d: restored state differs", step)
+			}
+		}
+	}
+	kinds := map[EventKind]int{}
+	for _, e := range h.events {
+		kinds[e.Kind]++
+	}
+	if kinds[EventRevoked] < 100 || kinds[EventReleaseRequested] < 20 || kinds[EventGranted] < 150 {
+		t.Errorf("too few revocations (%d), release requests (%d) or grants (%d) to judge", kinds[EventRevoked],
+			kinds[EventReleaseRequested], kinds[EventGranted])
+	}
+	t.Logf("%d revocations, %d release requests, %d grants", kinds[EventRevoked], kinds[EventReleaseRequested], kinds[EventGranted])
 }

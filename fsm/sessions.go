@@ -167,6 +167,16 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 	}
 	delete(f.sessions, id)
 	f.disown(s.Owner)
+	// Its revocations go with it: no keepalive of it will be answered.
+	// (The locks' delays run on.)
+	for _, g := range s.Revoked {
+		if l := f.locks[g.Lock]; l != nil {
+			l.Revoked = slices.DeleteFunc(l.Revoked, func(r Revocation) bool { return r.Session == id })
+			if len(l.Revoked) == 0 {
+				l.Revoked = nil
+			}
+		}
+	}
 	delay := end.heldFor(s)
 	f.count(s, -s.Holds, 0) // its waits are counted off below, as dropped
 	for _, name := range sortedKeys(s.Locks) {
