@@ -168,6 +168,10 @@ type AcquireRequest struct {
 	Mode    sequencer.Mode
 	Wait    time.Duration
 	Value   string
+	// MaxHold is the grant's hold limit (zero: none; MinMaxHold to
+	// MaxMaxHold): the leader revokes the grant that long after it was
+	// made (DESIGN.md, "Hold limits").
+	MaxHold time.Duration
 }
 
 // Grant is a successful acquisition.
@@ -196,6 +200,18 @@ type Holder struct {
 	Holder        string
 	Token         sequencer.Token
 	Value         string
+	// ReleaseRequested says who asked the holder to release the grant
+	// (nil: nobody).
+	ReleaseRequested *ReleaseRequestInfo
+}
+
+// ReleaseRequestInfo is who asked a holder to release its grant (by
+// session handle and name, never the id, and holder id), and when.
+type ReleaseRequestInfo struct {
+	SessionHandle string
+	SessionName   string
+	Holder        string
+	At            time.Time
 }
 
 // QueuedHolder is one waiter in a lock's queue.
@@ -303,7 +319,9 @@ type LocksPage struct {
 // session.Session do not retry it.
 type Backend interface {
 	OpenSession(ctx context.Context, req OpenRequest) (Info, error)
-	KeepAlive(ctx context.Context, id string) (time.Duration, error)
+	// KeepAlive extends the session's lease; its answer names the
+	// session's revoked grants (KeepAliveAnswer).
+	KeepAlive(ctx context.Context, id string) (KeepAliveAnswer, error)
 	CloseSession(ctx context.Context, id string) error
 	SessionInfo(ctx context.Context, id string) (Info, error)
 	Acquire(ctx context.Context, req AcquireRequest) (Grant, error)

@@ -106,6 +106,9 @@ type EventReply struct {
 	Mode          string `json:"mode,omitempty"`
 	DelayUntil    string `json:"delay_until,omitempty"`
 	// Reason says why a wait ended: "session_gone", "timed_out",
-	// "cancelled".
+	// "cancelled"; of a revocation ("revoked"), the operator's reason.
 	Reason string `json:"reason,omitempty"`
+	// RevokeKind says who revoked a grant ("revoked"): "admin" or
+	// "max_hold".
+	RevokeKind string `json:"revoke_kind,omitempty"`
 }

@@ -191,6 +191,11 @@ func (r *AcquireRequest) Resolve() error {
 	if err := CheckWait("wait", r.Wait); err != nil {
 		return err
 	}
+	if r.MaxHold != 0 {
+		if err := CheckDuration("max_hold", r.MaxHold, MinMaxHold, MaxMaxHold); err != nil {
+			return err
+		}
+	}
 	return CheckValue(r.Value)
 }
 

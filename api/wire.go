@@ -61,6 +61,12 @@ type OpenSessionReply struct {
 // KeepAliveReply answers POST /v1/sessions/{id}/keepalive.
 type KeepAliveReply struct {
 	TTL string `json:"ttl"`
+	// Revoked names the session's grants revoked while their locks'
+	// delays run (absent: none).
+	Revoked []RevokedReply `json:"revoked,omitempty"`
+	// ReleaseRequested names the session's grants whose release another
+	// session asked for (absent: none).
+	ReleaseRequested []ReleaseRequestedReply `json:"release_requested,omitempty"`
 }
 
 // SessionReply answers GET /v1/sessions/{id}.
@@ -86,6 +92,8 @@ type AcquireBody struct {
 	Mode    string `json:"mode"`
 	Wait    string `json:"wait"`
 	Value   string `json:"value"`
+	// MaxHold is the grant's hold limit (a duration; absent: none).
+	MaxHold string `json:"max_hold,omitempty"`
 }
 
 // GrantReply answers a successful POST /v1/acquire.
@@ -116,6 +124,17 @@ type HolderReply struct {
 	Holder        string `json:"holder"`
 	Token         uint64 `json:"token"`
 	Value         string `json:"value"`
+	// ReleaseRequested says who asked the holder to release (absent:
+	// nobody).
+	ReleaseRequested *ReleaseRequestReply `json:"release_requested,omitempty"`
+}
+
+// ReleaseRequestReply is who asked a holder to release, and when.
+type ReleaseRequestReply struct {
+	SessionHandle string `json:"session_handle"`
+	SessionName   string `json:"session_name,omitempty"`
+	Holder        string `json:"holder"`
+	At            string `json:"at"`
 }
 
 // LockReply answers GET /v1/lock and is one element of LocksReply. A free
@@ -234,7 +253,7 @@ func (b OpenSessionBody) MarshalJSON() ([]byte, error) {
 func (b AcquireBody) MarshalJSON() ([]byte, error) {
 	type plain AcquireBody
 	return marshalText(plain(b), "name", b.Name, "session", b.Session, "holder", b.Holder, "value", b.Value,
-		"mode", b.Mode, "wait", b.Wait)
+		"mode", b.Mode, "wait", b.Wait, "max_hold", b.MaxHold)
 }
 
 // MarshalJSON encodes b, refusing text that is not valid UTF-8.
@@ -307,8 +326,13 @@ func NewLockReply(l LockState) LockReply {
 	out := LockReply{Name: l.Name, Mode: modeString(l.Mode), Holders: make([]HolderReply, 0, len(l.Holders)),
 		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
-		out.Holders = append(out.Holders, HolderReply{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
-			Holder: h.Holder, Token: uint64(h.Token), Value: h.Value})
+		hr := HolderReply{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
+			Holder: h.Holder, Token: uint64(h.Token), Value: h.Value}
+		if r := h.ReleaseRequested; r != nil {
+			hr.ReleaseRequested = &ReleaseRequestReply{SessionHandle: r.SessionHandle, SessionName: r.SessionName, Holder: r.Holder,
+				At: r.At.UTC().Format(time.RFC3339Nano)}
+		}
+		out.Holders = append(out.Holders, hr)
 	}
 	for _, q := range l.Queue {
 		out.Queue = append(out.Queue, QueuedReply{Holder: q.Holder, Mode: q.Mode.String()})
@@ -335,8 +359,13 @@ func (r LockReply) State() (LockState, error) {
 		out.Mode = m
 	}
 	for _, h := range r.Holders {
-		out.Holders = append(out.Holders, Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
-			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+		oh := Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
+			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+		if r := h.ReleaseRequested; r != nil {
+			at, _ := time.Parse(time.RFC3339Nano, r.At)
+			oh.ReleaseRequested = &ReleaseRequestInfo{SessionHandle: r.SessionHandle, SessionName: r.SessionName, Holder: r.Holder, At: at}
+		}
+		out.Holders = append(out.Holders, oh)
 	}
 	for _, q := range r.Queue {
 		m, err := sequencer.ParseMode(q.Mode)

@@ -215,6 +215,8 @@ func (b *AcquireBody) DecodeFast(data []byte) bool {
 			return setString(&out.Wait, v)
 		case "value":
 			return setString(&out.Value, v)
+		case "max_hold":
+			return setString(&out.MaxHold, v)
 		}
 		return false
 	}) {
@@ -325,6 +327,11 @@ func (r ReleaseReply) AppendJSON(dst []byte) ([]byte, error) {
 
 // AppendJSON implements JSONAppender.
 func (r KeepAliveReply) AppendJSON(dst []byte) ([]byte, error) {
+	if len(r.Revoked) > 0 || len(r.ReleaseRequested) > 0 {
+		type plain KeepAliveReply // rare: encoding/json's bytes
+		b, err := json.Marshal(plain(r))
+		return append(dst, b...), err
+	}
 	return append(appendString(appendField(append(dst, '{'), "ttl", true), r.TTL), '}'), nil
 }
 
@@ -332,7 +339,7 @@ func (r KeepAliveReply) AppendJSON(dst []byte) ([]byte, error) {
 // encoding/json's reflection and re-validation of them.
 func (b AcquireBody) AppendJSON(dst []byte) ([]byte, error) {
 	if err := checkText("name", b.Name, "session", b.Session, "holder", b.Holder, "value", b.Value,
-		"mode", b.Mode, "wait", b.Wait); err != nil {
+		"mode", b.Mode, "wait", b.Wait, "max_hold", b.MaxHold); err != nil {
 		return nil, err
 	}
 	dst = appendString(appendField(append(dst, '{'), "name", true), b.Name)
@@ -341,6 +348,9 @@ func (b AcquireBody) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(appendField(dst, "mode", false), b.Mode)
 	dst = appendString(appendField(dst, "wait", false), b.Wait)
 	dst = appendString(appendField(dst, "value", false), b.Value)
+	if b.MaxHold != "" {
+		dst = appendString(appendField(dst, "max_hold", false), b.MaxHold)
+	}
 	return append(dst, '}'), nil
 }
 

@@ -84,6 +84,15 @@ const (
 	// index an operator wrote into the leader's data dir
 	// (ACLBootstrapReset); version 4 (VersionTokenLimits) only.
 	CmdACLBootstrapReset CommandType = 13
+	// CmdRevokeGrant revokes one grant (RevokeGrant); version 5
+	// (VersionLockOptions) only.
+	CmdRevokeGrant CommandType = 14
+	// CmdRequestRelease asks a lock's holders to release it
+	// (RequestRelease); version 5 only.
+	CmdRequestRelease CommandType = 15
+	// CmdRevokeSession ends a session as revoked (an operator's close by
+	// handle: RevokeSession); version 5 only. (15 is the release request.)
+	CmdRevokeSession CommandType = 16
 )
 
 // String names the command type (its name in the command table).
@@ -117,6 +126,12 @@ type Command struct {
 	EndHold      *EndHold
 	// ACLBootstrapReset bootstraps ACLs again (a lost bootstrap answer).
 	ACLBootstrapReset *ACLBootstrapReset
+	// RevokeGrant takes one grant away (an operator's, or a hold limit's).
+	RevokeGrant *RevokeGrant
+	// RevokeSession ends a session as revoked (an operator's).
+	RevokeSession *RevokeSession
+	// RequestRelease asks a lock's holders to release it.
+	RequestRelease *RequestRelease
 }
 
 // OpenSession creates a session with a leader-generated random id.

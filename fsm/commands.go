@@ -250,6 +250,61 @@ func init() {
 			return p, d
 		},
 		apply: status((*FSM).aclBootstrapReset)})
+	registerCommand(CmdRevokeGrant, command[RevokeGrant]{name: "revoke_grant",
+		since: VersionLockOptions,
+		get:   func(c Command) *RevokeGrant { return c.RevokeGrant },
+		wrap:  func(p *RevokeGrant) Command { return Command{RevokeGrant: p} },
+		encode: func(e binaryEncoder, p *RevokeGrant) binaryEncoder {
+			e.str(p.Lock)
+			e.str(p.Session)
+			e.str(p.Holder)
+			e.uint(p.Token)
+			e.str(p.Kind)
+			e.str(p.Reason)
+			e.str(p.By)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RevokeGrant, binaryDecoder) {
+			p := &RevokeGrant{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder"),
+				Token: d.uint("token"), Kind: d.str("kind"), Reason: d.str("reason"), By: d.str("by")}
+			return p, d
+		},
+		apply: status((*FSM).revoke)})
+	registerCommand(CmdRequestRelease, command[RequestRelease]{name: "request_release",
+		since: VersionLockOptions,
+		get:   func(c Command) *RequestRelease { return c.RequestRelease },
+		wrap:  func(p *RequestRelease) Command { return Command{RequestRelease: p} },
+		encode: func(e binaryEncoder, p *RequestRelease) binaryEncoder {
+			e.str(p.Lock)
+			e.str(p.Session)
+			e.str(p.Holder)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RequestRelease, binaryDecoder) {
+			p := &RequestRelease{Lock: d.str("lock"), Session: d.str("session"), Holder: d.str("holder")}
+			return p, d
+		},
+		apply: status((*FSM).requestRelease)})
+	registerCommand(CmdRevokeSession, command[RevokeSession]{name: "revoke_session",
+		since: VersionLockOptions,
+		get:   func(c Command) *RevokeSession { return c.RevokeSession },
+		wrap:  func(p *RevokeSession) Command { return Command{RevokeSession: p} },
+		encode: func(e binaryEncoder, p *RevokeSession) binaryEncoder {
+			e.str(p.ID)
+			e.str(p.Reason)
+			e.str(p.By)
+			return e
+		},
+		decode: func(d binaryDecoder) (*RevokeSession, binaryDecoder) {
+			p := &RevokeSession{ID: d.str("id"), Reason: d.str("reason"), By: d.str("by")}
+			return p, d
+		},
+		apply: status(func(f *FSM, index uint64, p *RevokeSession) Status {
+			if p.ID == "" {
+				return StatusInvalid
+			}
+			return f.removeSession(index, p.ID, endRevoke)
+		})})
 }
 
 // spec returns the table's entry for t, or an error naming the unknown

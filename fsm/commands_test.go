@@ -11,7 +11,11 @@ import (
 // (sampleCommands lacks the reset, which version 4 alone carries).
 func tableSamples() []Command {
 	return append(sampleCommands(), Command{Type: CmdACLBootstrapReset, Now: 14,
-		ACLBootstrapReset: &ACLBootstrapReset{ResetIndex: 7, Token: Token{ID: "t2", Name: "management", Hash: "h2", Rules: []string{"admin"}}}})
+		ACLBootstrapReset: &ACLBootstrapReset{ResetIndex: 7, Token: Token{ID: "t2", Name: "management", Hash: "h2", Rules: []string{"admin"}}}},
+		Command{Type: CmdRevokeGrant, Now: 15, RevokeGrant: &RevokeGrant{Lock: "jobs/leader", Session: "s", Holder: "h-1", Token: 9,
+			Kind: RevokeKindAdmin, Reason: "stuck", By: "t1"}},
+		Command{Type: CmdRequestRelease, Now: 17, RequestRelease: &RequestRelease{Lock: "jobs/leader", Session: "s2", Holder: "h-2"}},
+		Command{Type: CmdRevokeSession, Now: 16, RevokeSession: &RevokeSession{ID: "s", Reason: "stuck", By: "t1"}})
 }
 
 // Every type in the command table has a name, and round-trips through

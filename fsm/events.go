@@ -38,6 +38,12 @@ const (
 	EventReleased
 	// EventHoldEnded: the restore hold ended at Index (FSM.Hold).
 	EventHoldEnded
+	// EventRevoked: the grant of (Session, Holder) on Lock (Token) was
+	// revoked (RevokeKind, RevokeReason, By: RevokeGrant).
+	EventRevoked
+	// EventReleaseRequested: the holder (Session, Holder) of Lock's grant
+	// Token was asked to release it.
+	EventReleaseRequested
 )
 
 // Event tells the local replica what an entry changed, so that the leader can
@@ -66,6 +72,12 @@ type Event struct {
 	// being closed (EventSessionRemoved).
 	Name    string
 	Expired bool
+	// RevokeKind, RevokeReason and By describe a revocation
+	// (EventRevoked): RevokeGrant's Kind, Reason and By.
+	RevokeKind, RevokeReason, By string
+	// MaxHold is the hold limit of a grant (EventGranted), nanoseconds
+	// (0: none).
+	MaxHold int64
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

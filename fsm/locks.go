@@ -14,6 +14,14 @@ type Holder struct {
 	Holder  string `json:"holder"`
 	Token   uint64 `json:"token"`
 	Value   string `json:"value,omitempty"`
+	// MaxHold is the grant's hold limit (Acquire.MaxHold, nanoseconds; 0:
+	// none): the leader revokes the grant (RevokeGrant, kind max_hold)
+	// that long after it learns of the grant, every new leader again in
+	// full from its promotion.
+	MaxHold int64 `json:"max_hold,omitempty"`
+	// ReleaseRequested says who asked the holder to release the grant
+	// (RequestRelease; nil: nobody), until the grant ends.
+	ReleaseRequested *ReleaseRequest `json:"release_requested,omitempty"`
 }
 
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
@@ -50,6 +58,9 @@ type Lock struct {
 	// kept, until its next grant.
 	Grants      []PastGrant `json:"grants,omitempty"`
 	GrantsSince uint64      `json:"grants_since,omitempty"`
+	// Revoked are the grants revoked while the lock's delay runs
+	// (RevokeGrant): kept until it ends, for their clients' keepalives.
+	Revoked []Revocation `json:"revoked,omitempty"`
 }
 
 func compatible(l *Lock, m sequencer.Mode) bool {
@@ -139,14 +150,14 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 	s.addLock(c.Lock)
 	if grantable {
 		f.count(s, 1, 0)
-		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value}, c.Mode)
+		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value, MaxHold: c.MaxHold}, c.Mode)
 		f.changed(index, l)
 		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
 		return r
 	}
 	f.count(s, 1, 1)
 	l.Waiters = append(l.Waiters, Waiter{Session: c.Session, Holder: c.Holder, Mode: c.Mode, Value: c.Value,
-		WaitFor: c.WaitFor, WaitSet: index})
+		WaitFor: c.WaitFor, WaitSet: index, MaxHold: c.MaxHold})
 	f.emit(Event{Kind: EventWaitSet, Lock: c.Lock, Session: c.Session, Holder: c.Holder, WaitFor: c.WaitFor, Index: index})
 	f.changed(index, l)
 	r.Status = StatusQueued
@@ -186,7 +197,7 @@ func (f *FSM) grant(index uint64, l *Lock, h Holder, m sequencer.Mode) {
 	l.Mode = m
 	l.Holders = append(l.Holders, h)
 	f.record(l, h, m)
-	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m})
+	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m, MaxHold: h.MaxHold})
 }
 
 // changed grants what can be granted, records the change and drops the lock
@@ -274,6 +285,7 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 		return StatusOK // already ended, or extended by a later expiry
 	}
 	l.Delayed, l.DelayUntil, l.DelayFor = false, 0, 0
+	f.clearRevoked(l)
 	f.changed(index, l)
 	return StatusOK
 }
@@ -281,8 +293,15 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 func copyLock(l *Lock) Lock {
 	c := *l
 	c.Holders = append([]Holder(nil), l.Holders...)
+	for i := range c.Holders {
+		if r := c.Holders[i].ReleaseRequested; r != nil {
+			cr := *r
+			c.Holders[i].ReleaseRequested = &cr
+		}
+	}
 	c.Waiters = append([]Waiter(nil), l.Waiters...)
 	c.Grants = append([]PastGrant(nil), l.Grants...)
+	c.Revoked = append([]Revocation(nil), l.Revoked...)
 	return c
 }
 

@@ -21,6 +21,8 @@ type Waiter struct {
 	// never forever. WaitSet names the wait in the CancelWait that ends it.
 	WaitFor int64  `json:"wait_for,omitempty"`
 	WaitSet uint64 `json:"wait_set,omitempty"`
+	// MaxHold is the hold limit its grant will have (Holder.MaxHold).
+	MaxHold int64 `json:"max_hold,omitempty"`
 }
 
 // WaitEnd says why a wait ended without a grant.
@@ -53,7 +55,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 		}
 		l.Waiters = l.Waiters[1:]
 		f.count(ws, 0, -1)
-		f.grant(index, l, Holder{Session: w.Session, Holder: w.Holder, Value: w.Value}, w.Mode)
+		f.grant(index, l, Holder{Session: w.Session, Holder: w.Holder, Value: w.Value, MaxHold: w.MaxHold}, w.Mode)
 	}
 }
 

@@ -214,6 +214,7 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 		return false
 	}
 	for _, l := range f.locks {
+		l.Revoked = nil // the running cluster's revocations are kept below
 		holders := l.Holders[:0]
 		for _, h := range l.Holders {
 			if kept[h.Session] {
@@ -285,6 +286,13 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 			f.locks[name] = l
 		}
 		f.delay(l, d)
+		// A kept session's revoked grant is still named at its
+		// keepalives while the delay runs (Lock.Revoked).
+		for _, r := range cl.Revoked {
+			if kept[r.Session] {
+				l.Revoked = append(l.Revoked, r)
+			}
+		}
 	}
 	// Whatever is left of a lock: free ones become free histories; a
 	// lock whose waiters could be granted now (none can be: a kept waiter

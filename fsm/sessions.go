@@ -31,6 +31,10 @@ type SessionRecord struct {
 	// api.Limits.LocksPerSession bounds. Like Locks it is rebuilt on
 	// Restore; it changes only through FSM.count.
 	Holds int `json:"-"`
+	// Revoked are its grants revoked while their locks' delays run
+	// (Lock.Revoked, from which Load rebuilds it): what its keepalive
+	// answers name.
+	Revoked []RevokedGrant `json:"-"`
 }
 
 // MaxRecentReleases is how many of its latest releases a session
@@ -163,6 +167,16 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 	}
 	delete(f.sessions, id)
 	f.disown(s.Owner)
+	// Its revocations go with it: no keepalive of it will be answered.
+	// (The locks' delays run on.)
+	for _, g := range s.Revoked {
+		if l := f.locks[g.Lock]; l != nil {
+			l.Revoked = slices.DeleteFunc(l.Revoked, func(r Revocation) bool { return r.Session == id })
+			if len(l.Revoked) == 0 {
+				l.Revoked = nil
+			}
+		}
+	}
 	delay := end.heldFor(s)
 	f.count(s, -s.Holds, 0) // its waits are counted off below, as dropped
 	for _, name := range sortedKeys(s.Locks) {
@@ -211,6 +225,7 @@ func sortedKeys(m map[string]struct{}) []string {
 func copySession(s *SessionRecord) SessionRecord {
 	c := *s
 	c.Released = slices.Clone(s.Released)
+	c.Revoked = slices.Clone(s.Revoked)
 	c.Locks = make(map[string]struct{}, len(s.Locks))
 	for k := range s.Locks {
 		c.Locks[k] = struct{}{}

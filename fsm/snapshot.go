@@ -25,6 +25,14 @@ const snapshotVersionACL byte = 2
 // must refuse the snapshot. Any other state is written as before.
 const snapshotVersionHold byte = 3
 
+// snapshotVersionLockOptions marks a snapshot whose state holds a
+// revocation still in its delay (Lock.Revoked) or a hold limit
+// (Holder.MaxHold, Waiter.MaxHold): a build without them would not tell
+// the revoked client at its keepalive (which then goes on believing it
+// holds the lock), or never end the hold. Any other state is written as
+// before.
+const snapshotVersionLockOptions byte = 4
+
 // state is the serialised form of the whole state machine. Slices are sorted
 // so that equal states serialise to equal bytes.
 type state struct {
@@ -116,6 +124,8 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	v := snapshotVersion
 	switch {
+	case st.hasLockOptions():
+		v = snapshotVersionLockOptions
 	case st.Hold != nil:
 		v = snapshotVersionHold
 	case len(st.Tokens) > 0 || st.Bootstrapped:
@@ -147,7 +157,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // Load replaces the state with a Dump's.
 func (f *FSM) Load(data []byte) error {
-	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL && data[0] != snapshotVersionHold) {
+	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL && data[0] != snapshotVersionHold &&
+		data[0] != snapshotVersionLockOptions) {
 		return fmt.Errorf("fsm: snapshot: unknown format version")
 	}
 	var st state
@@ -169,6 +180,11 @@ func (f *FSM) Load(data []byte) error {
 	for i := range st.Locks {
 		l := st.Locks[i]
 		f.locks[l.Name] = &l
+		for _, r := range l.Revoked {
+			if s := f.sessions[r.Session]; s != nil {
+				s.Revoked = append(s.Revoked, RevokedGrant{Lock: l.Name, Holder: r.Holder, Token: r.Token, Kind: r.Kind, Reason: r.Reason})
+			}
+		}
 		for _, h := range l.Holders {
 			if s := f.sessions[h.Session]; s != nil {
 				s.addLock(l.Name)
@@ -219,6 +235,28 @@ func (f *FSM) Load(data []byte) error {
 	f.recent.add(st.Applied, f.digest)
 	f.emit(Event{Kind: EventRestored, Index: f.applied})
 	return nil
+}
+
+// hasLockOptions reports whether the state holds what only a snapshot of
+// snapshotVersionLockOptions carries: a revocation in its delay, a hold
+// limit.
+func (st *state) hasLockOptions() bool {
+	for _, l := range st.Locks {
+		if len(l.Revoked) > 0 {
+			return true
+		}
+		for _, h := range l.Holders {
+			if h.MaxHold > 0 || h.ReleaseRequested != nil {
+				return true
+			}
+		}
+		for _, w := range l.Waiters {
+			if w.MaxHold > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type snapshot struct{ data []byte }

@@ -172,6 +172,16 @@ func TestACLEveryRouteAnswersTheCodeOfItsToken(t *testing.T) {
 			[6]string{"unauthenticated", "permission_denied", "permission_denied", "permission_denied", "-", ok}},
 		{"token delete", "DELETE", "/v1/acl/tokens/" + unknownToken, nil,
 			[6]string{"unauthenticated", "permission_denied", "permission_denied", "permission_denied", "-", "not_found"}},
+		// An operator's actions: admin only; an unknown lock or handle
+		// is not_found.
+		{"revoke", "POST", "/v1/locks/revoke", func(string) any { return map[string]any{"name": "jobs/none", "holder": "h", "reason": "r"} },
+			[6]string{"unauthenticated", "permission_denied", "permission_denied", "permission_denied", "-", "not_found"}},
+		{"request release", "POST", "/v1/locks/request-release", func(s string) any { return map[string]any{"name": "jobs/none", "session": s, "holder": "h"} },
+			[6]string{"unauthenticated", "permission_denied", "permission_denied", "not_found", "permission_denied", "not_found"}},
+		{"session list", "GET", "/v1/sessions", nil,
+			[6]string{"unauthenticated", "permission_denied", "permission_denied", "permission_denied", "-", ok}},
+		{"session close by handle", "POST", "/v1/sessions/close-by-handle", func(string) any { return map[string]any{"handle": "0123456789abcdef", "reason": "r"} },
+			[6]string{"unauthenticated", "permission_denied", "permission_denied", "permission_denied", "-", "not_found"}},
 		// The write token closes sClose, admin sCloseAdmin (admin last).
 		{"close session", "DELETE", "/v1/sessions/{close}", nil,
 			[6]string{"unauthenticated", "permission_denied", "permission_denied", ok, "permission_denied", ok}},

@@ -99,7 +99,20 @@ func (n *Node) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info, 
 // waiting (ctx ended): the lease is then extended when the confirmation
 // comes, and no expiry is taken for the session meanwhile
 // (leaseTable.Arrive).
-func (n *Node) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+func (n *Node) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
+	ttl, err := n.keepAlive(ctx, id)
+	if err != nil {
+		return api.KeepAliveAnswer{}, err
+	}
+	// Read after the lease was extended: a revocation applied later
+	// started its delay after this keepalive arrived, so the lease it
+	// gives the client ends before that delay does.
+	revoked, requested := n.fsm.KeepAliveNews(id)
+	return api.KeepAliveAnswer{TTL: ttl, Revoked: revokedGrants(revoked), ReleaseRequested: n.releaseRequests(requested)}, nil
+}
+
+// keepAlive is KeepAlive's lease extension.
+func (n *Node) keepAlive(ctx context.Context, id string) (time.Duration, error) {
 	arrived := n.cfg.Now()
 	if err := api.CheckSessionID(id); err != nil {
 		return 0, err
@@ -246,6 +259,11 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	if err := n.authorizeSession(ctx, req.Session); err != nil {
 		return api.Grant{}, err
 	}
+	if req.MaxHold != 0 {
+		if err := n.needLockOptions("acquire with max_hold"); err != nil {
+			return api.Grant{}, err
+		}
+	}
 	key := waitKey{req.Name, req.Session, req.Holder}
 	// The wait belongs to this term: the term's end answers it
 	// (unknown_outcome). A node that does not lead answers no_leader
@@ -265,7 +283,7 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		var err error
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
-			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits}})
+			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits, MaxHold: int64(req.MaxHold)}})
 		if err != nil {
 			return api.Grant{}, err
 		}
@@ -348,8 +366,13 @@ func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 		st.Mode = 0
 	}
 	for _, h := range l.Holders {
-		st.Holders = append(st.Holders, api.Holder{SessionHandle: api.SessionHandle(h.Session),
-			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value})
+		ah := api.Holder{SessionHandle: api.SessionHandle(h.Session),
+			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+		if r := h.ReleaseRequested; r != nil {
+			ah.ReleaseRequested = &api.ReleaseRequestInfo{SessionHandle: api.SessionHandle(r.Session), Holder: r.Holder,
+				SessionName: n.sessionName(r.Session), At: time.Unix(0, r.At).UTC()}
+		}
+		st.Holders = append(st.Holders, ah)
 	}
 	if l.Delayed {
 		st.DelayUntil = time.Unix(0, l.DelayUntil).UTC()
@@ -663,4 +686,39 @@ func (n *Node) WaitLeader(ctx context.Context) (string, error) {
 		case <-t.C:
 		}
 	}
+}
+
+// revokedGrants is the API form of a session's revoked grants.
+func revokedGrants(rs []fsm.RevokedGrant) []api.RevokedGrant {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]api.RevokedGrant, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, api.RevokedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token), Kind: r.Kind, Reason: r.Reason})
+	}
+	return out
+}
+
+// releaseRequests is the API form of a session's grants whose release
+// another session asked for.
+func (n *Node) releaseRequests(rs []fsm.RequestedRelease) []api.ReleaseRequestedGrant {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]api.ReleaseRequestedGrant, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, api.ReleaseRequestedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token),
+			BySessionHandle: api.SessionHandle(r.Request.Session), BySessionName: n.sessionName(r.Request.Session),
+			ByHolder: r.Request.Holder, At: time.Unix(0, r.Request.At).UTC()})
+	}
+	return out
+}
+
+// sessionName is the name of session id ("" if none or gone).
+func (n *Node) sessionName(id string) string {
+	if s, ok := n.fsm.Session(id); ok {
+		return s.Name
+	}
+	return ""
 }

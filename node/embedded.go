@@ -137,9 +137,9 @@ func (e *embedded) OpenSession(ctx context.Context, req api.OpenRequest) (api.In
 	return route(e.local(), e.remote, func(b api.Backend) (api.Info, error) { return b.OpenSession(ctx, req) })
 }
 
-func (e *embedded) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+func (e *embedded) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
 	ctx = e.with(ctx)
-	return route(e.local(), e.remote, func(b api.Backend) (time.Duration, error) { return b.KeepAlive(ctx, id) })
+	return route(e.local(), e.remote, func(b api.Backend) (api.KeepAliveAnswer, error) { return b.KeepAlive(ctx, id) })
 }
 
 func (e *embedded) CloseSession(ctx context.Context, id string) error {
@@ -180,4 +180,19 @@ func (e *embedded) CheckSequencer(ctx context.Context, seq string) (api.Sequence
 func (e *embedded) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
 	ctx = e.with(ctx)
 	return route(e.local(), e.remote, func(b api.Backend) (api.LockState, error) { return b.WatchLock(ctx, name, index, wait) })
+}
+
+// RequestRelease asks the holders of a lock to release it (see
+// Node.RequestRelease), through the leader.
+func (e *embedded) RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error {
+	ctx = e.with(ctx)
+	return routeErr(e.local(), e.remote, func(b api.Backend) error {
+		rb, ok := b.(interface {
+			RequestRelease(context.Context, api.RequestReleaseRequest) error
+		})
+		if !ok {
+			return api.Errorf(api.CodeInvalidArgument, "this backend does not pass release requests")
+		}
+		return rb.RequestRelease(ctx, req)
+	})
 }

@@ -85,7 +85,7 @@ func (l *eventLog) record(e fsm.Event) {
 	case fsm.EventRestored:
 		clear(l.names)
 		clear(l.grantAt)
-	case fsm.EventWaitSet, fsm.EventWaitEnded, fsm.EventDelayStarted, fsm.EventReleased:
+	case fsm.EventWaitSet, fsm.EventWaitEnded, fsm.EventDelayStarted, fsm.EventReleased, fsm.EventRevoked:
 	default:
 		return // EventLockChanged: the other events say what changed
 	}
@@ -173,6 +173,8 @@ func eventReply(r recorded, sessionName func(id string) string) api.EventReply {
 		out.DelayUntil = time.Unix(0, e.DelayUntil).UTC().Format(time.RFC3339Nano)
 	case fsm.EventRestored:
 		out.Kind = "restored"
+	case fsm.EventRevoked:
+		out.Kind, out.Token, out.Reason, out.RevokeKind = "revoked", e.Token, e.RevokeReason, e.RevokeKind
 	}
 	return out
 }

@@ -26,6 +26,11 @@ func (n *Node) onEvent(e fsm.Event) {
 		t.onEvent(e)
 	}
 	switch e.Kind {
+	case fsm.EventRevoked:
+		if e.RevokeKind == fsm.RevokeKindMaxHold && n.leadership() != nil {
+			n.log.Info("grant revoked at its hold limit", "lock", e.Lock, "holder", e.Holder,
+				"session", api.SessionHandle(e.Session), "token", e.Token)
+		}
 	case fsm.EventHalted:
 		n.halt(e.Err)
 	case fsm.EventLockChanged, fsm.EventRestored:
@@ -44,6 +49,9 @@ func (t *leaderTerm) onEvent(e fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
 		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
+		if e.MaxHold > 0 {
+			t.scheduleTimer(holdLimitKey{e.Lock, e.Session, e.Holder, e.Token}, time.Duration(e.MaxHold))
+		}
 	case fsm.EventWaitEnded:
 		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{why: e.Reason})
 	case fsm.EventWaitSet:

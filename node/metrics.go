@@ -25,6 +25,9 @@ type nodeMetrics struct {
 	releases  prometheus.Counter
 	expiries  prometheus.Counter
 	keepalive prometheus.Counter
+	// revocations is raftlock_revocations_total by kind (admin,
+	// max_hold).
+	revocations *prometheus.CounterVec
 	// storeWrite is raftlock_storage_write_seconds (storewatch.go).
 	storeWrite *prometheus.HistogramVec
 }
@@ -42,6 +45,8 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 			Help: "Session expiries this replica applied."}),
 		keepalive: prometheus.NewCounter(prometheus.CounterOpts{Name: "raftlock_keepalives_total",
 			Help: "Keepalives this replica served as the leader."}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "raftlock_revocations_total",
+			Help: "Grants revoked that this replica applied, by kind (admin: an operator's; max_hold: a hold limit's)."}, []string{"kind"}),
 		storeWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "raftlock_storage_write_seconds",
 			Help:    "Duration of writes to the Raft stores, fsync included, by store (log: an append of log entries; stable: term, vote).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}}, []string{"store"}),
@@ -51,7 +56,7 @@ func newNodeMetrics(n *Node) (*nodeMetrics, error) {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{
-		m.grants, m.releases, m.expiries, m.keepalive, m.storeWrite,
+		m.grants, m.releases, m.expiries, m.keepalive, m.revocations, m.storeWrite,
 		&stateCollector{n: n},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -72,6 +77,12 @@ func (m *nodeMetrics) count(e fsm.Event) {
 		m.grants.Inc()
 	case fsm.EventReleased:
 		m.releases.Inc()
+	case fsm.EventRevoked:
+		kind := e.RevokeKind
+		if kind != fsm.RevokeKindMaxHold {
+			kind = fsm.RevokeKindAdmin // bounded label values
+		}
+		m.revocations.WithLabelValues(kind).Inc()
 	case fsm.EventSessionRemoved:
 		if e.Expired {
 			m.expiries.Inc()

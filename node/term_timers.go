@@ -59,6 +59,21 @@ func (k waitTimerKey) command() *fsm.Command {
 
 func (k waitTimerKey) what() string { return "end the wait on " + k.lock }
 
+// holdLimitKey names a grant's hold limit: when its timer fires the
+// leader revokes the grant (kind max_hold); a grant that ended meanwhile
+// is not found and nothing changes.
+type holdLimitKey struct {
+	lock, session, holder string
+	token                 uint64
+}
+
+func (k holdLimitKey) command() *fsm.Command {
+	return &fsm.Command{Type: fsm.CmdRevokeGrant, RevokeGrant: &fsm.RevokeGrant{Lock: k.lock, Session: k.session,
+		Holder: k.holder, Token: k.token, Kind: fsm.RevokeKindMaxHold, Reason: "max_hold"}}
+}
+
+func (k holdLimitKey) what() string { return "revoke the grant of " + k.lock + " at its hold limit" }
+
 // delayLength is how long a leader times a lock-delay whose replicated
 // length is delayFor (fsm.Lock.DelayFor, nanoseconds), from when it arms the
 // timer. A length of 0 is unknown (state written before lengths were
@@ -190,6 +205,11 @@ func (t *leaderTerm) restartLockTimers() {
 		t.armDelay(r.key, r.d)
 	}
 	for _, l := range locks {
+		for _, h := range l.Holders {
+			if h.MaxHold > 0 {
+				t.scheduleTimer(holdLimitKey{l.Name, h.Session, h.Holder, h.Token}, time.Duration(h.MaxHold))
+			}
+		}
 		for _, w := range l.Waiters {
 			t.scheduleTimer(waitTimerKey{waitKey{l.Name, w.Session, w.Holder}, w.WaitSet}, waitLength(w.WaitFor))
 		}

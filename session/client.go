@@ -178,6 +178,10 @@ type Session struct {
 	// that arrives now is lost at once. An acknowledged keepalive clears
 	// it and the lost grants are released.
 	lapsed bool
+	// revoked are the revoked grants the last acknowledged keepalive
+	// named: a grant registered after that answer is checked against
+	// them too.
+	revoked []api.RevokedGrant
 }
 
 // Open opens a session on b and starts its keepalive loop. It makes one
@@ -336,10 +340,12 @@ func (s *Session) overErr() error {
 // ---- keepalive loop ----
 
 type kaResult struct {
-	seq  uint64
-	sent time.Time
-	ttl  time.Duration
-	err  error
+	seq       uint64
+	sent      time.Time
+	ttl       time.Duration
+	revoked   []api.RevokedGrant
+	requested []api.ReleaseRequestedGrant
+	err       error
 }
 
 type kaCall struct {
@@ -468,6 +474,10 @@ func (s *Session) run(opened time.Time) {
 			}
 			switch {
 			case r.err == nil:
+				// Before the lease moves on: a revoked grant is lost
+				// whatever the lease says.
+				s.revoke(r.revoked)
+				s.releaseRequested(r.requested)
 				if r.ttl > 0 {
 					ttl = r.ttl
 				}
@@ -594,9 +604,9 @@ func (s *Session) startKeepAlive(seq uint64, sent time.Time, ttl time.Duration) 
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		ttl, err := s.b.KeepAlive(ctx, s.id)
+		a, err := s.b.KeepAlive(ctx, s.id)
 		select {
-		case s.results <- kaResult{seq: seq, sent: sent, ttl: ttl, err: err}:
+		case s.results <- kaResult{seq: seq, sent: sent, ttl: a.TTL, revoked: a.Revoked, requested: a.ReleaseRequested, err: err}:
 		case <-s.loopDone:
 		}
 	}()
@@ -665,8 +675,16 @@ func (s *Session) emit(ev Event) {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	value string
+	value   string
+	maxHold time.Duration
 }
+
+// MaxHold sets the grant's hold limit (api.MinMaxHold to api.MaxMaxHold):
+// the cluster revokes the grant d after it was made. The client closes
+// the lock's Lost() first, d − 1% after it sent its first acquire request
+// (which came before the grant), with a *RevokedError of Kind "max_hold"
+// from Err. Every member must run a build that reads command version 5.
+func MaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
 
 // Value sets the value the holder attaches to the lock (up to
 // MaxValueBytes), e.g. an elected leader's address.
@@ -687,6 +705,112 @@ type Lock struct {
 	// guarded by s.mu
 	isLost   bool
 	released bool
+	// revokedBy is set when the cluster revoked the grant (Err).
+	revokedBy *RevokedError
+	// requested is closed when another session asked for the lock
+	// (ReleaseRequested); requestedBy says who.
+	requested   chan struct{}
+	requestedBy *api.ReleaseRequestedGrant
+}
+
+// ReleaseRequested returns a channel closed when another session asked
+// this grant's holder to release it (POST /v1/locks/request-release), as
+// a keepalive's answer said: the holder chooses whether and when to
+// Unlock. RequestedBy says who asked.
+func (l *Lock) ReleaseRequested() <-chan struct{} { return l.requested }
+
+// RequestedBy returns who asked the holder to release the grant, and
+// when; false until someone did.
+func (l *Lock) RequestedBy() (api.ReleaseRequestedGrant, bool) {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.requestedBy == nil {
+		return api.ReleaseRequestedGrant{}, false
+	}
+	return *l.requestedBy, true
+}
+
+// releaseRequested closes ReleaseRequested of the session's locks that a
+// keepalive answer names.
+func (s *Session) releaseRequested(rs []api.ReleaseRequestedGrant) {
+	if len(rs) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for l := range s.locks {
+		for _, r := range rs {
+			if r.Name == l.name && r.Holder == l.holder && r.Token == l.grant.Token && l.requestedBy == nil {
+				r := r
+				l.requestedBy = &r
+				close(l.requested)
+			}
+		}
+	}
+}
+
+// RequestRelease asks the holders of lock name to release it on behalf of
+// this session (write on the lock): each sees it at its next keepalive
+// (Lock.ReleaseRequested) and chooses. A lock not held is not_found.
+func (s *Session) RequestRelease(ctx context.Context, name string) error {
+	if s.State().over() {
+		return s.overErr()
+	}
+	rb, ok := s.b.(interface {
+		RequestRelease(context.Context, api.RequestReleaseRequest) error
+	})
+	if !ok {
+		return api.Errorf(api.CodeInvalidArgument, "session: this backend does not pass release requests")
+	}
+	return rb.RequestRelease(ctx, api.RequestReleaseRequest{Name: name, Session: s.id, Holder: "request-" + newHolderID()[:16]})
+}
+
+// RevokedError says that a lock's grant was revoked by the cluster: an
+// operator's revocation (Kind "admin", with the operator's Reason) or
+// the end of its hold limit (Kind "max_hold"). Its Lost() closed when
+// the session's keepalive answer named it, before the cluster can grant
+// the lock again.
+type RevokedError struct {
+	Name   string
+	Token  sequencer.Token
+	Kind   string
+	Reason string
+}
+
+func (e *RevokedError) Error() string {
+	if e.Kind == "max_hold" {
+		return fmt.Sprintf("lock %q (token %d) revoked: its hold limit (max_hold) ran out", e.Name, e.Token)
+	}
+	return fmt.Sprintf("lock %q (token %d) revoked by an operator: %s", e.Name, e.Token, e.Reason)
+}
+
+// revoke loses the session's locks that a keepalive answer names as
+// revoked (their Lost closes at once; the grant is gone on the cluster,
+// so no release is needed) and remembers the answer for later grants.
+func (s *Session) revoke(revoked []api.RevokedGrant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revoked = revoked
+	if len(revoked) == 0 {
+		return
+	}
+	for l := range s.locks {
+		for _, g := range revoked {
+			if g.Name == l.name && g.Holder == l.holder && g.Token == l.grant.Token {
+				s.revokeLocked(l, g)
+			}
+		}
+	}
+}
+
+// revokeLocked loses l, revoked as g; s.mu is held.
+func (s *Session) revokeLocked(l *Lock, g api.RevokedGrant) {
+	if l.revokedBy == nil {
+		l.revokedBy = &RevokedError{Name: g.Name, Token: g.Token, Kind: g.Kind, Reason: g.Reason}
+	}
+	l.loseLocked()
+	l.released = true // the cluster ended the grant: nothing to release
+	delete(s.locks, l)
 }
 
 // Lock acquires name exclusively, waiting as long as ctx allows. It returns
@@ -735,7 +859,10 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	defer s.unclaim(name)
 	actx, stop := s.link(ctx)
 	defer stop()
-	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
+	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value, MaxHold: cfg.maxHold}
+	// The hold limit runs on the cluster from the grant, which comes
+	// after this: the client's from here ends first.
+	firstSent := s.clock.Now()
 	uncertain := false // a request may have been granted without our knowing
 	giveUp := func() (*Lock, error) {
 		if uncertain {
@@ -768,7 +895,7 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 		sliceEnded := rctx.Err() != nil && actx.Err() == nil
 		rcancel()
 		if err == nil {
-			return s.register(req, g)
+			return s.register(req, g, firstSent)
 		}
 		if actx.Err() != nil {
 			// A wait may have queued us: give the place (or a grant) back.
@@ -834,7 +961,7 @@ func (s *Session) unclaim(name string) {
 }
 
 // register turns a grant into a Lock handle of the session.
-func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
+func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.Time) (*Lock, error) {
 	if g.Name == "" {
 		g.Name = req.Name
 	}
@@ -844,7 +971,8 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 	if g.Sequencer == (sequencer.Sequencer{}) {
 		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
 	}
-	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{})}
+	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{}),
+		requested: make(chan struct{})}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state.over() {
@@ -852,12 +980,42 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 		return nil, api.Errorf(api.CodeSessionNotFound, "session (handle %s) is %s", api.SessionHandle(s.id), s.state)
 	}
 	s.locks[l] = struct{}{}
+	for _, g := range s.revoked {
+		if g.Name == l.name && g.Holder == l.holder && g.Token == l.grant.Token {
+			s.revokeLocked(l, g)
+		}
+	}
 	if s.lapsed {
 		// Granted while the lease is past LostAfter: not to be trusted; it
 		// is released when the session recovers.
 		l.loseLocked()
 	}
+	if req.MaxHold > 0 {
+		s.wg.Add(1)
+		go s.holdLimit(l, firstSent.Add(req.MaxHold-req.MaxHold/100))
+	}
 	return l, nil
+}
+
+// holdLimit loses l at deadline (its hold limit, counted from before its
+// grant), unless it is lost or the session ends first.
+func (s *Session) holdLimit(l *Lock, deadline time.Time) {
+	defer s.wg.Done()
+	t := s.clock.NewTimer(deadline.Sub(s.clock.Now()))
+	defer t.Stop()
+	select {
+	case <-t.C():
+	case <-l.lost:
+		return
+	case <-s.ctx.Done():
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l.revokedBy == nil && !l.isLost {
+		l.revokedBy = &RevokedError{Name: l.name, Token: l.grant.Token, Kind: "max_hold"}
+	}
+	l.loseLocked()
 }
 
 // releaseAbandoned releases, in the background, a grant or a queue place
@@ -962,6 +1120,18 @@ func (l *Lock) Session() *Session { return l.s }
 // the client releases the grant. A grant that arrives while the session's
 // lease is past LostAfter comes back with Lost already closed.
 func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Err returns why Lost closed: a *RevokedError when the cluster revoked
+// the grant (an operator, or its hold limit), else nil (the lease, the
+// session's end or Unlock).
+func (l *Lock) Err() error {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	if l.revokedBy == nil {
+		return nil
+	}
+	return l.revokedBy
+}
 
 // loseLocked closes Lost once; s.mu is held.
 func (l *Lock) loseLocked() {

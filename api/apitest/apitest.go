@@ -154,18 +154,27 @@ func (b *Backend) OpenSession(ctx context.Context, req api.OpenRequest) (api.Inf
 
 // KeepAlive extends the session's lease to now + its TTL (no change to the
 // index, as it is no Raft write).
-func (b *Backend) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
-	return call(b, ctx, "KeepAlive", id, func(context.Context) (time.Duration, error) {
+func (b *Backend) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
+	return call(b, ctx, "KeepAlive", id, func(context.Context) (api.KeepAliveAnswer, error) {
 		b.lock()
 		defer b.unlock()
 		s, err := b.sessionLocked(id)
 		if err != nil {
-			return 0, err
+			return api.KeepAliveAnswer{}, err
 		}
 		ttl := time.Duration(s.TTL)
 		b.leases[id] = b.now().Add(ttl)
-		return ttl, nil
+		return api.KeepAliveAnswer{TTL: ttl, Revoked: revokedGrants(b.fsm.Revoked(id))}, nil
 	})
+}
+
+// revokedGrants is the wire form of a session's revoked grants.
+func revokedGrants(rs []fsm.RevokedGrant) []api.RevokedGrant {
+	var out []api.RevokedGrant
+	for _, r := range rs {
+		out = append(out, api.RevokedGrant{Name: r.Lock, Holder: r.Holder, Token: sequencer.Token(r.Token), Kind: r.Kind, Reason: r.Reason})
+	}
+	return out
 }
 
 // CloseSession ends a session and releases its locks at once, without

@@ -283,7 +283,7 @@ func TestExpiryAndLockDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.add(9 * time.Second)
-	if ttl, err := b.KeepAlive(ctx, s1); err != nil || ttl != 10*time.Second {
+	if ttl, err := b.KeepAlive(ctx, s1); err != nil || ttl.TTL != 10*time.Second {
 		t.Fatalf("keepalive: %v %v", ttl, err)
 	}
 	done := make(chan error, 1)

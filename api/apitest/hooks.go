@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // Call is one call of a method of the fake, as its log keeps it and its
@@ -200,6 +201,28 @@ func (b *Backend) Expire(id string) bool {
 	}
 	b.endSessionLocked(id, true)
 	return true
+}
+
+// Revoke revokes the grant of lock name held by holder, as an
+// operator's revocation does (fsm.RevokeGrant): the grant ends at once,
+// the lock waits out the session's ttl + lock-delay, and the session's
+// keepalive answers name it until then. It reports whether such a grant
+// was held.
+func (b *Backend) Revoke(name, holder, reason string) bool {
+	b.lock()
+	defer b.unlock()
+	l, ok := b.fsm.Lock(name)
+	if !ok {
+		return false
+	}
+	for _, h := range l.Holders {
+		if h.Holder == holder {
+			r := b.applyLocked(fsm.Command{Type: fsm.CmdRevokeGrant, RevokeGrant: &fsm.RevokeGrant{Lock: name,
+				Session: h.Session, Holder: holder, Token: h.Token, Kind: fsm.RevokeKindAdmin, Reason: reason}})
+			return r.Status == fsm.StatusOK
+		}
+	}
+	return false
 }
 
 // Sweep applies what the clock has made due (expiries, ends of lock-delays

@@ -271,7 +271,8 @@ func (k *keeper) keepAlives() {
 		k.mu.Unlock()
 
 		ctx, cancel := context.WithTimeout(k.ctx, s.ttl/3)
-		ttl, err := k.c.KeepAlive(ctx, s.id)
+		ka, err := k.c.KeepAlive(ctx, s.id)
+		ttl := ka.TTL
 		cancel()
 		k.mu.Lock()
 		switch {

@@ -38,6 +38,9 @@ const (
 	faultRestore       = "restore"
 	faultDeleteToken   = "delete-token"
 	faultRotateMembers = "rotate-members"
+	// revoke-grant: a holding client's grant revoked by an operator
+	// (POST /v1/locks/revoke); its session goes on.
+	faultRevokeGrant = "revoke-grant"
 	// The disk faults (disks.go): power-loss, slow-disk, fill-disk.
 )
 
@@ -53,9 +56,15 @@ var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, f
 // mount; a run names them.
 var diskFaults = []string{faultPowerLoss, faultSlowDisk, faultFillDisk}
 
+// namedFaults are fault kinds that a run must name, outside "all":
+// revoke-grant, until every client the checker can drive (the Python and
+// Java conformance workers too) honours the "revoked" of a keepalive
+// answer; the Go client's workers do.
+var namedFaults = []string{faultRevokeGrant}
+
 // knownFaults are every fault kind --faults accepts, in the order reports
 // show them.
-var knownFaults = append(append([]string(nil), allFaults...), diskFaults...)
+var knownFaults = append(append(append([]string(nil), allFaults...), diskFaults...), namedFaults...)
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {

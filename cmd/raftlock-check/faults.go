@@ -170,6 +170,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.restore(ctx)
 	case faultDeleteToken:
 		return in.deleteToken(ctx)
+	case faultRevokeGrant:
+		return in.revokeGrant(ctx)
 	case faultRotateMembers:
 		return in.rotateMembers(ctx)
 	case faultPowerLoss:

@@ -54,6 +54,12 @@ func modelOps(h History) []porcupine.Operation {
 			add(2*h.Clients, lockInput{Kind: kindRestore, Lock: l}, lockOutput{Result: resOK}, r.from, r.to, "restore")
 		}
 	}
+	// Every revocation of a grant: lane 2*Clients+1 (made one at a time).
+	for _, f := range h.Faults {
+		if f.Kind == faultRevokeGrant && f.ActCall != 0 {
+			add(2*h.Clients+1, lockInput{Kind: kindRevoke, Lock: f.Lock, Token: f.Token}, lockOutput{Result: resOK}, f.ActCall, f.ActReturn, "revoke")
+		}
+	}
 	ss := sessionsOf(h)
 	for _, id := range slices.Sorted(maps.Keys(ss)) {
 		f := ss[id]

@@ -59,6 +59,10 @@ const (
 	kindExpire  = "expire"
 	kindArm     = "arm"
 	kindRestore = "restore"
+	// kindRevoke is an operator's revocation of the grant of Token
+	// (revoke-grant), from its call to its answer: it frees the lock (in
+	// its delay) if that grant holds it, and changes nothing otherwise.
+	kindRevoke = "revoke"
 )
 
 // ghostSession is the Session of a lock held, after a restore, by a grant
@@ -78,6 +82,8 @@ type lockInput struct {
 	// Effect is, for an arm, the kind of the operation it arms: acquire or
 	// release.
 	Effect string
+	// Token is, for a revoke, the token of the grant revoked.
+	Token uint64
 }
 
 // lockOutput is an operation's outcome.
@@ -367,6 +373,16 @@ func stepLock(s lockState, in lockInput, out lockOutput) []lockState {
 		return one(s.arm(pendingEffect{Kind: in.Effect, Session: in.Session, Holder: in.Holder}))
 	case kindRestore:
 		return one(s.restored())
+	case kindRevoke:
+		switch {
+		case s.free() || s.Session == ghostSession:
+			return one(s)
+		case s.Token == in.Token:
+			return one(s.freed(true))
+		case s.Token == 0:
+			return []lockState{s, s.freed(true)} // a grant nobody saw the token of
+		}
+		return one(s)
 	}
 	return nil
 }
@@ -658,6 +674,8 @@ func describeLockOp(input, output interface{}) string {
 		return fmt.Sprintf("%s(%s) -> unknown: may take effect from here on", in.Effect, who)
 	case kindRestore:
 		return "restore (of a backup taken earlier in the run)"
+	case kindRevoke:
+		return fmt.Sprintf("revoke(token %d) by an operator", in.Token)
 	}
 	return fmt.Sprintf("%s(%s) -> %s", in.Kind, who, out.Result)
 }

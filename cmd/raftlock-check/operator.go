@@ -27,6 +27,9 @@ import (
 //   - delete-token: a holding client's ACL token deleted (which closes its
 //     sessions), then a new token made for it, with which it goes on in a
 //     new session;
+//   - revoke-grant: a holding client's grant revoked by an operator (POST
+//     /v1/locks/revoke): its session goes on, the grant ends (named
+//     explicitly, not in "all": see namedFaults);
 //
 // and one must revoke nothing:
 //
@@ -96,7 +99,7 @@ func revoked(h History, client int, from, to int64) bool {
 		if f.ActCall == 0 || f.ActCall > to || f.ActReturn < from {
 			continue
 		}
-		if f.Kind == faultRestore || f.Kind == faultDeleteToken && f.Target == target {
+		if f.Kind == faultRestore || (f.Kind == faultDeleteToken || f.Kind == faultRevokeGrant) && f.Target == target {
 			return true
 		}
 	}
@@ -371,6 +374,55 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 		rec.Note += fmt.Sprintf("; no new token: %v", err)
 	}
 	rec.Note += ")"
+	rec.End = monoNow()
+	return rec, nil
+}
+
+// revokeGrant revokes the grant of a client that holds a lock (pinned,
+// so that it keeps the grant until its Lost() closes): the holder must
+// learn at its keepalive that it lost the lock before anyone else is
+// granted it. Its session goes on.
+func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
+	c, hold, ok := in.pinHolder(ctx, nil, nil, 0)
+	if !ok {
+		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
+	}
+	defer in.cs.procs[c].send(message{T: msgUnpin})
+	var req api.RevokeRequest
+	err := in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		st, err := cl.LockState(ctx, hold.Lock)
+		if err != nil {
+			return err
+		}
+		for _, h := range st.Holders {
+			if uint64(h.Token) == hold.Token {
+				req = api.RevokeRequest{Name: hold.Lock, Holder: h.Holder, SessionHandle: h.SessionHandle,
+					Reason: fmt.Sprintf("raftlock-check: client%d", c)}
+				return nil
+			}
+		}
+		return fmt.Errorf("token %d no longer holds %s", hold.Token, hold.Lock)
+	})
+	if err != nil {
+		return FaultRec{}, fmt.Errorf("%w: find client%d's grant: %v", errSkipped, c, err)
+	}
+	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
+	rec := FaultRec{Kind: faultRevokeGrant, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
+		Lock: hold.Lock, Token: hold.Token}
+	rec.ActCall, rec.ActReturn = monoNow(), pending
+	in.hist.beginFault(rec)
+	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
+		_, err := cl.RevokeGrant(ctx, req)
+		return err
+	})
+	ret, aerr := actOutcome(err)
+	if aerr != nil {
+		return FaultRec{}, fmt.Errorf("%w: revoke client%d's grant: %v", errSkipped, c, aerr)
+	}
+	rec.ActReturn = ret
+	in.hist.beginFault(rec)
+	rec.Note = "(" + in.watchRevoked(ctx, c, hold, newer, lostCh, rec.ActCall) + ")"
 	rec.End = monoNow()
 	return rec, nil
 }

@@ -101,13 +101,13 @@ func (r *recorder) OpenSession(ctx context.Context, req api.OpenRequest) (api.In
 }
 
 // KeepAlive implements api.Backend.
-func (r *recorder) KeepAlive(ctx context.Context, sid string) (time.Duration, error) {
+func (r *recorder) KeepAlive(ctx context.Context, sid string) (api.KeepAliveAnswer, error) {
 	id := r.begin(message{Kind: kindKeepAlive, Session: sid})
-	ttl, err := r.inner.KeepAlive(ctx, sid)
-	m := message{Kind: kindKeepAlive, TTL: int64(ttl)}
+	a, err := r.inner.KeepAlive(ctx, sid)
+	m := message{Kind: kindKeepAlive, TTL: int64(a.TTL)}
 	m.Result, m.Err = failedUnlessNotFound(err)
 	r.end(id, m)
-	return ttl, err
+	return a, err
 }
 
 // CloseSession implements api.Backend.

@@ -271,6 +271,46 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 	}
 }
 
+// TestRevokedGrantsUnderFaults: an operator's revocations of held grants,
+// mixed with leader kills, pauses and restarts: no check may fail (the
+// revoked holder's Lost() closes before the next grant; fenced writes
+// never overlap).
+func TestRevokedGrantsUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "")
+	cfg.Faults = []string{faultRevokeGrant, faultKillLeader, faultPauseLeader, faultRestartAll}
+	cfg.Duration = 75 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 3
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	rep := runLogged(t, cfg)
+	requireClean(t, rep, cfg.Out)
+	if rep.Faults[faultRevokeGrant] == 0 {
+		t.Errorf("no grant was revoked: %+v", rep.Faults)
+	}
+}
+
+// TestCatchesGrantRevocationWithoutNotice: a build whose revocation
+// grants the next waiter at once (raftlockd --unsafe-fault
+// revoke-without-notice ends the lock-delay right after it) is caught by
+// the lost-before-regrant check.
+func TestCatchesGrantRevocationWithoutNotice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "revoke-without-notice")
+	cfg.Faults = []string{faultRevokeGrant}
+	cfg.Duration = 45 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 2
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkLostRegrant) == 0 {
+		t.Errorf("the checker passed a build that revokes grants without notice (%d revocations)", rep.Faults[faultRevokeGrant])
+	}
+}
+
 // TestJavaWorkersUnderFaults runs every fault kind of --faults all (but
 // those of awaitingFix) with every client driven through the Java client's
 // conformance worker (clients/java/conformance-worker; issue 31):

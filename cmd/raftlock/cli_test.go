@@ -139,7 +139,7 @@ func TestUsageErrorsGolden(t *testing.T) {
 		want string
 	}{
 		{[]string{"lock", "frob"}, "raftlock: usage: lock: unknown command \"frob\"\nrun 'raftlock help lock' for usage\n"},
-		{[]string{"lock"}, "raftlock: usage: lock: missing command: one of get, list, watch\nrun 'raftlock help lock' for usage\n"},
+		{[]string{"lock"}, "raftlock: usage: lock: missing command: one of get, list, watch, revoke, request-release\nrun 'raftlock help lock' for usage\n"},
 		{[]string{"help", "frob"}, "raftlock: usage: unknown command \"frob\"\nrun 'raftlock help' for usage\n"},
 		{[]string{"acl", "token"}, "raftlock: usage: acl token: missing command: one of create, list, delete\nrun 'raftlock help acl token' for usage\n"},
 		{[]string{"acl", "token", "frob"}, "raftlock: usage: acl token: unknown command \"frob\"\nrun 'raftlock help acl token' for usage\n"},

@@ -117,12 +117,19 @@ func (c *cli) sessionOpen(fs *flag.FlagSet) runFunc {
 
 func (c *cli) sessionKeepAlive(*flag.FlagSet) runFunc {
 	return func(ctx context.Context, pos []string) error {
-		get := func(ctx context.Context, cl *client.Client) (time.Duration, error) {
+		get := func(ctx context.Context, cl *client.Client) (api.KeepAliveAnswer, error) {
 			return cl.KeepAlive(ctx, pos[0])
 		}
 		return show(ctx, c, "session keepalive", get,
-			func(ttl time.Duration) any { return api.KeepAliveReply{TTL: ttl.String()} },
-			func(ttl time.Duration) error { return c.printf("%s\n", ttl) })
+			func(a api.KeepAliveAnswer) any { return api.NewKeepAliveReply(a) },
+			func(a api.KeepAliveAnswer) error {
+				for _, g := range a.Revoked {
+					if err := c.printf("revoked %s holder %s token %d (%s): %s\n", g.Name, g.Holder, g.Token, g.Kind, g.Reason); err != nil {
+						return err
+					}
+				}
+				return c.printf("%s\n", a.TTL)
+			})
 	}
 }
 
@@ -134,8 +141,12 @@ func (c *cli) sessionGet(*flag.FlagSet) runFunc {
 	}
 }
 
-func (c *cli) sessionClose(*flag.FlagSet) runFunc {
+func (c *cli) sessionClose(fs *flag.FlagSet) runFunc {
+	reason := fs.String("reason", "", "why (required when closing by HANDLE)")
 	return func(ctx context.Context, pos []string) error {
+		if len(pos[0]) == api.SessionHandleLen {
+			return c.closeByHandle(ctx, pos[0], *reason)
+		}
 		get := func(ctx context.Context, cl *client.Client) (struct{}, error) {
 			return struct{}{}, cl.CloseSession(ctx, pos[0])
 		}
@@ -162,9 +173,15 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&shared, "shared", false, "take a shared (reader) lock")
 	fs.DurationVar(&req.Wait, "wait", 0, "how long to wait in the lock's queue: 0s (try once) to 10m")
 	fs.StringVar(&req.Value, "value", "", "a value `V` to set on the lock")
+	fs.DurationVar(&req.MaxHold, "max-hold", 0, "the grant's hold limit `D`: 1s to 24h (0: none); the cluster revokes it then")
 	return func(ctx context.Context, pos []string) error {
 		if req.Session == "" {
 			return usagef("acquire", "--session is required")
+		}
+		if req.MaxHold != 0 {
+			if err := api.CheckDuration("--max-hold", req.MaxHold, api.MinMaxHold, api.MaxMaxHold); err != nil {
+				return badFlag("acquire", err)
+			}
 		}
 		if err := api.CheckWait("--wait", req.Wait); err != nil {
 			return badFlag("acquire", err)

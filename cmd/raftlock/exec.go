@@ -86,6 +86,7 @@ type execOptions struct {
 	lockDelay time.Duration
 	killGrace time.Duration
 	value     string
+	maxHold   time.Duration
 }
 
 // maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
@@ -145,7 +146,13 @@ func (c *cli) execCmd(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&o.shared, "shared", false, "take the lock in shared mode")
 	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
 	fs.StringVar(&o.value, "value", "", "a value `V` to set on the lock (default: host:pid)")
+	fs.DurationVar(&o.maxHold, "max-hold", 0, "the grant's hold limit `D` (1s to 24h; 0: none): CMD is stopped before the cluster revokes the lock")
 	return func(ctx context.Context, pos []string) error {
+		if o.maxHold != 0 {
+			if err := api.CheckDuration("--max-hold", o.maxHold, api.MinMaxHold, api.MaxMaxHold); err != nil {
+				return badFlag("exec", err)
+			}
+		}
 		return c.exec(ctx, o, pos[0], pos[1:])
 	}
 }
@@ -244,12 +251,16 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 		mode = sequencer.Shared
 	}
 	var l *session.Lock
+	lockOpts := []session.LockOption{session.Value(o.value)}
+	if o.maxHold > 0 {
+		lockOpts = append(lockOpts, session.MaxHold(o.maxHold))
+	}
 	switch {
 	case o.waitSet && o.wait == 0:
 		if mode == sequencer.Shared {
-			l, err = s.TryRLock(octx, name, session.Value(o.value))
+			l, err = s.TryRLock(octx, name, lockOpts...)
 		} else {
-			l, err = s.TryLock(octx, name, session.Value(o.value))
+			l, err = s.TryLock(octx, name, lockOpts...)
 		}
 	default:
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -257,9 +268,9 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 			wctx, cancel = context.WithTimeout(ctx, o.wait)
 		}
 		if mode == sequencer.Shared {
-			l, err = s.RLock(wctx, name, session.Value(o.value))
+			l, err = s.RLock(wctx, name, lockOpts...)
 		} else {
-			l, err = s.Lock(wctx, name, session.Value(o.value))
+			l, err = s.Lock(wctx, name, lockOpts...)
 		}
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -343,6 +354,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 
 	var (
 		lost      = l.Lost()
+		requested = l.ReleaseRequested()
 		events    = s.Events()
 		stopAt    <-chan time.Time // fires stopLead before the lock is lost
 		stopTimer *time.Timer
@@ -380,9 +392,20 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			return nil
 		case sig := <-sigs:
 			signalGroup(sig.(syscall.Signal))
+		case <-requested:
+			requested = nil
+			if r, ok := l.RequestedBy(); ok {
+				fmt.Fprintf(c.stderr, "raftlock: release_requested: lock %s (token %d): session %s %q (holder %s) asks for it; %s keeps running\n",
+					l.Name(), l.Token(), r.BySessionHandle, r.BySessionName, r.ByHolder, argv[0])
+			}
 		case <-lost:
 			lost = nil
-			stop(func() string { return fmt.Sprintf("lock %s is lost: %s", l.Name(), lossReason(s, final, events)) })
+			stop(func() string {
+				if err := l.Err(); err != nil {
+					return err.Error() // revoked: by an operator (and why), or its hold limit
+				}
+				return fmt.Sprintf("lock %s is lost: %s", l.Name(), lossReason(s, final, events))
+			})
 		case ev, ok := <-events:
 			if !ok {
 				events = nil

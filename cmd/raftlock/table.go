@@ -82,6 +82,17 @@ reset line again (after a restore, or a watcher too far behind) means the
 lines after it are the whole state. -o json prints each answer of the API
 (GET /v1/locks?prefix&index) with "at", one object a line.`,
 			nargs: [2]int{0, 1}, setup: (*cli).lockWatch},
+		{name: "lock revoke", usage: "NAME [--holder H] [--session-handle HANDLE] --reason R",
+			summary: "revoke one grant of a lock (admin): its holder is told first", output: true,
+			help: lockRevokeHelp, nargs: [2]int{1, 1}, setup: (*cli).lockRevoke},
+		{name: "lock request-release", usage: "NAME --session ID [--holder H]",
+			summary: "ask a lock's holders to release it; they choose", output: true,
+			help: `Asks the holders of the lock NAME to release it, on behalf of the session ID
+(write on the lock): each holder's grant shows release_requested (who, when)
+until it ends, and its client sees it at its next keepalive (Go:
+Lock.ReleaseRequested(); exec prints a release_requested line). The holder
+chooses whether and when to release.`,
+			nargs: [2]int{1, 1}, setup: (*cli).lockRequestRelease},
 		{name: "sequencer check", usage: "SEQUENCER", summary: "is the sequencer still current? (exit 1, stale_sequencer, if not)", output: true,
 			help: `Asks the cluster whether SEQUENCER (from acquire, or RAFTLOCK_SEQUENCER under
 exec) is still current, and exits 1 with stale_sequencer if it is not, so that
@@ -96,9 +107,17 @@ lock-delay.`,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionKeepAlive},
 		{name: "session get", usage: "ID", summary: "describe a session: name, TTL, lock-delay, locks", output: true,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionGet},
-		{name: "session close", usage: "ID", summary: "close a session: its locks are released at once", output: true,
-			help:  "Closes a session: its locks are released at once, without lock-delay.",
+		{name: "session close", usage: "ID | HANDLE --reason R", summary: "close a session: by ID its locks are released at once", output: true,
+			help: `Closes a session. By its ID (32 hex digits): its locks are released at once,
+without lock-delay. By its HANDLE (16 hex digits, as "session list" shows it;
+admin; --reason required): an operator's close, as deleting its token would
+be: each of its locks stays unavailable for the session's ttl + lock-delay, and
+its client learns at its next request that the session is gone.`,
 			nargs: [2]int{1, 1}, setup: (*cli).sessionClose},
+		{name: "session list", usage: "[--name N] [--handle HANDLE]", summary: "the open sessions by handle and name (admin)", output: true,
+			help: `Lists the open sessions (admin): handle, name, ttl, lock-delay, when opened and
+the locks each holds or waits for; never a session id. At most 1000.`,
+			setup: (*cli).sessionList},
 		{name: "acquire", usage: "--session ID [--holder H] [--shared] [--wait 0s] [--value V] NAME",
 			summary: "take a lock; prints token, sequencer and holder", output: true,
 			help: `Takes the lock NAME for the session: tries once, or waits in the lock's queue

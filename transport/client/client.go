@@ -841,19 +841,20 @@ func (c *Client) OpenSession(ctx context.Context, req api.OpenRequest) (api.Info
 	return info, nil
 }
 
-// KeepAlive extends a session's lease and returns its TTL. The caller
-// should count the lease from before the call.
-func (c *Client) KeepAlive(ctx context.Context, id string) (time.Duration, error) {
+// KeepAlive extends a session's lease and returns its TTL and the
+// session's revoked grants. The caller should count the lease from before
+// the call.
+func (c *Client) KeepAlive(ctx context.Context, id string) (api.KeepAliveAnswer, error) {
 	var out api.KeepAliveReply
 	cl := &call{method: http.MethodPost, path: "/v1/sessions/" + url.PathEscape(id) + "/keepalive", out: &out, idempotent: true}
 	if _, err := c.do(ctx, cl); err != nil {
-		return 0, err
+		return api.KeepAliveAnswer{}, err
 	}
-	d, err := api.ParseWireDuration("ttl", out.TTL)
+	a, err := out.Answer()
 	if err != nil {
-		return 0, fmt.Errorf("raftlock keepalive: %w", err)
+		return api.KeepAliveAnswer{}, fmt.Errorf("raftlock keepalive: %w", err)
 	}
-	return d, nil
+	return a, nil
 }
 
 // CloseSession ends a session, releasing its locks at once. When an
@@ -896,6 +897,9 @@ func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant
 	cl := &call{method: http.MethodPost, path: "/v1/acquire", out: &out, idempotent: req.Holder != "",
 		body: func() (any, time.Duration) {
 			b := api.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value}
+			if req.MaxHold != 0 {
+				b.MaxHold = req.MaxHold.String()
+			}
 			if req.Wait <= 0 {
 				b.Wait = api.WireDuration(req.Wait)
 				return b, 0
@@ -1103,5 +1107,71 @@ func (c *Client) Tokens(ctx context.Context) ([]api.TokenInfo, error) {
 func (c *Client) DeleteToken(ctx context.Context, id string) error {
 	var out api.DeletedReply
 	_, err := c.do(ctx, &call{method: http.MethodDelete, path: "/v1/acl/tokens/" + url.PathEscape(id), out: &out})
+	return err
+}
+
+// RevokeGrant revokes one grant of a lock (admin; POST /v1/locks/revoke).
+// It is not retried after an unknown outcome: a repeat would answer
+// not_holder for the grant the first attempt revoked.
+func (c *Client) RevokeGrant(ctx context.Context, req api.RevokeRequest) (api.Revocation, error) {
+	var out api.RevokeReply
+	cl := &call{method: http.MethodPost, path: "/v1/locks/revoke", out: &out,
+		body: fixed(api.RevokeBody{Name: req.Name, Holder: req.Holder, SessionHandle: req.SessionHandle, Reason: req.Reason})}
+	if _, err := c.do(ctx, cl); err != nil {
+		return api.Revocation{}, err
+	}
+	d, err := api.ParseWireDuration("unavailable_for", out.Unavailable)
+	if err != nil {
+		return api.Revocation{}, fmt.Errorf("raftlock revoke: %w", err)
+	}
+	return api.Revocation{Name: out.Name, Holder: out.Holder, SessionHandle: out.SessionHandle, SessionName: out.SessionName,
+		Token: sequencer.Token(out.Token), Unavailable: d}, nil
+}
+
+// Sessions lists the open sessions by handle and name (admin; GET
+// /v1/sessions).
+func (c *Client) Sessions(ctx context.Context, q api.SessionsQuery) (api.SessionsReply, error) {
+	v := url.Values{}
+	if q.Name != "" {
+		v.Set("name", q.Name)
+	}
+	if q.Handle != "" {
+		v.Set("handle", q.Handle)
+	}
+	path := "/v1/sessions"
+	if len(v) > 0 {
+		path += "?" + v.Encode()
+	}
+	var out api.SessionsReply
+	if _, err := c.do(ctx, &call{method: http.MethodGet, path: path, out: &out, idempotent: true}); err != nil {
+		return api.SessionsReply{}, err
+	}
+	return out, nil
+}
+
+// CloseSessionByHandle ends a session by its handle (admin; POST
+// /v1/sessions/close-by-handle): its locks stay unavailable for its ttl +
+// lock-delay.
+func (c *Client) CloseSessionByHandle(ctx context.Context, req api.CloseByHandleRequest) (api.ClosedSession, error) {
+	var out api.CloseByHandleReply
+	cl := &call{method: http.MethodPost, path: "/v1/sessions/close-by-handle", out: &out,
+		body: fixed(api.CloseByHandleBody{Handle: req.Handle, Reason: req.Reason})}
+	if _, err := c.do(ctx, cl); err != nil {
+		return api.ClosedSession{}, err
+	}
+	d, err := api.ParseWireDuration("unavailable_for", out.Unavailable)
+	if err != nil {
+		return api.ClosedSession{}, fmt.Errorf("raftlock close session: %w", err)
+	}
+	return api.ClosedSession{Handle: out.Handle, Name: out.Name, Locks: out.Locks, Unavailable: d}, nil
+}
+
+// RequestRelease asks the holders of a lock to release it, on behalf of
+// (req.Session, req.Holder) (POST /v1/locks/request-release; write on the
+// lock). Repeating it changes nothing more.
+func (c *Client) RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error {
+	var out api.RequestReleaseReply
+	_, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/locks/request-release", out: &out, idempotent: true,
+		body: fixed(api.RequestReleaseBody{Name: req.Name, Session: req.Session, Holder: req.Holder})})
 	return err
 }

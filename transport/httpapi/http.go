@@ -143,6 +143,10 @@ func (s *Server) routes() {
 		{"POST /v1/internal/diverged", false, true, s.handleDiverged},
 		{"GET /metrics", false, false, s.handleMetrics}, // authorizes itself (--metrics-open)
 		{"GET /v1/overview", !s.localReads, false, s.handleOverview},
+		{"POST /v1/locks/revoke", true, false, s.handleRevoke},
+		{"POST /v1/locks/request-release", true, false, s.handleRequestRelease},
+		{"GET /v1/sessions", true, false, s.handleSessions},
+		{"POST /v1/sessions/close-by-handle", true, false, s.handleCloseByHandle},
 	} {
 		if r.peerOnly && !s.peer {
 			continue

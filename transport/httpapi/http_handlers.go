@@ -218,11 +218,11 @@ func (s *Server) handleKeepAlive(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id := r.PathValue("id")
-	ttl, err := s.svc.KeepAlive(r.Context(), id)
+	a, err := s.svc.KeepAlive(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.KeepAliveReply{TTL: ttl.String()})
+	writeJSON(w, http.StatusOK, api.NewKeepAliveReply(a))
 	return nil
 }
 
@@ -264,8 +264,15 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	maxHold, err := parseDuration("max_hold", b.MaxHold)
+	if err != nil {
+		return err
+	}
+	if b.MaxHold != "" && maxHold == 0 {
+		return invalidf("max_hold 0s out of range [%v, %v] (leave it out for no limit)", api.MinMaxHold, api.MaxMaxHold)
+	}
 	g, err := s.svc.Acquire(r.Context(), api.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
-		Mode: mode, Wait: wait, Value: b.Value})
+		Mode: mode, Wait: wait, Value: b.Value, MaxHold: maxHold})
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("open without lock-delay: %+v %v", none, err)
 	}
 	ttl, err := c.KeepAlive(ctx, info.ID)
-	if err != nil || ttl != 20*time.Second {
+	if err != nil || ttl.TTL != 20*time.Second {
 		t.Fatalf("keepalive: %v %v", ttl, err)
 	}
 	g, err := c.Acquire(ctx, api.AcquireRequest{Name: "jobs/a:b", Session: info.ID, Holder: "h1", Value: "10.0.0.7:8080"})

@@ -22,6 +22,7 @@ type Service interface {
 	api.Backend
 	Replica
 	ACLService
+	AdminService
 	MembershipService
 	SnapshotService
 	OverviewService
@@ -66,6 +67,18 @@ type ACLService interface {
 	CreateToken(ctx context.Context, req api.TokenRequest) (api.TokenSecret, error)
 	Tokens(ctx context.Context) ([]api.TokenInfo, error)
 	DeleteToken(ctx context.Context, id string) error
+}
+
+// AdminService serves an operator's actions on grants and sessions (all
+// admin, forwarded to the leader; the service authorizes): POST
+// /v1/locks/revoke, GET /v1/sessions, POST /v1/sessions/close-by-handle.
+type AdminService interface {
+	RevokeGrant(ctx context.Context, req api.RevokeRequest) (api.Revocation, error)
+	Sessions(ctx context.Context, q api.SessionsQuery) (api.SessionsReply, error)
+	CloseSessionByHandle(ctx context.Context, req api.CloseByHandleRequest) (api.ClosedSession, error)
+	// RequestRelease serves POST /v1/locks/request-release (write on the
+	// lock).
+	RequestRelease(ctx context.Context, req api.RequestReleaseRequest) error
 }
 
 // MembershipService serves membership and leadership transfer: GET, POST

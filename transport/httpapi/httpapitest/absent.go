@@ -47,6 +47,27 @@ func (Absent) Tokens(context.Context) ([]api.TokenInfo, error) { return nil, err
 // DeleteToken answers that ACLs are off.
 func (Absent) DeleteToken(context.Context, string) error { return errACLOff }
 
+var errNoAdmin = api.Errorf(api.CodeInvalidArgument, "this server does not revoke grants nor list sessions")
+
+// RevokeGrant answers that this server does not revoke grants.
+func (Absent) RevokeGrant(context.Context, api.RevokeRequest) (api.Revocation, error) {
+	return api.Revocation{}, errNoAdmin
+}
+
+// Sessions answers that this server does not list sessions.
+func (Absent) Sessions(context.Context, api.SessionsQuery) (api.SessionsReply, error) {
+	return api.SessionsReply{}, errNoAdmin
+}
+
+// CloseSessionByHandle answers that this server does not close sessions
+// by handle.
+func (Absent) CloseSessionByHandle(context.Context, api.CloseByHandleRequest) (api.ClosedSession, error) {
+	return api.ClosedSession{}, errNoAdmin
+}
+
+// RequestRelease answers that this server does not pass release requests.
+func (Absent) RequestRelease(context.Context, api.RequestReleaseRequest) error { return errNoAdmin }
+
 var errNoMembership = api.Errorf(api.CodeInvalidArgument, "this server does not manage membership")
 
 // Members answers that this server does not manage membership.

@@ -247,6 +247,7 @@
       case 'wait_ended': return 'the wait of ' + who(e) + ' for ' + e.lock + ' ended (' + (e.reason || '').replace('_', ' ') + ')';
       case 'lock_delay': return e.lock + ' in lock-delay until ' + stamp(e.delay_until);
       case 'restored': return 'state restored from a backup';
+      case 'revoked': return e.lock + ' revoked from ' + who(e) + ' (token ' + e.token + ', ' + (e.revoke_kind === 'max_hold' ? 'its hold limit' : 'by an operator: ' + (e.reason || '')) + ')';
       default: return e.kind;
     }
   }
