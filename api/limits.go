@@ -138,3 +138,10 @@ func (l *Limits) Exceeded(u Usage) *Error {
 	}
 	return nil
 }
+
+// MaxPermits bounds a semaphore's permits (POST /v1/acquire "permits"): a
+// lock taken with permits N has N slots, each with its own holder, token
+// and lock-delay; every slot is stored, shown and timed by the leader, so
+// N stays small. A semaphore of more slots than this is a counter, not a
+// lock: keep it elsewhere.
+const MaxPermits = 256

@@ -18,7 +18,8 @@ const (
 	EventSessionOpened
 	// EventSessionRemoved: Session was closed or expired.
 	EventSessionRemoved
-	// EventDelayStarted: Lock is delayed until DelayUntil, for DelayFor.
+	// EventDelayStarted: Lock (on a semaphore: its Slot) is delayed
+	// until DelayUntil, for DelayFor.
 	EventDelayStarted
 	// EventLockChanged: Lock changed at Index.
 	EventLockChanged
@@ -65,6 +66,9 @@ type Event struct {
 	// being closed (EventSessionRemoved).
 	Name    string
 	Expired bool
+	// Slot is the semaphore slot granted (EventGranted) or put into
+	// lock-delay (EventDelayStarted); 0 on a plain lock.
+	Slot uint64
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

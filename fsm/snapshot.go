@@ -25,6 +25,12 @@ const snapshotVersionACL byte = 2
 // must refuse the snapshot. Any other state is written as before.
 const snapshotVersionHold byte = 3
 
+// snapshotVersionLockOptions marks a snapshot whose state holds a lock
+// option an older build would drop: a semaphore (a lock of permits, its
+// slots and slot delays, or a grant of one in a history). Such a build
+// would restore its slots as one exclusive lock, so it must refuse it.
+const snapshotVersionLockOptions byte = 4
+
 // state is the serialised form of the whole state machine. Slices are sorted
 // so that equal states serialise to equal bytes.
 type state struct {
@@ -106,6 +112,8 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	v := snapshotVersion
 	switch {
+	case hasLockOptions(st.Locks) || hasLockOptions(st.Free):
+		v = snapshotVersionLockOptions
 	case st.Hold != nil:
 		v = snapshotVersionHold
 	case len(st.Tokens) > 0 || st.Bootstrapped:
@@ -137,7 +145,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // Load replaces the state with a Dump's.
 func (f *FSM) Load(data []byte) error {
-	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL && data[0] != snapshotVersionHold) {
+	if len(data) < 1 || (data[0] != snapshotVersion && data[0] != snapshotVersionACL && data[0] != snapshotVersionHold &&
+		data[0] != snapshotVersionLockOptions) {
 		return fmt.Errorf("fsm: snapshot: unknown format version")
 	}
 	var st state
@@ -204,6 +213,22 @@ func (f *FSM) Load(data []byte) error {
 	f.recent.add(st.Applied, f.digest)
 	f.emit(Event{Kind: EventRestored})
 	return nil
+}
+
+// hasLockOptions reports whether any of locks is a semaphore or keeps a
+// semaphore's grant in its history (snapshotVersionLockOptions).
+func hasLockOptions(locks []Lock) bool {
+	for i := range locks {
+		if locks[i].Permits > 0 {
+			return true
+		}
+		for _, g := range locks[i].Grants {
+			if g.Permits > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type snapshot struct{ data []byte }
