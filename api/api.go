@@ -161,6 +161,10 @@ type AcquireRequest struct {
 	Mode    sequencer.Mode
 	Wait    time.Duration
 	Value   string
+	// Permits, when above 0, takes one slot of the semaphore Name of that
+	// many slots (1 to MaxPermits; exclusive mode only): every holder and
+	// waiter of the lock must ask for the same permits. 0: a plain lock.
+	Permits uint64
 }
 
 // Grant is a successful acquisition.
@@ -171,6 +175,10 @@ type Grant struct {
 	Sequencer sequencer.Sequencer
 	// Term is the Raft term of the leader that answered.
 	Term uint64
+	// Permits is the semaphore's permits (0: a plain lock) and Slot the
+	// slot granted (Sequencer names it too).
+	Permits uint64
+	Slot    uint64
 }
 
 // ReleaseRequest gives a lock up.
@@ -189,6 +197,17 @@ type Holder struct {
 	Holder        string
 	Token         sequencer.Token
 	Value         string
+	// Slot is the semaphore slot held (meaningful when the lock's Permits
+	// is above 0).
+	Slot uint64
+}
+
+// SlotDelay is the lock-delay of one slot of a semaphore: the slot's holder
+// expired, and the slot is not granted before Until (as stamped by the
+// leader that started it; a later leader may run it longer).
+type SlotDelay struct {
+	Slot  uint64
+	Until time.Time
 }
 
 // QueuedHolder is one waiter in a lock's queue.
@@ -225,6 +244,12 @@ type LockState struct {
 	// with a lower token may be missing). Zero means the answer carries no
 	// history at all (a server from before histories).
 	GrantsSince sequencer.Token
+	// Permits is the semaphore's permits (0: a plain lock, or a free one):
+	// at most Permits holders, each in its own slot (Holder.Slot).
+	// SlotDelays lists its slots in lock-delay, by slot; a semaphore's
+	// DelayUntil stays zero.
+	Permits    uint64
+	SlotDelays []SlotDelay
 }
 
 // PastGrant is one grant in a lock's history (LockState.Grants): what any
@@ -236,6 +261,10 @@ type PastGrant struct {
 	Holder      string
 	Value       string
 	SessionName string
+	// Permits is the lock's permits when granted (0: a plain lock) and
+	// Slot the slot granted.
+	Permits uint64
+	Slot    uint64
 }
 
 // SequencerCheck is the cluster's answer about a sequencer.

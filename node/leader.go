@@ -42,7 +42,7 @@ func (n *Node) onEvent(e fsm.Event) {
 func (t *leaderTerm) onEvent(e fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
-		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
+		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode, slot: e.Slot})
 	case fsm.EventWaitEnded:
 		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{why: e.Reason})
 	case fsm.EventWaitSet:
@@ -52,7 +52,7 @@ func (t *leaderTerm) onEvent(e fsm.Event) {
 	case fsm.EventSessionRemoved:
 		t.leases.Remove(e.Session)
 	case fsm.EventDelayStarted:
-		t.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
+		t.armDelay(delayKey{e.Lock, e.DelayUntil, e.Slot}, delayLength(e.DelayFor))
 	}
 }
 

@@ -20,6 +20,7 @@ type waitKey struct{ lock, session, holder string }
 type waitResult struct {
 	token uint64
 	mode  sequencer.Mode
+	slot  uint64      // the semaphore slot granted
 	why   fsm.WaitEnd // without a grant: why the wait ended
 }
 

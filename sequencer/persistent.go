@@ -37,7 +37,7 @@ var ErrClosed = errors.New("fence is closed")
 // Version 3 ("raftlock-fence/3") is version 2 plus the slot marks of
 // semaphores:
 //
-//	  "highest_slot": {"<lock>": {"<slot>": <highest token of the slot>, ...}, ...}
+//	"highest_slot": {"<lock>": {"<slot>": <highest token of the slot>, ...}, ...}
 //
 // Every slot mark is at most its lock's "highest". It is written only while
 // the fence holds a slot mark, so that a fence that never saw a semaphore

@@ -662,12 +662,21 @@ func (s *Session) emit(ev Event) {
 type LockOption func(*lockConfig)
 
 type lockConfig struct {
-	value string
+	value   string
+	permits uint64
 }
 
 // Value sets the value the holder attaches to the lock (up to
 // MaxValueBytes), e.g. an elected leader's address.
 func Value(v string) LockOption { return func(c *lockConfig) { c.value = v } }
+
+// Permits takes one slot of a semaphore of n slots (1 to api.MaxPermits)
+// rather than the plain lock: at most n handles hold the name at once,
+// each in its own slot (Lock.Slot) with its own token, and its sequencer
+// names the slot. Exclusive only (Lock, TryLock); every holder and waiter
+// of the name must pass the same n, or the acquire fails with
+// invalid_argument.
+func Permits(n uint64) LockOption { return func(c *lockConfig) { c.permits = n } }
 
 // Lock is a handle on one grant of a lock to this session. Lost is closed
 // when the grant can no longer be trusted.
@@ -724,7 +733,8 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	}
 	actx, stop := s.link(ctx)
 	defer stop()
-	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value}
+	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value,
+		Permits: cfg.permits}
 	uncertain := false // a request may have been granted without our knowing
 	giveUp := func() (*Lock, error) {
 		if uncertain {
@@ -799,6 +809,12 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant) (*Lock, error) {
 	}
 	if g.Sequencer == (sequencer.Sequencer{}) {
 		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
+		if req.Permits > 0 {
+			g.Sequencer.Semaphore, g.Sequencer.Slot = true, g.Slot
+		}
+	}
+	if g.Permits == 0 {
+		g.Permits = req.Permits
 	}
 	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{})}
 	s.mu.Lock()
@@ -897,6 +913,14 @@ func (l *Lock) Value() string { return l.value }
 
 // Sequencer returns the grant's fencing sequencer.
 func (l *Lock) Sequencer() sequencer.Sequencer { return l.grant.Sequencer }
+
+// Permits returns the semaphore's permits the lock was taken with (0: a
+// plain lock; see Permits).
+func (l *Lock) Permits() uint64 { return l.grant.Permits }
+
+// Slot returns the semaphore slot granted (0 to Permits()-1; 0 on a plain
+// lock). Its sequencer names it.
+func (l *Lock) Slot() uint64 { return l.grant.Slot }
 
 // Token returns the grant's fencing token.
 func (l *Lock) Token() sequencer.Token { return l.grant.Token }

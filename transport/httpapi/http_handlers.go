@@ -265,7 +265,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	g, err := s.svc.Acquire(r.Context(), api.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
-		Mode: mode, Wait: wait, Value: b.Value})
+		Mode: mode, Wait: wait, Value: b.Value, Permits: b.Permits})
 	if err != nil {
 		return err
 	}
