@@ -43,7 +43,9 @@ tries once), then runs CMD in its own process group with RAFTLOCK_SEQUENCER,
 RAFTLOCK_FENCING_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION set (and
 RAFTLOCK_TOKEN, the fencing token's old name, until 0.2.0), forwards SIGINT,
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock
-when it ends.
+when it ends. With -n N it takes one of N slots of the semaphore NAME instead
+(at most N such CMDs run at once; every holder passes the same N), sets
+RAFTLOCK_SLOT, and RAFTLOCK_SEQUENCER names the slot (rl1:p<slot>:...).
 Without "--", the flags end at NAME and CMD follows it.
 
 CMD is dead before the cluster can give the lock to anyone else: if no keepalive
@@ -86,6 +88,8 @@ type execOptions struct {
 	lockDelay time.Duration
 	killGrace time.Duration
 	value     string
+	// permits, above 0, takes a slot of a semaphore of that many (exec -n).
+	permits uint64
 }
 
 // maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
@@ -95,6 +99,15 @@ const maxKillGrace = api.MaxLockDelay
 // validators; cmd names the command in the error.
 func (o *execOptions) validate(cmd string) error {
 	errs := []error{api.CheckTTL("--ttl", o.ttl), api.CheckLockDelay("--lock-delay", o.lockDelay)}
+	if o.permits > 0 {
+		mode := sequencer.Exclusive
+		if o.shared {
+			mode = sequencer.Shared
+		}
+		if err := api.CheckPermits(o.permits, mode); err != nil {
+			errs = append(errs, fmt.Errorf("-n: %w", err))
+		}
+	}
 	if cmd == "exec" {
 		errs = append(errs, api.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace))
 	}
@@ -145,6 +158,7 @@ func (c *cli) execCmd(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&o.shared, "shared", false, "take the lock in shared mode")
 	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
 	fs.StringVar(&o.value, "value", "", "a value `V` to set on the lock (default: host:pid)")
+	fs.Uint64Var(&o.permits, "n", 0, "take one of `N` slots of the semaphore NAME (1 to 256; every holder must pass the same N; default: the plain lock)")
 	return func(ctx context.Context, pos []string) error {
 		return c.exec(ctx, o, pos[0], pos[1:])
 	}
@@ -243,13 +257,17 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 	if o.shared {
 		mode = sequencer.Shared
 	}
+	opts := []session.LockOption{session.Value(o.value)}
+	if o.permits > 0 {
+		opts = append(opts, session.Permits(o.permits))
+	}
 	var l *session.Lock
 	switch {
 	case o.waitSet && o.wait == 0:
 		if mode == sequencer.Shared {
-			l, err = s.TryRLock(octx, name, session.Value(o.value))
+			l, err = s.TryRLock(octx, name, opts...)
 		} else {
-			l, err = s.TryLock(octx, name, session.Value(o.value))
+			l, err = s.TryLock(octx, name, opts...)
 		}
 	default:
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -257,9 +275,9 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 			wctx, cancel = context.WithTimeout(ctx, o.wait)
 		}
 		if mode == sequencer.Shared {
-			l, err = s.RLock(wctx, name, session.Value(o.value))
+			l, err = s.RLock(wctx, name, opts...)
 		} else {
-			l, err = s.Lock(wctx, name, session.Value(o.value))
+			l, err = s.Lock(wctx, name, opts...)
 		}
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -326,6 +344,9 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		"RAFTLOCK_TOKEN="+token,
 		"RAFTLOCK_LOCK="+l.Name(),
 		"RAFTLOCK_SESSION="+s.ID())
+	if l.Permits() > 0 {
+		cmd.Env = append(cmd.Env, "RAFTLOCK_SLOT="+strconv.FormatUint(l.Slot(), 10))
+	}
 	// Its own process group, so that stopping CMD stops its children too
 	// and a terminal's ^C reaches it once, through us.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
