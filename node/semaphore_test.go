@@ -231,3 +231,50 @@ func TestClientSemaphoreOverHTTP(t *testing.T) {
 		t.Fatalf("third lock %+v, want slot 1 with a larger token", l3)
 	}
 }
+
+// The semaphore metrics are totals: semaphores stored, slots held, slots
+// in lock-delay.
+func TestSemaphoreMetricsCountSlots(t *testing.T) {
+	c := newTestCluster(t, 1, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version)
+	cl := c.client(t)
+	ctx := ctxT(t)
+	live, err := cl.OpenSession(ctx, api.OpenRequest{Name: "live", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dying, err := cl.OpenSession(ctx, api.OpenRequest{Name: "dying", TTL: time.Second, LockDelay: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopKA := c.keepAlive(live.ID, 300*time.Millisecond)
+	defer stopKA()
+	for _, a := range []struct {
+		lock    string
+		s       api.Info
+		holder  string
+		permits uint64
+	}{{"a", dying, "d", 3}, {"a", live, "l1", 3}, {"a", live, "l2", 3}, {"b", live, "l", 2}, {"plain", live, "l", 0}} {
+		if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: a.lock, Session: a.s.ID, Holder: a.holder, Permits: a.permits}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]float64{"raftlock_semaphores": 2, "raftlock_semaphore_slots_held": 3,
+		"raftlock_semaphore_slots_delayed": 1, "raftlock_locks_held": 3}
+	eventually(t, 10*time.Second, "metrics after the dying holder's expiry", func() error {
+		mf, status, err := scrape(ctx, c.httpAddrs[0], "")
+		if err != nil || status != 200 {
+			return fmt.Errorf("scrape: %d %v", status, err)
+		}
+		for name, v := range want {
+			labels := map[string]string{}
+			if name == "raftlock_locks_held" {
+				labels["mode"] = "exclusive"
+			}
+			if got, ok := metricValue(mf, name, labels); !ok || got != v {
+				return fmt.Errorf("%s = %v (present %v), want %v", name, got, ok, v)
+			}
+		}
+		return nil
+	})
+}
