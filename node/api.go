@@ -280,10 +280,14 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	res := fsm.Result{Status: fsm.StatusQueued}
 	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Wait) {
 		var err error
+		permits := req.Permits
+		if permits > 0 && n.cfg.Faults.extraSlot() {
+			permits++ // the broken build of the fault switch: one slot too many
+		}
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
 			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits,
-			Permits: req.Permits}})
+			Permits: permits}})
 		if err != nil {
 			return api.Grant{}, err
 		}
