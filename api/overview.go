@@ -112,4 +112,7 @@ type EventReply struct {
 	// Reason says why a wait ended: "session_gone", "timed_out",
 	// "cancelled".
 	Reason string `json:"reason,omitempty"`
+	// Slot is the semaphore slot granted, released or put into
+	// lock-delay (absent on a plain lock).
+	Slot *uint64 `json:"slot,omitempty"`
 }

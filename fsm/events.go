@@ -66,9 +66,12 @@ type Event struct {
 	// being closed (EventSessionRemoved).
 	Name    string
 	Expired bool
-	// Slot is the semaphore slot granted (EventGranted) or put into
-	// lock-delay (EventDelayStarted); 0 on a plain lock.
-	Slot uint64
+	// Slot is the semaphore slot granted (EventGranted), released
+	// (EventReleased) or put into lock-delay (EventDelayStarted);
+	// Semaphore says the lock is a semaphore (Slot 0 and false: a plain
+	// lock).
+	Slot      uint64
+	Semaphore bool
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

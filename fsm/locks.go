@@ -268,7 +268,8 @@ func (f *FSM) grant(index uint64, l *Lock, h Holder, m sequencer.Mode) Holder {
 	l.Mode = m
 	l.Holders = append(l.Holders, h)
 	f.record(l, h, m)
-	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m, Slot: h.Slot})
+	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m,
+		Slot: h.Slot, Semaphore: l.Permits > 0})
 	return h
 }
 
@@ -321,7 +322,8 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	for i, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
-			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode,
+				Slot: h.Slot, Semaphore: l.Permits > 0})
 			f.count(s, -1, 0)
 			s.remember(c.Lock, c.Holder)
 			f.forget(l, c.Session)
@@ -365,7 +367,7 @@ func (f *FSM) delaySlot(l *Lock, slot uint64, d int64) {
 	default:
 		l.SlotDelays = slices.Insert(l.SlotDelays, i, SlotDelay{Slot: slot, Until: until, For: d})
 	}
-	f.emit(Event{Kind: EventDelayStarted, Lock: l.Name, DelayUntil: until, DelayFor: d, Slot: slot})
+	f.emit(Event{Kind: EventDelayStarted, Lock: l.Name, DelayUntil: until, DelayFor: d, Slot: slot, Semaphore: true})
 }
 
 func (f *FSM) endDelay(index uint64, c *EndDelay) Status {

@@ -174,5 +174,9 @@ func eventReply(r recorded, sessionName func(id string) string) api.EventReply {
 	case fsm.EventRestored:
 		out.Kind = "restored"
 	}
+	if e.Semaphore {
+		slot := e.Slot
+		out.Slot = &slot
+	}
 	return out
 }

@@ -355,6 +355,11 @@ func TestStatusPageShowsSemaphoreSlots(t *testing.T) {
 	); err != nil {
 		t.Fatalf("the page never counted down slot 0's lock-delay: %v", err)
 	}
+	if err := chromedp.Do(browser, chromedp.Poll[chromedp.Void](
+		`[...document.querySelectorAll('li[data-kind="lock_delay"]')].some((e) => e.textContent.includes('pool slot 0 in lock-delay until'))`,
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the page's events never named slot 0's lock-delay: %v", err)
+	}
 	text, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(row)))
 	if err != nil {
 		t.Fatal(err)

@@ -250,11 +250,11 @@
       case 'session_opened': return 'session "' + (e.session_name || '') + '" opened (' + e.session_handle + ')';
       case 'session_closed': return 'session "' + (e.session_name || '') + '" closed (' + e.session_handle + ')';
       case 'session_expired': return 'session "' + (e.session_name || '') + '" expired (' + e.session_handle + ')';
-      case 'granted': return e.lock + ' granted to ' + who(e) + ' (token ' + e.token + ', ' + e.mode + ')';
+      case 'granted': return e.lock + (e.slot === undefined ? '' : ' slot ' + e.slot) + ' granted to ' + who(e) + ' (token ' + e.token + ', ' + e.mode + ')';
       case 'released': return e.lock + ' released by ' + who(e) + ' (token ' + e.token + ')';
       case 'queued': return who(e) + ' waits for ' + e.lock;
       case 'wait_ended': return 'the wait of ' + who(e) + ' for ' + e.lock + ' ended (' + (e.reason || '').replace('_', ' ') + ')';
-      case 'lock_delay': return e.lock + ' in lock-delay until ' + stamp(e.delay_until);
+      case 'lock_delay': return e.lock + (e.slot === undefined ? '' : ' slot ' + e.slot) + ' in lock-delay until ' + stamp(e.delay_until);
       case 'restored': return 'state restored from a backup';
       default: return e.kind;
     }
