@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -324,4 +326,44 @@ func TestRestoreRevokedSlotWaitsOutTTLAndLockDelay(t *testing.T) {
 	if out[0] != snapshotVersionLockOptions {
 		t.Fatalf("prepared state of version %d", out[0])
 	}
+}
+
+// TestGoldenSemaphoreSnapshot pins the snapshot of a state holding a
+// semaphore (version 4): its slots, slot delays and the history's permits
+// and slots. A replica must keep restoring it to the same state;
+// regenerate with -update only for a deliberate format change.
+func TestGoldenSemaphoreSnapshot(t *testing.T) {
+	h := newHarness(t)
+	h.open("a", 5*time.Second)
+	h.open("b", 5*time.Second)
+	h.open("w", 5*time.Second)
+	h.must(StatusGranted, semCmd(S, "a", "h", 3, false))
+	h.must(StatusGranted, semCmd(S, "b", "h", 3, false))
+	h.must(StatusGranted, semCmd(S, "a", "h2", 3, false))
+	h.must(StatusQueued, semCmd(S, "w", "h", 3, true))
+	h.must(StatusOK, expireCmd("a"))
+	got := snapshotBytes(t, h.f)
+	path := filepath.Join(goldenDir, "snapshot-v4-semaphore.json")
+	if *update {
+		if err := os.WriteFile(path, append(append([]byte(nil), got...), '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	want = bytes.TrimSuffix(want, []byte("\n"))
+	if !bytes.Equal(got, want) {
+		t.Fatalf("snapshot format changed:\n got %s\nwant %s", got, want)
+	}
+	g := New(nil)
+	restoreInto(t, g, want)
+	if !bytes.Equal(g.Dump(), want) {
+		t.Fatalf("golden snapshot does not restore to itself:\n%s", g.Dump())
+	}
+	if l, _ := g.Lock(S); l.Permits != 3 || len(l.SlotDelays) != 2 || len(l.Holders) != 1 || len(l.Waiters) != 1 {
+		t.Fatalf("restored semaphore %+v", l)
+	}
+	checkSessionIndex(t, g)
 }
