@@ -278,7 +278,7 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		}
 	}
 	res := fsm.Result{Status: fsm.StatusQueued}
-	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Wait) {
+	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Permits, req.Wait) {
 		var err error
 		permits := req.Permits
 		if permits > 0 && n.cfg.Faults.extraSlot() {

@@ -278,3 +278,29 @@ func TestSemaphoreMetricsCountSlots(t *testing.T) {
 		return nil
 	})
 }
+
+// A queued waiter that asks again with other permits is refused
+// (invalid_argument), never taken for a renewal of its place.
+func TestSemaphoreQueuedRetryWithOtherPermitsIsRefused(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	c.awaitRecords(t, fsm.Version)
+	n, _ := c.leader()
+	ctx := ctxT(t)
+	s := mustOpen(t, c, api.OpenRequest{TTL: 20 * time.Second})
+	mustAcquire(t, c, api.AcquireRequest{Name: "pool", Session: s.ID, Holder: "a", Permits: 1})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		_, _ = n.Acquire(wctx, api.AcquireRequest{Name: "pool", Session: s.ID, Holder: "b", Permits: 1, Wait: 20 * time.Second})
+	}()
+	eventually(t, 5*time.Second, "b queued", func() error {
+		if l, _ := n.fsm.Lock("pool"); len(l.Waiters) != 1 {
+			return errors.New("not queued yet")
+		}
+		return nil
+	})
+	_, err := n.Acquire(ctx, api.AcquireRequest{Name: "pool", Session: s.ID, Holder: "b", Permits: 2, Wait: 20 * time.Second})
+	if api.CodeOf(err) != api.CodeInvalidArgument || !strings.Contains(err.Error(), "(1 vs 2)") {
+		t.Fatalf("the queued holder's retry with other permits: %v, want invalid_argument naming 1 and 2", err)
+	}
+}
