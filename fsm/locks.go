@@ -95,15 +95,20 @@ func freeSlot(l *Lock) (uint64, bool) {
 	if uint64(len(l.Holders)) >= l.Permits {
 		return 0, false
 	}
-	used := make(map[uint64]bool, len(l.Holders)+len(l.SlotDelays))
+	var used [api.MaxPermits / 64]uint64 // a bit per slot; Permits <= MaxPermits (acquire)
+	mark := func(s uint64) {
+		if s < api.MaxPermits {
+			used[s/64] |= 1 << (s % 64)
+		}
+	}
 	for _, h := range l.Holders {
-		used[h.Slot] = true
+		mark(h.Slot)
 	}
 	for _, d := range l.SlotDelays {
-		used[d.Slot] = true
+		mark(d.Slot)
 	}
-	for s := uint64(0); s < l.Permits; s++ {
-		if !used[s] {
+	for s := uint64(0); s < min(l.Permits, api.MaxPermits); s++ {
+		if used[s/64]&(1<<(s%64)) == 0 {
 			return s, true
 		}
 	}
