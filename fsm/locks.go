@@ -78,10 +78,10 @@ func compatible(l *Lock, m sequencer.Mode) bool {
 	return len(l.Holders) == 0 || (l.Mode == sequencer.Shared && m == sequencer.Shared)
 }
 
-// grantable reports whether l can take one more holder of mode m now:
+// canGrant reports whether l can take one more holder of mode m now:
 // a semaphore while it has a free slot out of lock-delay, a plain lock
 // when out of lock-delay and compatible with m.
-func grantable(l *Lock, m sequencer.Mode) bool {
+func canGrant(l *Lock, m sequencer.Mode) bool {
 	if l.Permits > 0 {
 		_, ok := freeSlot(l)
 		return ok
@@ -172,7 +172,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			return r
 		}
 	}
-	grantable := f.hold == nil && (l == nil || (len(l.Waiters) == 0 && grantable(l, c.Mode)))
+	grantable := f.hold == nil && (l == nil || (len(l.Waiters) == 0 && canGrant(l, c.Mode)))
 	if !grantable && !c.Wait {
 		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
 		return r

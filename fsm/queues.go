@@ -49,7 +49,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder, Reason: WaitSessionGone})
 			continue
 		}
-		if !grantable(l, w.Mode) {
+		if !canGrant(l, w.Mode) {
 			return
 		}
 		l.Waiters = l.Waiters[1:]

@@ -289,7 +289,10 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 	// restored state keeps) loses them rather than be granted below the
 	// floor.
 	for name, l := range f.locks {
-		if len(l.Waiters) > 0 && grantable(l, l.Waiters[0].Mode) {
+		switch {
+		case l.Permits > 0 && len(l.Waiters) > 0 && canGrant(l, l.Waiters[0].Mode):
+			l.Waiters = nil // a semaphore with a grantable slot
+		case l.Permits == 0 && len(l.Holders) == 0 && !l.Delayed:
 			l.Waiters = nil
 		}
 		if len(l.Waiters) == 0 {
