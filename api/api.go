@@ -172,6 +172,10 @@ type AcquireRequest struct {
 	// MaxMaxHold): the leader revokes the grant that long after it was
 	// made (DESIGN.md, "Hold limits").
 	MaxHold time.Duration
+	// Permits, when above 0, takes one slot of the semaphore Name of that
+	// many slots (1 to MaxPermits; exclusive mode only): every holder and
+	// waiter of the lock must ask for the same permits. 0: a plain lock.
+	Permits uint64
 }
 
 // Grant is a successful acquisition.
@@ -182,6 +186,10 @@ type Grant struct {
 	Sequencer sequencer.Sequencer
 	// Term is the Raft term of the leader that answered.
 	Term uint64
+	// Permits is the semaphore's permits (0: a plain lock) and Slot the
+	// slot granted (Sequencer names it too).
+	Permits uint64
+	Slot    uint64
 }
 
 // ReleaseRequest gives a lock up.
@@ -203,6 +211,9 @@ type Holder struct {
 	// ReleaseRequested says who asked the holder to release the grant
 	// (nil: nobody).
 	ReleaseRequested *ReleaseRequestInfo
+	// Slot is the semaphore slot held (meaningful when the lock's Permits
+	// is above 0).
+	Slot uint64
 }
 
 // ReleaseRequestInfo is who asked a holder to release its grant (by
@@ -212,6 +223,14 @@ type ReleaseRequestInfo struct {
 	SessionName   string
 	Holder        string
 	At            time.Time
+}
+
+// SlotDelay is the lock-delay of one slot of a semaphore: the slot's holder
+// expired, and the slot is not granted before Until (as stamped by the
+// leader that started it; a later leader may run it longer).
+type SlotDelay struct {
+	Slot  uint64
+	Until time.Time
 }
 
 // QueuedHolder is one waiter in a lock's queue.
@@ -248,6 +267,12 @@ type LockState struct {
 	// with a lower token may be missing). Zero means the answer carries no
 	// history at all (a server from before histories).
 	GrantsSince sequencer.Token
+	// Permits is the semaphore's permits (0: a plain lock, or a free one):
+	// at most Permits holders, each in its own slot (Holder.Slot).
+	// SlotDelays lists its slots in lock-delay, by slot; a semaphore's
+	// DelayUntil stays zero.
+	Permits    uint64
+	SlotDelays []SlotDelay
 }
 
 // PastGrant is one grant in a lock's history (LockState.Grants): what any
@@ -259,6 +284,10 @@ type PastGrant struct {
 	Holder      string
 	Value       string
 	SessionName string
+	// Permits is the lock's permits when granted (0: a plain lock) and
+	// Slot the slot granted.
+	Permits uint64
+	Slot    uint64
 }
 
 // LocksChange is the answer of a prefix watch (GET

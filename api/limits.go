@@ -153,3 +153,13 @@ const (
 	// so that one looping client cannot take every watch from the others.
 	DefaultMaxPrefixWatchersPerToken = 128
 )
+
+// MaxPermits bounds a semaphore's permits (POST /v1/acquire "permits"): a
+// lock taken with permits N has N slots, each with its own holder, token
+// and lock-delay; every slot is stored, shown and timed by the leader, so
+// N stays small. A semaphore of more slots than this is a counter, not a
+// lock: keep it elsewhere. The state machine refuses an acquire above it,
+// so it is part of the replicated rules: every build of a cluster must
+// agree on it (raising it needs a new command version). It is a multiple
+// of 64 (the state machine keeps a bit per slot).
+const MaxPermits = 256

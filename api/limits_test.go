@@ -3,6 +3,8 @@ package api
 import (
 	"fmt"
 	"testing"
+
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // The one limit rule: a usage is refused (resource_exhausted, naming the
@@ -93,5 +95,13 @@ func TestPageLocksListsEveryLockOnce(t *testing.T) {
 	}
 	if p := PageLocks(all[:6], LocksQuery{Limit: 3, After: "l2"}); len(p.Locks) != 3 || p.Next != "" {
 		t.Fatalf("last full page: %+v", p)
+	}
+}
+
+// The state machine's slot bitset and the sequencer's slot bound follow
+// MaxPermits.
+func TestMaxPermitsIsAMultipleOf64AndTheSequencersSlots(t *testing.T) {
+	if MaxPermits%64 != 0 || MaxPermits != sequencer.MaxSlots {
+		t.Fatalf("MaxPermits %d: want a multiple of 64 equal to sequencer.MaxSlots %d", MaxPermits, sequencer.MaxSlots)
 	}
 }

@@ -66,6 +66,10 @@ type OverviewLock struct {
 	Queue      []QueuedReply    `json:"queue"`
 	DelayUntil string           `json:"delay_until,omitempty"`
 	Index      uint64           `json:"index"`
+	// Permits and SlotDelays: a semaphore's (LockReply); each holder's
+	// slot is in its HolderReply.
+	Permits    uint64           `json:"permits,omitempty"`
+	SlotDelays []SlotDelayReply `json:"slot_delays,omitempty"`
 }
 
 // OverviewHolder is one holder of a lock, with when it was granted.
@@ -111,4 +115,7 @@ type EventReply struct {
 	// RevokeKind says who revoked a grant ("revoked"): "admin" or
 	// "max_hold".
 	RevokeKind string `json:"revoke_kind,omitempty"`
+	// Slot is the semaphore slot granted, released or put into
+	// lock-delay (absent on a plain lock).
+	Slot *uint64 `json:"slot,omitempty"`
 }

@@ -196,7 +196,25 @@ func (r *AcquireRequest) Resolve() error {
 			return err
 		}
 	}
+	if err := CheckPermits(r.Permits, r.Mode); err != nil {
+		return err
+	}
 	return CheckValue(r.Value)
+}
+
+// CheckPermits checks an acquire's permits: 0 (a plain lock) or 1 to
+// MaxPermits, in exclusive mode only (a semaphore's slots are exclusive:
+// shared holders need no permits).
+func CheckPermits(permits uint64, mode sequencer.Mode) error {
+	switch {
+	case permits == 0:
+		return nil
+	case permits > MaxPermits:
+		return Errorf(CodeInvalidArgument, "permits is %d; the limit is %d", permits, MaxPermits)
+	case mode != sequencer.Exclusive:
+		return Errorf(CodeInvalidArgument, "permits (%d) are for exclusive mode only; a shared lock admits any number of holders", permits)
+	}
+	return nil
 }
 
 // Check checks a release request: the lock, session and holder.

@@ -94,14 +94,19 @@ type AcquireBody struct {
 	Value   string `json:"value"`
 	// MaxHold is the grant's hold limit (a duration; absent: none).
 	MaxHold string `json:"max_hold,omitempty"`
+	// Permits (absent: 0, a plain lock) takes a slot of a semaphore.
+	Permits uint64 `json:"permits,omitempty"`
 }
 
-// GrantReply answers a successful POST /v1/acquire.
+// GrantReply answers a successful POST /v1/acquire. A semaphore's grant
+// carries its permits and slot; a plain lock's has neither.
 type GrantReply struct {
-	Name      string `json:"name"`
-	Mode      string `json:"mode"`
-	Token     uint64 `json:"token"`
-	Sequencer string `json:"sequencer"`
+	Name      string  `json:"name"`
+	Mode      string  `json:"mode"`
+	Token     uint64  `json:"token"`
+	Sequencer string  `json:"sequencer"`
+	Permits   uint64  `json:"permits,omitempty"`
+	Slot      *uint64 `json:"slot,omitempty"`
 }
 
 // ReleaseBody is the body of POST /v1/release.
@@ -127,6 +132,8 @@ type HolderReply struct {
 	// ReleaseRequested says who asked the holder to release (absent:
 	// nobody).
 	ReleaseRequested *ReleaseRequestReply `json:"release_requested,omitempty"`
+	// Slot is the semaphore slot held (absent on a plain lock).
+	Slot *uint64 `json:"slot,omitempty"`
 }
 
 // ReleaseRequestReply is who asked a holder to release, and when.
@@ -135,6 +142,12 @@ type ReleaseRequestReply struct {
 	SessionName   string `json:"session_name,omitempty"`
 	Holder        string `json:"holder"`
 	At            string `json:"at"`
+}
+
+// SlotDelayReply is one slot of a semaphore in lock-delay.
+type SlotDelayReply struct {
+	Slot  uint64 `json:"slot"`
+	Until string `json:"until"`
 }
 
 // LockReply answers GET /v1/lock and is one element of LocksReply. A free
@@ -153,6 +166,10 @@ type LockReply struct {
 	Index       uint64           `json:"index,omitempty"`
 	Grants      []PastGrantReply `json:"grants,omitempty"`
 	GrantsSince uint64           `json:"grants_since,omitempty"`
+	// Permits and SlotDelays: a semaphore's (LockState); absent on a
+	// plain lock.
+	Permits    uint64           `json:"permits,omitempty"`
+	SlotDelays []SlotDelayReply `json:"slot_delays,omitempty"`
 }
 
 // PastGrantReply is one grant of a lock's history. The session is named by
@@ -163,6 +180,9 @@ type PastGrantReply struct {
 	Holder      string `json:"holder"`
 	Value       string `json:"value"`
 	SessionName string `json:"session_name"`
+	// Permits and Slot: a semaphore's grant (absent on a plain lock's).
+	Permits uint64  `json:"permits,omitempty"`
+	Slot    *uint64 `json:"slot,omitempty"`
 }
 
 // QueuedReply is one waiter of a lock, in queue order.
@@ -305,7 +325,16 @@ func (r SessionReply) Info() (Info, error) {
 
 // NewGrantReply encodes a grant.
 func NewGrantReply(g Grant) GrantReply {
-	return GrantReply{Name: g.Name, Mode: modeString(g.Mode), Token: uint64(g.Token), Sequencer: g.Sequencer.String()}
+	return GrantReply{Name: g.Name, Mode: modeString(g.Mode), Token: uint64(g.Token), Sequencer: g.Sequencer.String(),
+		Permits: g.Permits, Slot: slotOf(g.Permits, g.Slot)}
+}
+
+// slotOf is the wire form of a slot: nil on a plain lock (permits 0).
+func slotOf(permits, slot uint64) *uint64 {
+	if permits == 0 {
+		return nil
+	}
+	return &slot
 }
 
 // Grant decodes a grant; term is the X-Raftlock-Term of the answer.
@@ -318,7 +347,11 @@ func (r GrantReply) Grant(term uint64) (Grant, error) {
 	if err != nil {
 		return Grant{}, fmt.Errorf("grant: %w", err)
 	}
-	return Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term}, nil
+	g := Grant{Name: r.Name, Mode: mode, Token: sequencer.Token(r.Token), Sequencer: seq, Term: term, Permits: r.Permits}
+	if r.Slot != nil {
+		g.Slot = *r.Slot
+	}
+	return g, nil
 }
 
 // NewLockReply encodes a lock's state.
@@ -327,12 +360,16 @@ func NewLockReply(l LockState) LockReply {
 		Waiters: l.Waiters, Queue: make([]QueuedReply, 0, len(l.Queue)), Index: l.Index}
 	for _, h := range l.Holders {
 		hr := HolderReply{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
-			Holder: h.Holder, Token: uint64(h.Token), Value: h.Value}
+			Holder: h.Holder, Token: uint64(h.Token), Value: h.Value, Slot: slotOf(l.Permits, h.Slot)}
 		if r := h.ReleaseRequested; r != nil {
 			hr.ReleaseRequested = &ReleaseRequestReply{SessionHandle: r.SessionHandle, SessionName: r.SessionName, Holder: r.Holder,
 				At: r.At.UTC().Format(time.RFC3339Nano)}
 		}
 		out.Holders = append(out.Holders, hr)
+	}
+	out.Permits = l.Permits
+	for _, d := range l.SlotDelays {
+		out.SlotDelays = append(out.SlotDelays, SlotDelayReply{Slot: d.Slot, Until: d.Until.UTC().Format(time.RFC3339Nano)})
 	}
 	for _, q := range l.Queue {
 		out.Queue = append(out.Queue, QueuedReply{Holder: q.Holder, Mode: q.Mode.String()})
@@ -342,7 +379,7 @@ func NewLockReply(l LockState) LockReply {
 	}
 	for _, g := range l.Grants {
 		out.Grants = append(out.Grants, PastGrantReply{Token: uint64(g.Token), Mode: modeString(g.Mode),
-			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName, Permits: g.Permits, Slot: slotOf(g.Permits, g.Slot)})
 	}
 	out.GrantsSince = uint64(l.GrantsSince)
 	return out
@@ -350,7 +387,15 @@ func NewLockReply(l LockState) LockReply {
 
 // State decodes a lock's state.
 func (r LockReply) State() (LockState, error) {
-	out := LockState{Name: r.Name, Holders: make([]Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index}
+	out := LockState{Name: r.Name, Holders: make([]Holder, 0, len(r.Holders)), Waiters: r.Waiters, Index: r.Index,
+		Permits: r.Permits}
+	for _, d := range r.SlotDelays {
+		t, err := time.Parse(time.RFC3339Nano, d.Until)
+		if err != nil {
+			return LockState{}, fmt.Errorf("lock %s: slot %d delay: %w", r.Name, d.Slot, err)
+		}
+		out.SlotDelays = append(out.SlotDelays, SlotDelay{Slot: d.Slot, Until: t})
+	}
 	if r.Mode != "" {
 		m, err := sequencer.ParseMode(r.Mode)
 		if err != nil {
@@ -360,7 +405,7 @@ func (r LockReply) State() (LockState, error) {
 	}
 	for _, h := range r.Holders {
 		oh := Holder{SessionHandle: h.SessionHandle, SessionName: h.SessionName,
-			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+			Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value, Slot: derefSlot(h.Slot)}
 		if r := h.ReleaseRequested; r != nil {
 			at, _ := time.Parse(time.RFC3339Nano, r.At)
 			oh.ReleaseRequested = &ReleaseRequestInfo{SessionHandle: r.SessionHandle, SessionName: r.SessionName, Holder: r.Holder, At: at}
@@ -380,7 +425,7 @@ func (r LockReply) State() (LockState, error) {
 			return LockState{}, fmt.Errorf("lock %s: grant %d: %w", r.Name, g.Token, err)
 		}
 		out.Grants = append(out.Grants, PastGrant{Token: sequencer.Token(g.Token), Mode: m,
-			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName, Permits: g.Permits, Slot: derefSlot(g.Slot)})
 	}
 	out.GrantsSince = sequencer.Token(r.GrantsSince)
 	if r.DelayUntil != "" {
@@ -391,6 +436,14 @@ func (r LockReply) State() (LockState, error) {
 		out.DelayUntil = t
 	}
 	return out, nil
+}
+
+// derefSlot is a wire slot's value (0 when absent).
+func derefSlot(s *uint64) uint64 {
+	if s == nil {
+		return 0
+	}
+	return *s
 }
 
 // NewLocksReply encodes a list of lock states (a last page: no next).

@@ -217,6 +217,10 @@ func (b *AcquireBody) DecodeFast(data []byte) bool {
 			return setString(&out.Value, v)
 		case "max_hold":
 			return setString(&out.MaxHold, v)
+		case "permits":
+			n, ok := v.uint()
+			out.Permits = n
+			return ok
 		}
 		return false
 	}) {
@@ -273,6 +277,14 @@ func (r *GrantReply) DecodeFast(data []byte) bool {
 			n, ok := v.uint()
 			out.Token = n
 			return ok
+		case "permits":
+			n, ok := v.uint()
+			out.Permits = n
+			return ok
+		case "slot":
+			n, ok := v.uint()
+			out.Slot = &n
+			return ok
 		}
 		return false
 	}) {
@@ -317,6 +329,12 @@ func (r GrantReply) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(appendField(dst, "mode", false), r.Mode)
 	dst = strconv.AppendUint(appendField(dst, "token", false), r.Token, 10)
 	dst = appendString(appendField(dst, "sequencer", false), r.Sequencer)
+	if r.Permits != 0 {
+		dst = strconv.AppendUint(appendField(dst, "permits", false), r.Permits, 10)
+	}
+	if r.Slot != nil {
+		dst = strconv.AppendUint(appendField(dst, "slot", false), *r.Slot, 10)
+	}
 	return append(dst, '}'), nil
 }
 
@@ -350,6 +368,9 @@ func (b AcquireBody) AppendJSON(dst []byte) ([]byte, error) {
 	dst = appendString(appendField(dst, "value", false), b.Value)
 	if b.MaxHold != "" {
 		dst = appendString(appendField(dst, "max_hold", false), b.MaxHold)
+	}
+	if b.Permits != 0 {
+		dst = strconv.AppendUint(appendField(dst, "permits", false), b.Permits, 10)
 	}
 	return append(dst, '}'), nil
 }

@@ -62,9 +62,11 @@ func checkFastEncode(t *testing.T, s string, n uint64) {
 	t.Helper()
 	for _, v := range []JSONAppender{
 		GrantReply{Name: s, Mode: s, Token: n, Sequencer: s},
+		GrantReply{Name: s, Mode: s, Token: n, Sequencer: s, Permits: n % 300, Slot: &n},
 		ReleaseReply{Released: n%2 == 0},
 		KeepAliveReply{TTL: s},
 		AcquireBody{Name: s, Session: s, Holder: s, Mode: s, Wait: s, Value: s},
+		AcquireBody{Name: s, Session: s, Holder: s, Mode: s, Wait: s, Value: s, Permits: n},
 		ReleaseBody{Name: s, Session: s, Holder: s},
 	} {
 		fast, ferr := v.AppendJSON(nil)
@@ -110,6 +112,12 @@ var fastJSONSeeds = []string{
 	`{"ttl":"15s"}`,
 	"{\"ttl\":\"a\tb\"}",
 	`{"x":"<>&"}`,
+	`{"name":"a","session":"s","holder":"h","permits":3}`,
+	`{"name":"a","permits":0}`,
+	`{"name":"a","permits":null}`,
+	`{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p2:7:a","permits":3,"slot":2}`,
+	`{"slot":0,"slot":1}`,
+	`{"slot":null}`,
 }
 
 // FuzzFastJSON pins the hand-written JSON to encoding/json: a fast
@@ -141,6 +149,10 @@ func TestFastDecodersTakeThePlainRequests(t *testing.T) {
 		{&emptyBody{}, ` {} `, &emptyBody{}},
 		{&GrantReply{}, `{"name":"a","mode":"exclusive","token":42,"sequencer":"rl1:a:42:e"}`,
 			&GrantReply{Name: "a", Mode: "exclusive", Token: 42, Sequencer: "rl1:a:42:e"}},
+		{&AcquireBody{}, `{"name":"a","session":"s","holder":"h","permits":3}`,
+			&AcquireBody{Name: "a", Session: "s", Holder: "h", Permits: 3}},
+		{&GrantReply{}, `{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p0:7:a","permits":3,"slot":0}`,
+			&GrantReply{Name: "a", Mode: "exclusive", Token: 7, Sequencer: "rl1:p0:7:a", Permits: 3, Slot: new(uint64)}},
 		{&ReleaseReply{}, `{"released":true}`, &ReleaseReply{Released: true}},
 		{&KeepAliveReply{}, `{"ttl":"15s"}`, &KeepAliveReply{TTL: "15s"}},
 	} {

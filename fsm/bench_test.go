@@ -208,3 +208,42 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplySemaphoreSlot: one op = the grant of the last free slot of
+// a semaphore whose other permits-1 slots are held, and its release, each
+// a full Apply: the cost of finding the lowest free slot.
+func BenchmarkApplySemaphoreSlot(b *testing.B) {
+	for _, permits := range []uint64{2, 64, api.MaxPermits} {
+		b.Run(fmt.Sprintf("permits=%d", permits), func(b *testing.B) {
+			f := New(func(Event) {})
+			idx := uint64(0)
+			apply := func(c Command) Result {
+				idx++
+				c.Now = t0 + int64(idx)
+				return f.ApplyCommand(idx, c)
+			}
+			if r := apply(openCmd("s", delay)); r.Status != StatusOK {
+				b.Fatal(r.Status)
+			}
+			for i := uint64(0); i < permits-1; i++ {
+				if r := apply(semCmd("sem", "s", fmt.Sprintf("h%d", i), permits, false)); r.Status != StatusGranted {
+					b.Fatal(r.Status)
+				}
+			}
+			acq := encode(b, semCmd("sem", "s", "bench", permits, false))
+			rel := encode(b, relCmd("sem", "s", "bench"))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				idx++
+				if r := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: acq}).(Result); r.Status != StatusGranted || r.Slot != permits-1 {
+					b.Fatal(r.Status, r.Slot)
+				}
+				idx++
+				if r := f.Apply(&raft.Log{Index: idx, Type: raft.LogCommand, Data: rel}).(Result); r.Status != StatusOK {
+					b.Fatal(r.Status)
+				}
+			}
+		})
+	}
+}

@@ -18,7 +18,8 @@ const (
 	EventSessionOpened
 	// EventSessionRemoved: Session was closed or expired.
 	EventSessionRemoved
-	// EventDelayStarted: Lock is delayed until DelayUntil, for DelayFor.
+	// EventDelayStarted: Lock (on a semaphore: its Slot) is delayed
+	// until DelayUntil, for DelayFor.
 	EventDelayStarted
 	// EventLockChanged: Lock changed at Index.
 	EventLockChanged
@@ -78,6 +79,12 @@ type Event struct {
 	// MaxHold is the hold limit of a grant (EventGranted), nanoseconds
 	// (0: none).
 	MaxHold int64
+	// Slot is the semaphore slot granted (EventGranted), released
+	// (EventReleased) or put into lock-delay (EventDelayStarted);
+	// Semaphore says the lock is a semaphore (Slot 0 and false: a plain
+	// lock).
+	Slot      uint64
+	Semaphore bool
 	// Now is the state machine's clock at the entry: the wall clock of the
 	// leader that proposed it (never going backwards); set by emit.
 	Now int64

@@ -27,6 +27,10 @@ type PastGrant struct {
 	Holder      string         `json:"holder"`
 	Value       string         `json:"value,omitempty"`
 	SessionName string         `json:"session_name,omitempty"`
+	// Permits is the lock's permits when granted (0: a plain lock); Slot
+	// the slot granted on a semaphore.
+	Permits uint64 `json:"permits,omitempty"`
+	Slot    uint64 `json:"slot,omitempty"`
 }
 
 // record appends a grant to l's history and drops the oldest grants beyond
@@ -41,7 +45,8 @@ func (f *FSM) record(l *Lock, h Holder, m sequencer.Mode) {
 		// forgot them.
 		l.GrantsSince = f.forgot + 1
 	}
-	l.Grants = append(l.Grants, PastGrant{Token: h.Token, Mode: m, Holder: h.Holder, Value: h.Value, SessionName: name})
+	l.Grants = append(l.Grants, PastGrant{Token: h.Token, Mode: m, Holder: h.Holder, Value: h.Value, SessionName: name,
+		Permits: l.Permits, Slot: h.Slot})
 	if n := len(l.Grants) - MaxGrantHistory; n > 0 {
 		l.GrantsSince = l.Grants[n-1].Token + 1
 		copy(l.Grants, l.Grants[n:])
@@ -61,7 +66,7 @@ func (f *FSM) keepFree(index uint64, l *Lock) {
 	if e := f.freeAt[l.Name]; e != nil {
 		f.dropFree(e) // not reached: a stored lock has no free history
 	}
-	l.Holders, l.Waiters = nil, nil
+	l.Holders, l.Waiters, l.Permits = nil, nil, 0 // a free lock is of no kind
 	f.freeAt[l.Name] = f.free.PushBack(l)
 	f.freeGrants += len(l.Grants)
 	for f.freeGrants > MaxFreeGrants {

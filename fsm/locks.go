@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"cmp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -22,6 +24,19 @@ type Holder struct {
 	// ReleaseRequested says who asked the holder to release the grant
 	// (RequestRelease; nil: nobody), until the grant ends.
 	ReleaseRequested *ReleaseRequest `json:"release_requested,omitempty"`
+	// Slot is the semaphore slot the holder holds (0 to the lock's
+	// Permits-1); 0 and meaningless on a plain lock (Permits 0).
+	Slot uint64 `json:"slot,omitempty"`
+}
+
+// SlotDelay is the lock-delay of one slot of a semaphore: the slot's
+// holder expired, and the slot stays ungrantable until the leader ends
+// the delay (EndDelay names Slot and Until). Until and For are as a plain
+// lock's DelayUntil and DelayFor.
+type SlotDelay struct {
+	Slot  uint64 `json:"slot"`
+	Until int64  `json:"until"`
+	For   int64  `json:"for,omitempty"`
 }
 
 // Lock is one lock. A lock with no holders, no waiters and no delay is not
@@ -61,15 +76,66 @@ type Lock struct {
 	// Revoked are the grants revoked while the lock's delay runs
 	// (RevokeGrant): kept until it ends, for their clients' keepalives.
 	Revoked []Revocation `json:"revoked,omitempty"`
+	// Permits, when above 0, makes the lock a semaphore of that many
+	// slots: at most Permits holders (exclusive mode), each in its own
+	// slot (Holder.Slot). Every holder and waiter agrees on it while the
+	// lock is stored; a free lock forgets it. A semaphore's lock-delays
+	// are per slot (SlotDelays, sorted by slot); Delayed stays false.
+	Permits    uint64      `json:"permits,omitempty"`
+	SlotDelays []SlotDelay `json:"slot_delays,omitempty"`
 }
 
 func compatible(l *Lock, m sequencer.Mode) bool {
 	return len(l.Holders) == 0 || (l.Mode == sequencer.Shared && m == sequencer.Shared)
 }
 
+// canGrant reports whether l can take one more holder of mode m now:
+// a semaphore while it has a free slot out of lock-delay, a plain lock
+// when out of lock-delay and compatible with m.
+func canGrant(l *Lock, m sequencer.Mode) bool {
+	if l.Permits > 0 {
+		_, ok := freeSlot(l)
+		return ok
+	}
+	return !l.Delayed && compatible(l, m)
+}
+
+// freeSlot returns the lowest slot of semaphore l that is neither held
+// nor in lock-delay.
+func freeSlot(l *Lock) (uint64, bool) {
+	if uint64(len(l.Holders)) >= l.Permits {
+		return 0, false
+	}
+	var used [api.MaxPermits / 64]uint64 // a bit per slot; Permits <= MaxPermits (acquire)
+	mark := func(s uint64) {
+		if s < api.MaxPermits {
+			used[s/64] |= 1 << (s % 64)
+		}
+	}
+	for _, h := range l.Holders {
+		mark(h.Slot)
+	}
+	for _, d := range l.SlotDelays {
+		mark(d.Slot)
+	}
+	for s := uint64(0); s < min(l.Permits, api.MaxPermits); s++ {
+		if used[s/64]&(1<<(s%64)) == 0 {
+			return s, true
+		}
+	}
+	return 0, false
+}
+
+// inDelay reports whether a lock-delay of l runs: a plain lock's, or any
+// slot's of a semaphore.
+func (l *Lock) inDelay() bool {
+	return l.Delayed || len(l.SlotDelays) > 0
+}
+
 func (f *FSM) acquire(index uint64, c *Acquire) Result {
-	r := Result{Index: index}
-	if c.Lock == "" || c.Holder == "" || !c.Mode.Valid() {
+	r := Result{Index: index, Permits: c.Permits}
+	if c.Lock == "" || c.Holder == "" || !c.Mode.Valid() ||
+		(c.Permits > 0 && (c.Mode != sequencer.Exclusive || c.Permits > api.MaxPermits)) {
 		r.Status = StatusInvalid
 		return r
 	}
@@ -79,12 +145,18 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		return r
 	}
 	l := f.locks[c.Lock]
+	if l != nil && l.Permits != c.Permits {
+		// Every holder and waiter of a stored lock agrees on its permits
+		// (0: a plain lock), a retry included.
+		r.Status, r.Permits = StatusPermitsMismatch, l.Permits
+		return r
+	}
 	if l != nil {
 		for _, h := range l.Holders {
 			if h.Session == c.Session && h.Holder == c.Holder {
 				// A retried acquire: the same grant, never a second one,
 				// and never one of a mode it did not ask for.
-				r.Status, r.Token, r.Mode = StatusGranted, h.Token, l.Mode
+				r.Status, r.Token, r.Mode, r.Slot = StatusGranted, h.Token, l.Mode, h.Slot
 				if l.Mode != c.Mode {
 					r.Status, r.Token = StatusModeMismatch, 0
 				}
@@ -111,7 +183,7 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 			return r
 		}
 	}
-	grantable := f.hold == nil && (l == nil || (!l.Delayed && len(l.Waiters) == 0 && compatible(l, c.Mode)))
+	grantable := f.hold == nil && (l == nil || (len(l.Waiters) == 0 && canGrant(l, c.Mode)))
 	if !grantable && !c.Wait {
 		r.Status, r.Busy = StatusLockBusy, f.busy(l, 0)
 		return r
@@ -145,14 +217,15 @@ func (f *FSM) acquire(index uint64, c *Acquire) Result {
 		if l = f.takeFree(c.Lock); l == nil {
 			l = &Lock{Name: c.Lock, GrantsSince: f.forgot + 1}
 		}
+		l.Permits = c.Permits
 	}
 	f.locks[c.Lock] = l
 	s.addLock(c.Lock)
 	if grantable {
 		f.count(s, 1, 0)
-		f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value, MaxHold: c.MaxHold}, c.Mode)
+		h := f.grant(index, l, Holder{Session: c.Session, Holder: c.Holder, Value: c.Value, MaxHold: c.MaxHold}, c.Mode)
 		f.changed(index, l)
-		r.Status, r.Token, r.Mode = StatusGranted, index, c.Mode
+		r.Status, r.Token, r.Mode, r.Slot = StatusGranted, index, c.Mode, h.Slot
 		return r
 	}
 	f.count(s, 1, 1)
@@ -181,6 +254,15 @@ func (f *FSM) busy(l *Lock, place int) *Busy {
 	if l.Delayed {
 		b.DelayUntil = max(b.DelayUntil, l.DelayUntil)
 	}
+	if _, free := freeSlot(l); l.Permits > 0 && !free && len(l.SlotDelays) > 0 {
+		// The first slot delay to end (by the stamped clocks).
+		first := l.SlotDelays[0].Until
+		for _, d := range l.SlotDelays {
+			first = min(first, d.Until)
+		}
+		b.DelayUntil = max(b.DelayUntil, first)
+	}
+	b.Permits = l.Permits
 	for _, h := range l.Holders {
 		var name string
 		if s := f.sessions[h.Session]; s != nil {
@@ -191,13 +273,20 @@ func (f *FSM) busy(l *Lock, place int) *Busy {
 	return b
 }
 
-// grant makes h a holder of l in mode m with the entry's index as token.
-func (f *FSM) grant(index uint64, l *Lock, h Holder, m sequencer.Mode) {
+// grant makes h a holder of l in mode m with the entry's index as token
+// (and, on a semaphore, the lowest free slot: the caller checked that one
+// is free), and returns it.
+func (f *FSM) grant(index uint64, l *Lock, h Holder, m sequencer.Mode) Holder {
 	h.Token = index
+	if l.Permits > 0 {
+		h.Slot, _ = freeSlot(l)
+	}
 	l.Mode = m
 	l.Holders = append(l.Holders, h)
 	f.record(l, h, m)
-	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m, MaxHold: h.MaxHold})
+	f.emit(Event{Kind: EventGranted, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: index, Mode: m,
+		MaxHold: h.MaxHold, Slot: h.Slot, Semaphore: l.Permits > 0})
+	return h
 }
 
 // changed grants what can be granted, records the change and drops the lock
@@ -208,7 +297,7 @@ func (f *FSM) changed(index uint64, l *Lock) {
 	if len(l.Waiters) == 0 {
 		l.Waiters = nil
 	}
-	if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.Delayed {
+	if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.inDelay() {
 		delete(f.locks, l.Name)
 		f.keepFree(index, l)
 	}
@@ -249,7 +338,8 @@ func (f *FSM) release(index uint64, c *LockRef) Status {
 	for i, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
 			l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
-			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode})
+			f.emit(Event{Kind: EventReleased, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode,
+				Slot: h.Slot, Semaphore: l.Permits > 0})
 			f.count(s, -1, 0)
 			s.remember(c.Lock, c.Holder)
 			f.forget(l, c.Session)
@@ -279,9 +369,38 @@ func (f *FSM) delay(l *Lock, d int64) {
 	}
 }
 
+// delaySlot puts slot of semaphore l into lock-delay for d nanoseconds
+// from the state machine's clock, unless a delay of that slot ending
+// later runs already (as delay).
+func (f *FSM) delaySlot(l *Lock, slot uint64, d int64) {
+	until := f.now + d
+	i, found := slices.BinarySearchFunc(l.SlotDelays, slot, func(sd SlotDelay, s uint64) int { return cmp.Compare(sd.Slot, s) })
+	switch {
+	case found && until <= l.SlotDelays[i].Until:
+		return
+	case found:
+		l.SlotDelays[i].Until, l.SlotDelays[i].For = until, d
+	default:
+		l.SlotDelays = slices.Insert(l.SlotDelays, i, SlotDelay{Slot: slot, Until: until, For: d})
+	}
+	f.emit(Event{Kind: EventDelayStarted, Lock: l.Name, DelayUntil: until, DelayFor: d, Slot: slot, Semaphore: true})
+}
+
 func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 	l := f.locks[c.Lock]
-	if l == nil || !l.Delayed || l.DelayUntil != c.Until {
+	if l != nil && l.Permits > 0 {
+		i := slices.IndexFunc(l.SlotDelays, func(d SlotDelay) bool { return d.Slot == c.Slot && d.Until == c.Until })
+		if i < 0 {
+			return StatusOK // already ended, or extended by a later expiry
+		}
+		l.SlotDelays = slices.Delete(l.SlotDelays, i, i+1)
+		if len(l.SlotDelays) == 0 {
+			l.SlotDelays = nil
+		}
+		f.changed(index, l)
+		return StatusOK
+	}
+	if l == nil || !l.Delayed || l.DelayUntil != c.Until || c.Slot != 0 {
 		return StatusOK // already ended, or extended by a later expiry
 	}
 	l.Delayed, l.DelayUntil, l.DelayFor = false, 0, 0
@@ -302,6 +421,7 @@ func copyLock(l *Lock) Lock {
 	c.Waiters = append([]Waiter(nil), l.Waiters...)
 	c.Grants = append([]PastGrant(nil), l.Grants...)
 	c.Revoked = append([]Revocation(nil), l.Revoked...)
+	c.SlotDelays = slices.Clone(l.SlotDelays)
 	return c
 }
 

@@ -39,10 +39,11 @@ const (
 )
 
 // grantWaiters grants l to the head of its queue, in FIFO order, as far as
-// modes allow: one exclusive waiter, or a run of shared ones. Waiters whose
+// modes allow: one exclusive waiter, or a run of shared ones; on a
+// semaphore, one waiter per free slot out of lock-delay. Waiters whose
 // session is gone are skipped.
 func (f *FSM) grantWaiters(index uint64, l *Lock) {
-	for len(l.Waiters) > 0 && !l.Delayed && f.hold == nil {
+	for len(l.Waiters) > 0 && f.hold == nil {
 		w := l.Waiters[0]
 		ws, ok := f.sessions[w.Session]
 		if !ok {
@@ -50,7 +51,7 @@ func (f *FSM) grantWaiters(index uint64, l *Lock) {
 			f.emit(Event{Kind: EventWaitEnded, Lock: l.Name, Session: w.Session, Holder: w.Holder, Reason: WaitSessionGone})
 			continue
 		}
-		if !compatible(l, w.Mode) {
+		if !canGrant(l, w.Mode) {
 			return
 		}
 		l.Waiters = l.Waiters[1:]
@@ -91,7 +92,7 @@ func (f *FSM) cancelWait(index uint64, c *LockRef) Result {
 	}
 	for _, h := range l.Holders {
 		if h.Session == c.Session && h.Holder == c.Holder {
-			r.Status, r.Token, r.Mode = StatusGranted, h.Token, l.Mode
+			r.Status, r.Token, r.Mode, r.Slot, r.Permits = StatusGranted, h.Token, l.Mode, h.Slot, l.Permits
 			return r
 		}
 	}

@@ -183,7 +183,7 @@ func (f *FSM) grantKeys(id string) []string {
 		}
 		for _, h := range l.Holders {
 			if h.Session == id {
-				out = append(out, fmt.Sprintf("%q %q %d %d", name, h.Holder, h.Token, l.Mode))
+				out = append(out, fmt.Sprintf("%q %q %d %d %d %d", name, h.Holder, h.Token, l.Mode, l.Permits, h.Slot))
 			}
 		}
 	}
@@ -259,6 +259,10 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 	sort.Strings(names)
 	for _, name := range names {
 		cl := cur.locks[name]
+		if cl.Permits > 0 {
+			f.reconcileSlots(cur, cl, kept, &rep)
+			continue
+		}
 		var d int64
 		if cl.Delayed {
 			d = cl.DelayFor
@@ -278,13 +282,7 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 		if d == 0 {
 			continue
 		}
-		l := f.locks[name]
-		if l == nil {
-			if l = f.takeFree(name); l == nil {
-				l = &Lock{Name: name, GrantsSince: f.forgot + 1}
-			}
-			f.locks[name] = l
-		}
+		l := f.lockOfKind(name, 0)
 		f.delay(l, d)
 		// A kept session's revoked grant is still named at its
 		// keepalives while the delay runs (Lock.Revoked).
@@ -300,13 +298,16 @@ func (f *FSM) reconcile(cur *FSM) RestoreReport {
 	// restored state keeps) loses them rather than be granted below the
 	// floor.
 	for name, l := range f.locks {
-		if len(l.Holders) == 0 && !l.Delayed {
+		switch {
+		case l.Permits > 0 && len(l.Waiters) > 0 && canGrant(l, l.Waiters[0].Mode):
+			l.Waiters = nil // a semaphore with a grantable slot
+		case l.Permits == 0 && len(l.Holders) == 0 && !l.Delayed:
 			l.Waiters = nil
 		}
 		if len(l.Waiters) == 0 {
 			l.Waiters = nil
 		}
-		if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.Delayed {
+		if len(l.Holders) == 0 && len(l.Waiters) == 0 && !l.inDelay() {
 			delete(f.locks, name)
 			f.keepFree(f.applied, l)
 		}
@@ -332,4 +333,64 @@ func (f *FSM) raiseTo(floor uint64) {
 	for e := f.free.Front(); e != nil; e = e.Next() {
 		raise(e.Value.(*Lock))
 	}
+}
+
+// reconcileSlots carries semaphore cl of the running cluster into f (as
+// reconcile does for a plain lock): each slot whose grant is revoked
+// waits out its holder's ttl + lock-delay, each slot delay cl runs goes
+// on in full, and the other slots are untouched.
+func (f *FSM) reconcileSlots(cur *FSM, cl *Lock, kept map[string]bool, rep *RestoreReport) {
+	delays := make(map[uint64]int64)
+	for _, sd := range cl.SlotDelays {
+		d := sd.For
+		if d <= 0 {
+			d = int64(api.MaxLockDelay)
+		}
+		delays[sd.Slot] = d
+	}
+	for _, h := range cl.Holders {
+		if kept[h.Session] {
+			continue
+		}
+		rep.GrantsRevoked++
+		if s := cur.sessions[h.Session]; s != nil {
+			delays[h.Slot] = max(delays[h.Slot], s.TTL+s.LockDelay)
+		}
+	}
+	if len(delays) == 0 {
+		return
+	}
+	l := f.lockOfKind(cl.Name, cl.Permits)
+	slots := make([]uint64, 0, len(delays))
+	for slot := range delays {
+		slots = append(slots, slot)
+	}
+	slices.Sort(slots)
+	for _, slot := range slots {
+		if delays[slot] > 0 {
+			f.delaySlot(l, slot, delays[slot])
+		}
+	}
+}
+
+// lockOfKind returns f's stored lock name (f.mu held), storing it if it is
+// not (from its free history, if one is kept), as a lock of the given
+// permits (0: plain). A stored lock of another kind has no kept holder
+// (a kept session holds the same grants in both states, permits and
+// slots included), so it becomes that kind, its delays and waiters
+// dropped: the running cluster's delays are what count.
+func (f *FSM) lockOfKind(name string, permits uint64) *Lock {
+	l := f.locks[name]
+	if l == nil {
+		if l = f.takeFree(name); l == nil {
+			l = &Lock{Name: name, GrantsSince: f.forgot + 1}
+		}
+		l.Permits = permits
+		f.locks[name] = l
+	}
+	if l.Permits != permits {
+		l.Permits, l.Waiters = permits, nil
+		l.Delayed, l.DelayUntil, l.DelayFor, l.SlotDelays = false, 0, 0, nil
+	}
+	return l
 }

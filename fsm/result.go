@@ -41,13 +41,17 @@ const (
 	// StatusCorrupt: the entry, or one before it, failed to decode or its
 	// checksum (FSM.Halted): nothing was applied, nor will be.
 	StatusCorrupt
+	// StatusPermitsMismatch: the acquire's permits differ from those of
+	// the stored lock (Result.Permits says the lock's; 0: a plain lock);
+	// nothing changed.
+	StatusPermitsMismatch
 )
 
 // String names the status.
 func (s Status) String() string {
 	names := [...]string{"ok", "granted", "queued", "session_not_found", "lock_busy",
 		"not_holder", "not_waiting", "session_exists", "invalid", "mode_mismatch", "resource_exhausted",
-		"already_bootstrapped", "token_not_found", "token_exists", "corrupt"}
+		"already_bootstrapped", "token_not_found", "token_exists", "corrupt", "permits_mismatch"}
 	if int(s) < len(names) {
 		return names[s]
 	}
@@ -69,6 +73,11 @@ type Result struct {
 	// Refusal says which limit a command would pass
 	// (StatusResourceExhausted).
 	Refusal string
+	// Permits is the semaphore's permits of an acquire (0: a plain lock);
+	// on StatusPermitsMismatch, the stored lock's. Slot is the granted
+	// slot (StatusGranted on a semaphore).
+	Permits uint64
+	Slot    uint64
 }
 
 // Busy describes a lock an acquire found busy, from the state the entry
@@ -85,6 +94,8 @@ type Busy struct {
 	// holder's place in it (1: first), 0 when it is not queued.
 	Waiters int
 	Place   int
+	// Permits is the lock's permits (0: a plain lock).
+	Permits uint64
 }
 
 // BusyHolder is one holder of a busy lock, as any reader may know it.

@@ -185,10 +185,12 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 			continue
 		}
 		held := false
+		var slots []uint64 // a semaphore's slots it held, in grant order
 		keptH := l.Holders[:0]
 		for _, h := range l.Holders {
 			if h.Session == id {
 				held = true
+				slots = append(slots, h.Slot)
 				continue
 			}
 			keptH = append(keptH, h)
@@ -204,7 +206,13 @@ func (f *FSM) removeSession(index uint64, id string, end sessionEnd) Status {
 			keptW = append(keptW, w)
 		}
 		l.Waiters = keptW
-		if held && delay > 0 {
+		switch {
+		case !held || delay <= 0:
+		case l.Permits > 0:
+			for _, slot := range slots {
+				f.delaySlot(l, slot, delay)
+			}
+		default:
 			f.delay(l, delay)
 		}
 		f.changed(index, l)

@@ -25,12 +25,15 @@ const snapshotVersionACL byte = 2
 // must refuse the snapshot. Any other state is written as before.
 const snapshotVersionHold byte = 3
 
-// snapshotVersionLockOptions marks a snapshot whose state holds a
-// revocation still in its delay (Lock.Revoked) or a hold limit
-// (Holder.MaxHold, Waiter.MaxHold): a build without them would not tell
-// the revoked client at its keepalive (which then goes on believing it
-// holds the lock), or never end the hold. Any other state is written as
-// before.
+// snapshotVersionLockOptions marks a snapshot whose state holds a lock
+// option an older build would drop: a semaphore (a lock of permits, its
+// slots and slot delays, or a grant of one in a history), which such a
+// build would restore as one exclusive lock; a revocation still in its
+// delay (Lock.Revoked), which it would not tell the revoked client at its
+// keepalive (which then goes on believing it holds the lock); a hold
+// limit (Holder.MaxHold, Waiter.MaxHold), which it would never end; or a
+// release request. So such a build must refuse it. Any other state is
+// written as before.
 const snapshotVersionLockOptions byte = 4
 
 // state is the serialised form of the whole state machine. Slices are sorted
@@ -124,7 +127,7 @@ func (f *FSM) dumpLocked() []byte {
 	}
 	v := snapshotVersion
 	switch {
-	case st.hasLockOptions():
+	case st.hasLockOptions() || hasSemaphores(st.Locks) || hasSemaphores(st.Free):
 		v = snapshotVersionLockOptions
 	case st.Hold != nil:
 		v = snapshotVersionHold
@@ -252,6 +255,22 @@ func (st *state) hasLockOptions() bool {
 		}
 		for _, w := range l.Waiters {
 			if w.MaxHold > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// hasSemaphores reports whether any of locks is a semaphore or keeps a
+// semaphore's grant in its history (snapshotVersionLockOptions).
+func hasSemaphores(locks []Lock) bool {
+	for i := range locks {
+		if locks[i].Permits > 0 {
+			return true
+		}
+		for _, g := range locks[i].Grants {
+			if g.Permits > 0 {
 				return true
 			}
 		}

@@ -233,11 +233,26 @@ func (n *Node) SessionInfo(ctx context.Context, id string) (api.Info, error) {
 	return info, nil
 }
 
-func (n *Node) grant(name string, token uint64, mode sequencer.Mode) api.Grant {
+// grant is the answer to a granted acquire; permits above 0: slot slot
+// of a semaphore of that many, whose sequencer names the slot.
+func (n *Node) grant(name string, token uint64, mode sequencer.Mode, permits, slot uint64) api.Grant {
 	m := mode
-	return api.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
+	g := api.Grant{Name: name, Mode: m, Token: sequencer.Token(token),
 		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: sequencer.Token(token)},
 		Term:      n.raft.CurrentTerm()}
+	if permits > 0 {
+		g.Permits, g.Slot = permits, slot
+		g.Sequencer.Semaphore, g.Sequencer.Slot = true, slot
+	}
+	return g
+}
+
+// errPermitsNeedVersion5 is the answer to an acquire with permits while a
+// member of the cluster reads no command of version 5.
+func errPermitsNeedVersion5(name string, version byte) error {
+	return api.Errorf(api.CodeInvalidArgument,
+		"acquire %s: permits need command version %d, and the cluster writes %d: every member must run a build that reads command version %d",
+		name, fsm.VersionLockOptions, version, fsm.VersionLockOptions)
 }
 
 // Acquire takes a lock, trying once (Wait 0) or waiting in the lock's FIFO
@@ -264,6 +279,9 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 			return api.Grant{}, err
 		}
 	}
+	if v := n.commandVersion(); req.Permits > 0 && v < fsm.VersionLockOptions {
+		return api.Grant{}, errPermitsNeedVersion5(req.Name, v)
+	}
 	key := waitKey{req.Name, req.Session, req.Holder}
 	// The wait belongs to this term: the term's end answers it
 	// (unknown_outcome). A node that does not lead answers no_leader
@@ -279,18 +297,23 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		}
 	}
 	res := fsm.Result{Status: fsm.StatusQueued}
-	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Wait) {
+	if req.Wait == 0 || t == nil || !t.placeKept(key, req.Mode, req.Permits, req.Wait) {
 		var err error
+		permits := req.Permits
+		if permits > 0 && n.cfg.Faults.extraSlot() {
+			permits++ // the broken build of the fault switch: one slot too many
+		}
 		res, err = n.propose(ctx, &fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{
 			Lock: req.Name, Session: req.Session, Holder: req.Holder, Mode: req.Mode,
-			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits, MaxHold: int64(req.MaxHold)}})
+			Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Limits: &n.cfg.Limits,
+			MaxHold: int64(req.MaxHold), Permits: permits}})
 		if err != nil {
 			return api.Grant{}, err
 		}
 	}
 	switch res.Status {
 	case fsm.StatusGranted:
-		return n.grant(req.Name, res.Token, res.Mode), nil
+		return n.grant(req.Name, res.Token, res.Mode, req.Permits, res.Slot), nil
 	case fsm.StatusQueued:
 	case fsm.StatusLockBusy:
 		return api.Grant{}, lockBusy(req.Name, req.Holder, res.Busy)
@@ -298,6 +321,8 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		return api.Grant{}, api.Errorf(api.CodeInvalidArgument,
 			"acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s", req.Name, req.Holder,
 			res.Mode, req.Mode)
+	case fsm.StatusPermitsMismatch:
+		return api.Grant{}, permitsMismatch(req.Name, res.Permits, req.Permits)
 	default:
 		return api.Grant{}, mapStatus(res, "acquire "+req.Name)
 	}
@@ -311,7 +336,7 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	select {
 	case r := <-ch:
 		if r.token > 0 {
-			return n.grant(req.Name, r.token, r.mode), nil
+			return n.grant(req.Name, r.token, r.mode, req.Permits, r.slot), nil
 		}
 		switch r.why {
 		case fsm.WaitTimedOut:
@@ -330,6 +355,21 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 	case <-ctx.Done():
 		return api.Grant{}, ctx.Err()
 	}
+}
+
+// permitsMismatch is the invalid_argument answer to an acquire of lock
+// with permits asked while the stored lock has permits has (0: a plain
+// lock).
+func permitsMismatch(lock string, has, asked uint64) error {
+	kind := func(p uint64) string {
+		if p == 0 {
+			return "a plain lock (no permits)"
+		}
+		return fmt.Sprintf("a semaphore of %d permits", p)
+	}
+	return api.Errorf(api.CodeInvalidArgument,
+		"acquire %s: the lock is %s, and this acquire asks for %s: every holder and waiter must agree on permits (%d vs %d)",
+		lock, kind(has), kind(asked), has, asked)
 }
 
 // waitBackstop is how long past its wait a waiting request gives up on
@@ -358,7 +398,10 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) error {
 
 func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 	st := api.LockState{Name: l.Name, Mode: l.Mode, Holders: []api.Holder{},
-		Waiters: len(l.Waiters), Index: l.Index}
+		Waiters: len(l.Waiters), Index: l.Index, Permits: l.Permits}
+	for _, d := range l.SlotDelays {
+		st.SlotDelays = append(st.SlotDelays, api.SlotDelay{Slot: d.Slot, Until: time.Unix(0, d.Until).UTC()})
+	}
 	for _, w := range l.Waiters {
 		st.Queue = append(st.Queue, api.QueuedHolder{Holder: w.Holder, Mode: w.Mode})
 	}
@@ -367,7 +410,8 @@ func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 	}
 	for _, h := range l.Holders {
 		ah := api.Holder{SessionHandle: api.SessionHandle(h.Session),
-			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+			SessionName: n.holderSessionName(l, h), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value,
+			Slot: h.Slot}
 		if r := h.ReleaseRequested; r != nil {
 			ah.ReleaseRequested = &api.ReleaseRequestInfo{SessionHandle: api.SessionHandle(r.Session), Holder: r.Holder,
 				SessionName: n.sessionName(r.Session), At: time.Unix(0, r.At).UTC()}
@@ -379,7 +423,7 @@ func (n *Node) lockStateOf(l fsm.Lock) api.LockState {
 	}
 	for _, g := range l.Grants {
 		st.Grants = append(st.Grants, api.PastGrant{Token: sequencer.Token(g.Token), Mode: g.Mode,
-			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName})
+			Holder: g.Holder, Value: g.Value, SessionName: g.SessionName, Permits: g.Permits, Slot: g.Slot})
 	}
 	// A lock recorded before histories were kept has none yet (GrantsSince
 	// 0): no grant of it has a token above its last change.
@@ -551,18 +595,21 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (api.SequencerCh
 		return out, nil
 	}
 	// matched is the token of the holder the sequencer names (for a shared
-	// lock, one reader among several), 0 if none.
+	// lock, one reader among several; for a semaphore, the holder of the
+	// slot it names), 0 if none.
 	var matched sequencer.Token
 	for _, h := range l.Holders {
 		tok := sequencer.Token(h.Token)
 		if tok > out.CurrentToken {
 			out.CurrentToken = tok
 		}
-		if tok == seq.Token {
+		if tok == seq.Token && (!seq.Semaphore || h.Slot == seq.Slot) {
 			matched = tok
 		}
 	}
-	out.Valid = sequencer.IsCurrent(seq, matched, l.Mode == seq.Mode)
+	// A slot sequencer is current only on a semaphore, a plain one only on
+	// a plain lock.
+	out.Valid = sequencer.IsCurrent(seq, matched, l.Mode == seq.Mode && (l.Permits > 0) == seq.Semaphore)
 	return out, nil
 }
 

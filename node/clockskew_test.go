@@ -152,7 +152,7 @@ func TestDelayOfUnknownLengthIsRestartedForTheCap(t *testing.T) {
 		want := map[delayKey]time.Duration{}
 		for _, l := range f.Locks("") {
 			if l.Delayed {
-				want[delayKey{l.Name, l.DelayUntil}] = tc.want
+				want[delayKey{l.Name, l.DelayUntil, 0}] = tc.want
 			}
 		}
 		if len(want) == 0 {
@@ -173,7 +173,7 @@ func TestDelayOfUnknownLengthIsRestartedForTheCap(t *testing.T) {
 		{Name: "old", Delayed: true, DelayUntil: 7},
 		{Name: "held", Holders: []fsm.Holder{{Session: "s", Holder: "h", Token: 3}}},
 	})
-	want := []restartedDelay{{delayKey{"short", 5}, time.Second}, {delayKey{"old", 7}, api.MaxLockDelay}}
+	want := []restartedDelay{{delayKey{"short", 5, 0}, time.Second}, {delayKey{"old", 7, 0}, api.MaxLockDelay}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("delays restarted %v, want %v", got, want)
 	}

@@ -176,5 +176,9 @@ func eventReply(r recorded, sessionName func(id string) string) api.EventReply {
 	case fsm.EventRevoked:
 		out.Kind, out.Token, out.Reason, out.RevokeKind = "revoked", e.Token, e.RevokeReason, e.RevokeKind
 	}
+	if e.Semaphore {
+		slot := e.Slot
+		out.Slot = &slot
+	}
 	return out
 }

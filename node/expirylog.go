@@ -47,8 +47,14 @@ func (n *Node) logExpired(e expiring) {
 	args := []any{"session", e.name, "session_handle", api.SessionHandle(e.id), "locks", e.held}
 	var until time.Time
 	for _, name := range e.held {
-		if l, ok := n.fsm.Lock(name); ok && l.Delayed {
+		l, ok := n.fsm.Lock(name)
+		if ok && l.Delayed {
 			if t := time.Unix(0, l.DelayUntil); t.After(until) {
+				until = t
+			}
+		}
+		for _, d := range l.SlotDelays { // a semaphore's slots (the latest end)
+			if t := time.Unix(0, d.Until); t.After(until) {
 				until = t
 			}
 		}

@@ -13,3 +13,4 @@ func (Faults) Any() bool { return false }
 func (Faults) skipLockDelay() bool       { return false }
 func (Faults) localReads() bool          { return false }
 func (Faults) revokeWithoutNotice() bool { return false }
+func (Faults) extraSlot() bool           { return false }

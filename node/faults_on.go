@@ -16,11 +16,18 @@ type Faults struct {
 	// running after such an action ends at once (DESIGN.md, "Server
 	// actions never outrun the holder").
 	RevokeWithoutNotice bool
+	// ExtraSlot grants a semaphore one slot more than its permits (an
+	// off-by-one in the slot count): the leader proposes permits + 1 and
+	// answers the permits asked for.
+	ExtraSlot bool
 }
 
 // Any reports whether any fault is enabled.
-func (f Faults) Any() bool { return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice }
+func (f Faults) Any() bool {
+	return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice || f.ExtraSlot
+}
 
 func (f Faults) skipLockDelay() bool       { return f.SkipLockDelay }
 func (f Faults) localReads() bool          { return f.LocalReads }
 func (f Faults) revokeWithoutNotice() bool { return f.RevokeWithoutNotice }
+func (f Faults) extraSlot() bool           { return f.ExtraSlot }

@@ -52,6 +52,9 @@ func (n *Node) self() api.Member {
 	if n.cfg.preBinary {
 		reads = 0
 	}
+	if n.cfg.readsUpTo != 0 {
+		reads = min(reads, n.cfg.readsUpTo)
+	}
 	return api.Member{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr,
 		Voter: n.cfg.Join == nil || !n.cfg.Join.NonVoter, Commands: reads}
 }

@@ -48,7 +48,7 @@ func (n *Node) onEvent(e fsm.Event) {
 func (t *leaderTerm) onEvent(e fsm.Event) {
 	switch e.Kind {
 	case fsm.EventGranted:
-		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode})
+		t.notifyWait(waitKey{e.Lock, e.Session, e.Holder}, waitResult{token: e.Token, mode: e.Mode, slot: e.Slot})
 		if e.MaxHold > 0 {
 			t.scheduleTimer(holdLimitKey{e.Lock, e.Session, e.Holder, e.Token}, time.Duration(e.MaxHold))
 		}
@@ -61,7 +61,7 @@ func (t *leaderTerm) onEvent(e fsm.Event) {
 	case fsm.EventSessionRemoved:
 		t.leases.Remove(e.Session)
 	case fsm.EventDelayStarted:
-		t.armDelay(delayKey{e.Lock, e.DelayUntil}, delayLength(e.DelayFor))
+		t.armDelay(delayKey{e.Lock, e.DelayUntil, e.Slot}, delayLength(e.DelayFor))
 	}
 }
 

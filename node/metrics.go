@@ -129,6 +129,9 @@ var (
 	descHeld     = prometheus.NewDesc("raftlock_locks_held", "Locks held, by mode (exclusive, shared).", []string{"mode"}, nil)
 	descWaiters  = prometheus.NewDesc("raftlock_lock_waiters", "Waiters queued on all locks.", nil, nil)
 	descDelays   = prometheus.NewDesc("raftlock_lock_delays_active", "Locks in a lock-delay.", nil, nil)
+	descSems     = prometheus.NewDesc("raftlock_semaphores", "Semaphores (locks taken with permits) held, waited for or in a slot's lock-delay.", nil, nil)
+	descSemHeld  = prometheus.NewDesc("raftlock_semaphore_slots_held", "Slots held, over all semaphores.", nil, nil)
+	descSemDelay = prometheus.NewDesc("raftlock_semaphore_slots_delayed", "Slots in a lock-delay, over all semaphores.", nil, nil)
 	descLeader   = prometheus.NewDesc("raftlock_is_leader", "1 while this replica leads, else 0.", nil, nil)
 	descTerm     = prometheus.NewDesc("raftlock_term", "This replica's current Raft term.", nil, nil)
 	descApplied  = prometheus.NewDesc("raftlock_applied_index", "Last log index this replica's state machine applied.", nil, nil)
@@ -144,7 +147,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descLeader, descTerm, descApplied,
+	for _, d := range []*prometheus.Desc{descSessions, descHeld, descWaiters, descDelays, descSems, descSemHeld, descSemDelay, descLeader, descTerm, descApplied,
 		descStorage, descStoreBad, descDiskFree, descDiskNeed, descDiverged, descHeadWait, descCertExpiry} {
 		ch <- d
 	}
@@ -154,7 +157,13 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
 	var exclusive, shared, waiters, delays, headWait float64
+	var sems, semHeld, semDelayed float64
 	for _, l := range n.fsm.Locks("") {
+		if l.Permits > 0 {
+			sems++
+			semHeld += float64(len(l.Holders))
+			semDelayed += float64(len(l.SlotDelays))
+		}
 		if len(l.Holders) > 0 {
 			if l.Mode == sequencer.Shared {
 				shared++
@@ -183,6 +192,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, shared, "shared")
 	ch <- prometheus.MustNewConstMetric(descWaiters, prometheus.GaugeValue, waiters)
 	ch <- prometheus.MustNewConstMetric(descDelays, prometheus.GaugeValue, delays)
+	ch <- prometheus.MustNewConstMetric(descSems, prometheus.GaugeValue, sems)
+	ch <- prometheus.MustNewConstMetric(descSemHeld, prometheus.GaugeValue, semHeld)
+	ch <- prometheus.MustNewConstMetric(descSemDelay, prometheus.GaugeValue, semDelayed)
 	ch <- prometheus.MustNewConstMetric(descLeader, prometheus.GaugeValue, leader)
 	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(n.raft.CurrentTerm()))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(n.fsm.AppliedIndex()))

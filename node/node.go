@@ -206,6 +206,10 @@ type Config struct {
 	// record, as a build from before the binary command format does:
 	// tests play a rolling upgrade with it.
 	preBinary bool
+	// readsUpTo, when set, makes this node record that it reads command
+	// versions up to it only, as an older build does: tests play a
+	// cluster that does not read version 5 yet.
+	readsUpTo byte
 }
 
 func (c *Config) fill() error {

@@ -139,7 +139,8 @@ func (n *Node) overviewLock(l fsm.Lock, applied map[uint64]time.Time) api.Overvi
 	st := n.lockStateOf(l)
 	r := api.NewLockReply(st)
 	out := api.OverviewLock{Name: r.Name, Mode: r.Mode, Holders: make([]api.OverviewHolder, 0, len(r.Holders)),
-		Waiters: r.Waiters, Queue: r.Queue, DelayUntil: r.DelayUntil, Index: r.Index}
+		Waiters: r.Waiters, Queue: r.Queue, DelayUntil: r.DelayUntil, Index: r.Index,
+		Permits: r.Permits, SlotDelays: r.SlotDelays}
 	for _, h := range r.Holders {
 		oh := api.OverviewHolder{HolderReply: h}
 		if at := n.grantTime(h.Token, applied); !at.IsZero() {

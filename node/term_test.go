@@ -27,7 +27,7 @@ func TestEndedTermArmsNoTimer(t *testing.T) {
 // ending it again changes nothing.
 func TestEndingTermStopsItsTimersAndClosesDone(t *testing.T) {
 	term := newBareTerm()
-	keys := []leaderTimer{holdKey{1}, delayKey{"a", 2}, waitTimerKey{waitKey{"a", "s", "h"}, 3}}
+	keys := []leaderTimer{holdKey{1}, delayKey{"a", 2, 0}, waitTimerKey{waitKey{"a", "s", "h"}, 3}}
 	for _, k := range keys {
 		term.scheduleTimer(k, time.Hour)
 		if _, armed := term.due(k); !armed {

@@ -23,15 +23,17 @@ type leaderTimer interface {
 	what() string
 }
 
-// delayKey names a lock-delay: the lock and the DelayUntil that EndDelay
-// carries.
+// delayKey names a lock-delay: the lock, the DelayUntil that EndDelay
+// carries and, on a semaphore, the slot (two slots of one expired session
+// share their until).
 type delayKey struct {
 	lock  string
 	until int64
+	slot  uint64
 }
 
 func (k delayKey) command() *fsm.Command {
-	return &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until}}
+	return &fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: k.lock, Until: k.until, Slot: k.slot}}
 }
 
 func (k delayKey) what() string { return "end lock-delay of " + k.lock }
@@ -98,7 +100,10 @@ func delaysToRestart(locks []fsm.Lock) []restartedDelay {
 	var out []restartedDelay
 	for _, l := range locks {
 		if l.Delayed {
-			out = append(out, restartedDelay{delayKey{l.Name, l.DelayUntil}, delayLength(l.DelayFor)})
+			out = append(out, restartedDelay{delayKey{l.Name, l.DelayUntil, 0}, delayLength(l.DelayFor)})
+		}
+		for _, d := range l.SlotDelays {
+			out = append(out, restartedDelay{delayKey{l.Name, d.Until, d.Slot}, delayLength(d.For)})
 		}
 	}
 	return out

@@ -20,6 +20,7 @@ type waitKey struct{ lock, session, holder string }
 type waitResult struct {
 	token uint64
 	mode  sequencer.Mode
+	slot  uint64      // the semaphore slot granted
 	why   fsm.WaitEnd // without a grant: why the wait ended
 }
 
@@ -61,20 +62,20 @@ func (t *leaderTerm) removeWait(k waitKey, ch chan waitResult) {
 	}
 }
 
-// placeKept reports whether (lock, session, holder) waits in mode m on
-// this leader with at least half of a wait of d still to run: a renewal
+// placeKept reports whether (lock, session, holder) waits in mode m (on a
+// lock of those permits) on this leader with at least half of a wait of d still to run: a renewal
 // (a client re-asking after its request slice) then needs no Raft write,
 // the request just waits for the outcome. A read of the local state on a
 // leader that may have been deposed without knowing is harmless here: it
 // grants nothing, and the request learns the outcome or ends.
-func (t *leaderTerm) placeKept(k waitKey, m sequencer.Mode, d time.Duration) bool {
+func (t *leaderTerm) placeKept(k waitKey, m sequencer.Mode, permits uint64, d time.Duration) bool {
 	n := t.n
 	if !n.ready.Load() {
 		return false
 	}
 	l, ok := n.fsm.Lock(k.lock)
-	if !ok {
-		return false
+	if !ok || l.Permits != permits {
+		return false // a mismatch is the state machine's to answer
 	}
 	for _, w := range l.Waiters {
 		if w.Session != k.session || w.Holder != k.holder {

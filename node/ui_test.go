@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/transport/httpapi"
 )
 
@@ -306,4 +307,62 @@ func TestStatusPageWorksOverHTTPS(t *testing.T) {
 	); err != nil {
 		t.Fatalf("over HTTPS the page never showed jobs/tls held by h1: %v", err)
 	}
+}
+
+// TestStatusPageShowsSemaphoreSlots: a semaphore reads "semaphore · 2/3
+// held" with each holder's slot, and an expired holder's slot counts down
+// its own lock-delay while the other slot stays held.
+func TestStatusPageShowsSemaphoreSlots(t *testing.T) {
+	browser := newBrowser(t, 60*time.Second)
+	c := newTestCluster(t, 1, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	page := "http://" + c.httpAddrs[0] + "/ui/"
+	if err := chromedp.Do(browser, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#conn[data-state="live"]`))); err != nil {
+		t.Fatalf("load %s: %v", page, err)
+	}
+	steady, err := cl.OpenSession(ctx, api.OpenRequest{Name: "steady", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashing, err := cl.OpenSession(ctx, api.OpenRequest{Name: "crashing", TTL: time.Second, LockDelay: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "pool", Session: crashing.ID, Holder: "c", Permits: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "pool", Session: steady.ID, Holder: "s", Permits: 3}); err != nil {
+		t.Fatal(err)
+	}
+	stopKA := c.keepAlive(steady.ID, 300*time.Millisecond)
+	defer stopKA()
+	row := `tr[data-lock="pool"][data-permits="3"]`
+	if err := chromedp.Do(browser,
+		chromedp.WaitVisible(chromedp.CSS(row+` .holder[data-holder="s"][data-slot="1"]`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('`+row+` .badge').textContent === 'semaphore · 2/3 held'`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(10*time.Second)),
+	); err != nil {
+		t.Fatalf("the page never showed pool with 2 of 3 slots held: %v", err)
+	}
+	countdown := row + ` [data-slot-delay="0"] [data-until]`
+	if err := chromedp.Do(browser,
+		chromedp.WaitVisible(chromedp.CSS(countdown)),
+		chromedp.Poll[chromedp.Void](`/^\d+s left \(until \d\d:\d\d:\d\d\)$/.test(document.querySelector('`+countdown+`').textContent) && `+
+			`document.querySelector('`+row+` .badge').textContent === 'semaphore · 1/3 held'`,
+			chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(15*time.Second)),
+	); err != nil {
+		t.Fatalf("the page never counted down slot 0's lock-delay: %v", err)
+	}
+	if err := chromedp.Do(browser, chromedp.Poll[chromedp.Void](
+		`[...document.querySelectorAll('li[data-kind="lock_delay"]')].some((e) => e.textContent.includes('pool slot 0 in lock-delay until'))`,
+		chromedp.WithPollingMutation(), chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the page's events never named slot 0's lock-delay: %v", err)
+	}
+	text, err := chromedp.Run(browser, chromedp.Text(chromedp.CSS(row)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the semaphore reads %q", text)
 }

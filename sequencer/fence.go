@@ -8,8 +8,10 @@ import (
 
 // ErrStale is returned (wrapped) by a fence's Check when the offered
 // sequencer's grant has been superseded: for an exclusive sequencer, the fence
-// has already admitted a higher token of that lock (of any mode); for a shared
-// one, it has already admitted a higher exclusive token of that lock.
+// has already admitted a higher token of that lock (of any mode or slot); for
+// a shared one, it has already admitted a higher exclusive token of that lock;
+// for a semaphore slot's, a higher token of that slot or a higher exclusive
+// token of the lock.
 var ErrStale = errors.New("stale sequencer")
 
 // Checker validates a sequencer offered to a protected resource. Both *Fence
@@ -29,11 +31,17 @@ type Checker interface {
 //     exclusive token of the lock: readers holding a shared lock at the same
 //     time are all admitted, in any order, until a writer takes over;
 //   - an exclusive sequencer is current unless the fence has admitted a
-//     higher token of the lock in either mode.
+//     higher token of the lock in either mode, or of any slot;
+//   - a slot sequencer (one slot of a semaphore) is current unless the fence
+//     has admitted a higher token of the same slot, or a higher exclusive
+//     token of the lock: the holders of different slots are admitted side by
+//     side, and a holder whose slot expired and was granted again is not.
+//     Slot grants do not count as exclusive ones.
 //
 // For that the fence keeps two marks per lock name, the highest exclusive
-// token and the highest token of any mode that it has admitted, and Check
-// raises them as it admits sequencers. A token equal to a mark is admitted,
+// token and the highest token of any mode (slots included) that it has
+// admitted, plus one mark per slot of a semaphore, and Check raises them as
+// it admits sequencers. A token equal to a mark is admitted,
 // since one holder sends the same sequencer with every request it makes
 // during its grant. A reader whose grant has ended is admitted until a newer
 // exclusive grant is seen: readers do not exclude one another, so only a
@@ -51,32 +59,63 @@ type Fence struct {
 	marks map[string]marks
 }
 
-// marks are a fence's two high-water marks of one lock. Check raises them
+// marks are a fence's high-water marks of one lock. Check raises them
 // only through admit, and a state file is only loaded after a check that
-// exclusive <= any, so that always holds.
+// exclusive <= any and every slot mark <= any, so that always holds.
 type marks struct {
-	// any is the highest token of either mode admitted; 0 if none.
+	// any is the highest token of either mode or any slot admitted; 0 if
+	// none.
 	any Token
 	// exclusive is the highest exclusive token admitted; 0 if none.
 	exclusive Token
+	// slots is the highest token admitted per semaphore slot (nil if
+	// none). It is never written in place: admit copies it, so that marks
+	// read under a read lock stay as read.
+	slots map[uint64]Token
 }
 
 // admit applies the fencing rule to s, a valid sequencer of the lock whose
-// marks are m. It returns the marks after recording s (equal to m if s raises
-// neither), or an error wrapping ErrStale if s is superseded.
-func (m marks) admit(s Sequencer) (marks, error) {
-	if s.Mode == Shared {
+// marks are m. It returns the marks after recording s and whether s raised
+// one, or an error wrapping ErrStale if s is superseded.
+func (m marks) admit(s Sequencer) (marks, bool, error) {
+	switch {
+	case s.Semaphore:
 		if s.Token < m.exclusive {
-			return m, staleSharedError(s, m.exclusive)
+			return m, false, staleSlotExclusiveError(s, m.exclusive)
 		}
-		m.any = max(m.any, s.Token)
-		return m, nil
+		if high := m.slots[s.Slot]; s.Token < high {
+			return m, false, staleSlotError(s, high)
+		} else if s.Token == high {
+			return m, false, nil
+		}
+		slots := make(map[uint64]Token, len(m.slots)+1)
+		for k, v := range m.slots {
+			slots[k] = v
+		}
+		slots[s.Slot] = s.Token
+		m.slots, m.any = slots, max(m.any, s.Token)
+		return m, true, nil
+	case s.Mode == Shared:
+		if s.Token < m.exclusive {
+			return m, false, staleSharedError(s, m.exclusive)
+		}
+		if s.Token <= m.any {
+			return m, false, nil
+		}
+		m.any = s.Token
+		return m, true, nil
 	}
 	if s.Token < m.any {
-		return m, staleError(s, m.any)
+		return m, false, staleError(s, m.any)
 	}
-	// s.Token >= m.any >= m.exclusive: it becomes both marks.
-	return marks{any: s.Token, exclusive: s.Token}, nil
+	if s.Token == m.exclusive && s.Token == m.any {
+		return m, false, nil
+	}
+	// s.Token >= m.any >= m.exclusive: it becomes both marks. The slot
+	// marks stay: every one is below it, and a slot sequencer below the
+	// exclusive mark is stale anyway.
+	m.any, m.exclusive = s.Token, s.Token
+	return m, true, nil
 }
 
 // NewFence returns an empty Fence: it accepts the first valid sequencer of any
@@ -96,15 +135,15 @@ func (f *Fence) Check(s Sequencer) error {
 	f.mu.RLock()
 	cur := f.marks[s.Name]
 	f.mu.RUnlock()
-	next, err := cur.admit(s)
-	if err != nil || next == cur {
+	_, raised, err := cur.admit(s)
+	if err != nil || !raised {
 		return err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	cur = f.marks[s.Name] // may have moved since the read lock was dropped
-	next, err = cur.admit(s)
-	if err != nil {
+	next, raised, err := cur.admit(s)
+	if err != nil || !raised {
 		return err
 	}
 	f.marks[s.Name] = next
@@ -138,6 +177,26 @@ func (f *Fence) HighestExclusive(name string) Token {
 	return f.marks[name].exclusive
 }
 
+// HighestSlot returns the highest token accepted for slot of the named
+// semaphore, or 0 if the fence has accepted none.
+func (f *Fence) HighestSlot(name string, slot uint64) Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.marks[name].slots[slot]
+}
+
+// staleSlotError reports that slot sequencer s's token is lower than high,
+// the highest token of its slot seen.
+func staleSlotError(s Sequencer, high Token) error {
+	return fmt.Errorf("%w: lock %q: slot %d token %d is lower than the highest token of that slot seen, %d", ErrStale, s.Name, s.Slot, s.Token, high)
+}
+
+// staleSlotExclusiveError reports that slot sequencer s's token is lower
+// than high, the highest exclusive token of the lock seen.
+func staleSlotExclusiveError(s Sequencer, high Token) error {
+	return fmt.Errorf("%w: lock %q: slot %d token %d is lower than the highest exclusive token seen, %d", ErrStale, s.Name, s.Slot, s.Token, high)
+}
+
 // staleError reports that s's token is lower than high, the highest token of
 // any mode seen: the rejection of an exclusive sequencer.
 func staleError(s Sequencer, high Token) error {
@@ -161,6 +220,6 @@ func (f *Fence) Current(s Sequencer) bool {
 	f.mu.RLock()
 	cur := f.marks[s.Name]
 	f.mu.RUnlock()
-	_, err := cur.admit(s)
+	_, _, err := cur.admit(s)
 	return err == nil
 }

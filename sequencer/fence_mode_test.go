@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -137,7 +138,7 @@ func TestFenceModeRules(t *testing.T) {
 				// The marks survive a reopen.
 				final := map[string]marks{}
 				for _, st := range sc.steps {
-					final[st.s.Name] = marks{st.highest, st.exclus}
+					final[st.s.Name] = marks{any: st.highest, exclusive: st.exclus}
 				}
 				wantMarks(t, "after reopen", reopen(), final)
 			})
@@ -165,7 +166,7 @@ func checkModeStep(t *testing.T, what string, f fence, st modeStep) {
 	case err != nil:
 		t.Fatalf("%s: Check(%v) = %v, want nil", what, st.s, err)
 	}
-	if got, want := marksOf(f, st.s.Name), (marks{st.highest, st.exclus}); got != want {
+	if got, want := marksOf(f, st.s.Name), (marks{any: st.highest, exclusive: st.exclus}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("%s: after Check(%v) marks are %+v, want %+v", what, st.s, got, want)
 	}
 }
@@ -256,13 +257,13 @@ func runModel(t *testing.T, impl fenceImpl, seed uint64) {
 		case !want && !errors.Is(err, ErrStale):
 			t.Fatalf("seed %d step %d: Check(%v) = %v; the model rejects it as stale", seed, i, s, err)
 		}
-		if got, want := marksOf(f, s.Name), model.marks(s.Name); got != want {
+		if got, want := marksOf(f, s.Name), model.marks(s.Name); !reflect.DeepEqual(got, want) {
 			t.Fatalf("seed %d step %d: after Check(%v) marks %+v, model %+v", seed, i, s, got, want)
 		}
 		if r.IntN(16) == 0 {
 			f = reopen()
 			for _, name := range locks {
-				if got, want := marksOf(f, name), model.marks(name); got != want {
+				if got, want := marksOf(f, name), model.marks(name); !reflect.DeepEqual(got, want) {
 					t.Fatalf("seed %d step %d: after reopen lock %q marks %+v, model %+v", seed, i, name, got, want)
 				}
 			}
@@ -307,7 +308,7 @@ func copyFixture(t *testing.T, name string) (path string, data []byte) {
 func wantMarks(t *testing.T, what string, f fence, want map[string]marks) {
 	t.Helper()
 	for name, w := range want {
-		if got := marksOf(f, name); got != w {
+		if got := marksOf(f, name); !reflect.DeepEqual(got, w) {
 			t.Errorf("%s: lock %q marks %+v, want %+v", what, name, got, w)
 		}
 	}
@@ -426,7 +427,7 @@ func TestFileFenceNoIOWithoutNewMark(t *testing.T) {
 		if err := f.Check(s); err == nil || errors.Is(err, ErrStale) {
 			t.Fatalf("Check(%v) raising a mark with unwritable state = %v, want an I/O error", s, err)
 		}
-		if got := marksOf(f, "r"); got != (marks{12, 8}) {
+		if got := marksOf(f, "r"); !reflect.DeepEqual(got, marks{any: 12, exclusive: 8}) {
 			t.Fatalf("marks after failed write of %v = %+v, want {12 8} (not recorded)", s, got)
 		}
 	}
@@ -445,6 +446,8 @@ func FuzzDecodeState(f *testing.F) {
 		`{"format":"raftlock-fence/2","highest":{"a":5},"highest_exclusive":{"a":6}}`,
 		`{"format":"raftlock-fence/1","highest":{"a":5},"highest_exclusive":{"a":5}}`,
 		`{"format":"raftlock-fence/1","highest":{"a":0}}`,
+		`{"format":"raftlock-fence/3","highest":{"a":5},"highest_exclusive":{},"highest_slot":{"a":{"0":5,"3":2}}}`,
+		`{"format":"raftlock-fence/3","highest":{"a":5},"highest_exclusive":{},"highest_slot":{"a":{"256":1}}}`,
 		"", "[]", "{}",
 	} {
 		f.Add([]byte(seed))
@@ -474,7 +477,7 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("round trip: %d locks, want %d", len(again), len(m))
 		}
 		for name, mk := range m {
-			if again[name] != mk {
+			if !reflect.DeepEqual(again[name], mk) {
 				t.Fatalf("round trip: lock %q marks %+v, want %+v", name, again[name], mk)
 			}
 		}

@@ -34,6 +34,15 @@ var ErrClosed = errors.New("fence is closed")
 // most the lock's "highest". "highest" means what it meant in version 1, so
 // the versions differ only by the added map.
 //
+// Version 3 ("raftlock-fence/3") is version 2 plus the slot marks of
+// semaphores:
+//
+//	"highest_slot": {"<lock>": {"<slot>": <highest token of the slot>, ...}, ...}
+//
+// Every slot mark is at most its lock's "highest". It is written only while
+// the fence holds a slot mark, so that a fence that never saw a semaphore
+// keeps writing version 2, which older releases read.
+//
 // Version 1 ("raftlock-fence/1") has only "highest": that fence ignored the
 // mode. It is still read, each entry as both marks of its lock, which rejects
 // everything the version 1 fence rejected. The first write after opening such
@@ -41,13 +50,16 @@ var ErrClosed = errors.New("fence is closed")
 const (
 	fileFormat   = "raftlock-fence/2"
 	fileFormatV1 = "raftlock-fence/1"
+	fileFormatV3 = "raftlock-fence/3"
 )
 
-// fileState is the JSON layout of a version 2 state file.
+// fileState is the JSON layout of a version 2 or 3 state file
+// (HighestSlot only in version 3).
 type fileState struct {
-	Format           string           `json:"format"`
-	Highest          map[string]Token `json:"highest"`
-	HighestExclusive map[string]Token `json:"highest_exclusive"`
+	Format           string                      `json:"format"`
+	Highest          map[string]Token            `json:"highest"`
+	HighestExclusive map[string]Token            `json:"highest_exclusive"`
+	HighestSlot      map[string]map[uint64]Token `json:"highest_slot,omitempty"`
 }
 
 // fileStateV1 is the JSON layout of a version 1 state file.
@@ -115,12 +127,12 @@ func decodeState(data []byte) (map[string]marks, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	switch head.Format {
-	case fileFormat:
+	case fileFormat, fileFormatV3:
 		return decodeV2(data)
 	case fileFormatV1:
 		return decodeV1(data)
 	default:
-		return nil, fmt.Errorf("%w: format %q, want %q or %q", ErrCorrupt, head.Format, fileFormat, fileFormatV1)
+		return nil, fmt.Errorf("%w: format %q, want %q, %q or %q", ErrCorrupt, head.Format, fileFormatV3, fileFormat, fileFormatV1)
 	}
 }
 
@@ -150,6 +162,29 @@ func decodeV2(data []byte) (map[string]marks, error) {
 		}
 		cur.exclusive = tok
 		m[name] = cur
+	}
+	if st.Format != fileFormatV3 && st.HighestSlot != nil {
+		return nil, fmt.Errorf("%w: \"highest_slot\" in a %s file", ErrCorrupt, st.Format)
+	}
+	for name, slots := range st.HighestSlot {
+		cur, ok := m[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: lock %q has slot tokens but no \"highest\" entry", ErrCorrupt, name)
+		}
+		for slot, tok := range slots {
+			switch {
+			case slot >= MaxSlots:
+				return nil, fmt.Errorf("%w: lock %q: slot %d, the limit is %d", ErrCorrupt, name, slot, MaxSlots-1)
+			case tok == 0:
+				return nil, fmt.Errorf("%w: lock %q: zero token of slot %d", ErrCorrupt, name, slot)
+			case tok > cur.any:
+				return nil, fmt.Errorf("%w: lock %q: slot %d token %d above the highest token %d", ErrCorrupt, name, slot, tok, cur.any)
+			}
+		}
+		if len(slots) > 0 {
+			cur.slots = slots
+			m[name] = cur
+		}
 	}
 	return m, nil
 }
@@ -206,7 +241,8 @@ func anyMarks(highest map[string]Token) (map[string]marks, error) {
 	return m, nil
 }
 
-// encodeState returns the version 2 state file holding m. Map keys are
+// encodeState returns the state file holding m: version 3 if m holds a
+// slot mark, else version 2. Map keys are
 // marshalled sorted, so the contents are deterministic.
 func encodeState(m map[string]marks) ([]byte, error) {
 	st := fileState{Format: fileFormat, Highest: make(map[string]Token, len(m)), HighestExclusive: make(map[string]Token)}
@@ -214,6 +250,12 @@ func encodeState(m map[string]marks) ([]byte, error) {
 		st.Highest[name] = mk.any
 		if mk.exclusive != 0 {
 			st.HighestExclusive[name] = mk.exclusive
+		}
+		if len(mk.slots) > 0 {
+			if st.HighestSlot == nil {
+				st.HighestSlot, st.Format = make(map[string]map[uint64]Token), fileFormatV3
+			}
+			st.HighestSlot[name] = mk.slots
 		}
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
@@ -249,8 +291,8 @@ func (f *FileFence) Check(s Sequencer) error {
 	if closed {
 		return fmt.Errorf("fence check %s: %w", f.path, ErrClosed)
 	}
-	next, err := cur.admit(s)
-	if err != nil || next == cur {
+	_, raised, err := cur.admit(s)
+	if err != nil || !raised {
 		return err
 	}
 
@@ -261,8 +303,8 @@ func (f *FileFence) Check(s Sequencer) error {
 		return fmt.Errorf("fence check %s: %w", f.path, ErrClosed)
 	}
 	cur, had := f.marks[s.Name]
-	next, err = cur.admit(s)
-	if err != nil || next == cur {
+	next, raised, err := cur.admit(s)
+	if err != nil || !raised {
 		return err
 	}
 	return f.record(s, cur, next, had)
@@ -310,6 +352,14 @@ func (f *FileFence) HighestExclusive(name string) Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.marks[name].exclusive
+}
+
+// HighestSlot returns the highest token recorded for slot of the named
+// semaphore, or 0 if the fence has recorded none.
+func (f *FileFence) HighestSlot(name string, slot uint64) Token {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.marks[name].slots[slot]
 }
 
 // Close stops the fence: later Checks fail with ErrClosed. Every recorded
@@ -407,6 +457,6 @@ func (f *FileFence) Current(s Sequencer) bool {
 	if closed {
 		return false
 	}
-	_, err := cur.admit(s)
+	_, _, err := cur.admit(s)
 	return err == nil
 }

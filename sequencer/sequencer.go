@@ -57,16 +57,29 @@ func ParseMode(s string) (Mode, error) {
 type Token uint64
 
 // Sequencer identifies one grant of one lock: the lock's name, the mode it was
-// granted in and the grant's token. Its printable form is stable:
+// granted in and the grant's token; for a slot of a semaphore (a lock taken
+// with permits), the slot too. Its printable form is stable:
 //
-//	rl1:<x|s>:<token>:<name>
+//	rl1:<x|s>:<token>:<name>      a grant of a plain lock
+//	rl1:p<slot>:<token>:<name>    a grant of slot <slot> of a semaphore
 //
-// The name comes last so that it may contain colons.
+// The slot is decimal without leading zeros. The name comes last so that it
+// may contain colons.
 type Sequencer struct {
 	Name  string
 	Mode  Mode
 	Token Token
+	// Semaphore is set on a grant of one slot of a semaphore, which Slot
+	// names (0 to MaxSlots-1); its Mode is Exclusive. A plain lock's
+	// sequencer has Semaphore false and Slot 0.
+	Semaphore bool
+	Slot      uint64
 }
+
+// MaxSlots bounds a semaphore's slots (the cluster's api.MaxPermits): a slot
+// sequencer names a slot below it, so that a fence keeps at most MaxSlots
+// marks per lock.
+const MaxSlots = 256
 
 const prefix = "rl1"
 
@@ -81,14 +94,18 @@ var ErrMalformed = errors.New("malformed sequencer")
 // Shared prints as exclusive ("x"); String does not validate the sequencer.
 func (s Sequencer) String() string {
 	m := "x"
-	if s.Mode == Shared {
+	switch {
+	case s.Semaphore:
+		m = "p" + strconv.FormatUint(s.Slot, 10)
+	case s.Mode == Shared:
 		m = "s"
 	}
 	return prefix + ":" + m + ":" + strconv.FormatUint(uint64(s.Token), 10) + ":" + s.Name
 }
 
 // Parse parses the printable form produced by String. It accepts exactly the
-// canonical form: prefix "rl1", mode "x" or "s", a positive decimal token
+// canonical form: prefix "rl1", mode "x" or "s" or a slot "p<slot>" (decimal,
+// no sign or leading zeros, below MaxSlots), a positive decimal token
 // without sign or leading zeros, and a valid lock name (see MaxNameBytes: 1 to
 // 512 bytes of UTF-8 without control characters), so that a successful Parse
 // round-trips through String byte for byte. Errors wrap ErrMalformed.
@@ -104,7 +121,11 @@ func Parse(text string) (Sequencer, error) {
 	case "s":
 		s.Mode = Shared
 	default:
-		return Sequencer{}, fmt.Errorf("%w: %q: mode must be x or s", ErrMalformed, text)
+		slot, ok := parseSlot(parts[1])
+		if !ok {
+			return Sequencer{}, fmt.Errorf("%w: %q: mode must be x, s or p<slot> (a slot below %d)", ErrMalformed, text, MaxSlots)
+		}
+		s.Mode, s.Semaphore, s.Slot = Exclusive, true, slot
 	}
 	tok, err := strconv.ParseUint(parts[2], 10, 64)
 	if err != nil || tok == 0 || parts[2] != strconv.FormatUint(tok, 10) {
@@ -116,6 +137,20 @@ func Parse(text string) (Sequencer, error) {
 	}
 	s.Name = parts[3]
 	return s, nil
+}
+
+// parseSlot parses the mode field of a slot sequencer, "p<slot>": exactly
+// the canonical decimal of a slot below MaxSlots.
+func parseSlot(field string) (uint64, bool) {
+	digits, ok := strings.CutPrefix(field, "p")
+	if !ok {
+		return 0, false
+	}
+	slot, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || slot >= MaxSlots || digits != strconv.FormatUint(slot, 10) {
+		return 0, false
+	}
+	return slot, true
 }
 
 // CheckText is raftlock's one rule for names and ids (lock names, holder
@@ -155,6 +190,12 @@ func (s Sequencer) validate() error {
 	}
 	if !s.Mode.Valid() {
 		return fmt.Errorf("%w: lock %q: invalid mode %v", ErrMalformed, s.Name, s.Mode)
+	}
+	if s.Semaphore && (s.Mode != Exclusive || s.Slot >= MaxSlots) {
+		return fmt.Errorf("%w: lock %q: a slot sequencer is exclusive, of a slot below %d", ErrMalformed, s.Name, MaxSlots)
+	}
+	if !s.Semaphore && s.Slot != 0 {
+		return fmt.Errorf("%w: lock %q: a slot on a plain lock's sequencer", ErrMalformed, s.Name)
 	}
 	if s.Token == 0 {
 		return fmt.Errorf("%w: lock %q: token must be positive", ErrMalformed, s.Name)

@@ -677,6 +677,7 @@ type LockOption func(*lockConfig)
 type lockConfig struct {
 	value   string
 	maxHold time.Duration
+	permits uint64
 }
 
 // MaxHold sets the grant's hold limit (api.MinMaxHold to api.MaxMaxHold):
@@ -689,6 +690,14 @@ func MaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHol
 // Value sets the value the holder attaches to the lock (up to
 // MaxValueBytes), e.g. an elected leader's address.
 func Value(v string) LockOption { return func(c *lockConfig) { c.value = v } }
+
+// Permits takes one slot of a semaphore of n slots (1 to api.MaxPermits)
+// rather than the plain lock: at most n handles hold the name at once,
+// each in its own slot (Lock.Slot) with its own token, and its sequencer
+// names the slot. Exclusive only (Lock, TryLock); every holder and waiter
+// of the name must pass the same n, or the acquire fails with
+// invalid_argument.
+func Permits(n uint64) LockOption { return func(c *lockConfig) { c.permits = n } }
 
 // Lock is a handle on one grant of a lock to this session. Lost is closed
 // when the grant can no longer be trusted.
@@ -859,7 +868,8 @@ func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode,
 	defer s.unclaim(name)
 	actx, stop := s.link(ctx)
 	defer stop()
-	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value, MaxHold: cfg.maxHold}
+	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value, MaxHold: cfg.maxHold,
+		Permits: cfg.permits}
 	// The hold limit runs on the cluster from the grant, which comes
 	// after this: the client's from here ends first.
 	firstSent := s.clock.Now()
@@ -970,6 +980,12 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.T
 	}
 	if g.Sequencer == (sequencer.Sequencer{}) {
 		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
+		if req.Permits > 0 {
+			g.Sequencer.Semaphore, g.Sequencer.Slot = true, g.Slot
+		}
+	}
+	if g.Permits == 0 {
+		g.Permits = req.Permits
 	}
 	l := &Lock{s: s, name: req.Name, holder: req.Holder, mode: g.Mode, value: req.Value, grant: g, lost: make(chan struct{}),
 		requested: make(chan struct{})}
@@ -1099,6 +1115,14 @@ func (l *Lock) Value() string { return l.value }
 
 // Sequencer returns the grant's fencing sequencer.
 func (l *Lock) Sequencer() sequencer.Sequencer { return l.grant.Sequencer }
+
+// Permits returns the semaphore's permits the lock was taken with (0: a
+// plain lock; see Permits).
+func (l *Lock) Permits() uint64 { return l.grant.Permits }
+
+// Slot returns the semaphore slot granted (0 to Permits()-1; 0 on a plain
+// lock). Its sequencer names it.
+func (l *Lock) Slot() uint64 { return l.grant.Slot }
 
 // Token returns the grant's fencing token.
 func (l *Lock) Token() sequencer.Token { return l.grant.Token }

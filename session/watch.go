@@ -120,12 +120,16 @@ func watch(ctx context.Context, b api.Backend, clock Clock, name string, opts []
 
 // SameLockState reports whether two states of a lock are the same, apart
 // from their Index: same mode, holders (in order), waiters, delay and grant
-// history (its grants and how far back it reaches), so that a watch reports
-// grants made and undone between two of its queries.
+// history (its grants and how far back it reaches), and a semaphore's
+// permits and slot delays, so that a watch reports grants made and undone
+// between two of its queries.
 func SameLockState(a, b api.LockState) bool {
 	return a.Name == b.Name && a.Mode == b.Mode && a.Waiters == b.Waiters &&
 		a.DelayUntil.Equal(b.DelayUntil) && slices.Equal(a.Holders, b.Holders) &&
-		a.GrantsSince == b.GrantsSince && slices.Equal(a.Grants, b.Grants)
+		a.GrantsSince == b.GrantsSince && slices.Equal(a.Grants, b.Grants) &&
+		a.Permits == b.Permits && slices.EqualFunc(a.SlotDelays, b.SlotDelays, func(x, y api.SlotDelay) bool {
+		return x.Slot == y.Slot && x.Until.Equal(y.Until)
+	})
 }
 
 // Watch streams the state of the lock name, with its timers on the

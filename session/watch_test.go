@@ -225,3 +225,17 @@ func TestWatchReportsFailedQueries(t *testing.T) {
 		}
 	})
 }
+
+// A semaphore's slot delay starting or ending is a change a watch
+// reports, even with the holders and the rest unchanged.
+func TestSameLockStateSeesSlotDelays(t *testing.T) {
+	at := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	a := api.LockState{Name: "pool", Permits: 2, Holders: []api.Holder{{Holder: "x", Token: 3, Slot: 1}}}
+	b := a
+	b.SlotDelays = []api.SlotDelay{{Slot: 0, Until: at}}
+	c := b
+	c.SlotDelays = []api.SlotDelay{{Slot: 0, Until: at.In(time.FixedZone("x", 3600))}}
+	if SameLockState(a, b) || !SameLockState(b, c) {
+		t.Fatalf("SameLockState: a/b %v (want false), b/c %v (want true)", SameLockState(a, b), SameLockState(b, c))
+	}
+}

@@ -85,6 +85,7 @@ type waiter struct {
 	done  bool
 	token sequencer.Token // granted, when err is nil
 	mode  sequencer.Mode
+	slot  uint64
 	err   error
 }
 
@@ -227,7 +228,7 @@ func (b *Backend) Acquire(ctx context.Context, req api.AcquireRequest) (api.Gran
 		if w.err != nil {
 			return api.Grant{}, w.err
 		}
-		return b.grant(req.Name, w.token, w.mode), nil
+		return b.grant(req.Name, w.token, w.mode, req.Permits, w.slot), nil
 	})
 }
 

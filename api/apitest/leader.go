@@ -81,7 +81,7 @@ func (b *Backend) onEvent(e fsm.Event) {
 	case fsm.EventGranted:
 		b.grants++
 		if w := b.takePlace(e); w != nil {
-			w.token, w.mode = sequencer.Token(e.Token), e.Mode
+			w.token, w.mode, w.slot = sequencer.Token(e.Token), e.Mode, e.Slot
 		}
 	case fsm.EventWaitEnded:
 		w := b.takePlace(e)
@@ -139,9 +139,14 @@ func (b *Backend) infoLocked(id string) api.Info {
 	return info
 }
 
-func (b *Backend) grant(name string, tok sequencer.Token, m sequencer.Mode) api.Grant {
-	return api.Grant{Name: name, Mode: m, Token: tok,
+func (b *Backend) grant(name string, tok sequencer.Token, m sequencer.Mode, permits, slot uint64) api.Grant {
+	g := api.Grant{Name: name, Mode: m, Token: tok,
 		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}, Term: b.term}
+	if permits > 0 {
+		g.Permits, g.Slot = permits, slot
+		g.Sequencer.Semaphore, g.Sequencer.Slot = true, slot
+	}
+	return g
 }
 
 // acquireLocked proposes an acquire: a grant, an error, or the place (new
@@ -151,10 +156,13 @@ func (b *Backend) acquireLocked(req api.AcquireRequest) (*waiter, api.Grant, err
 		return nil, api.Grant{}, err
 	}
 	r := b.applyLocked(fsm.Command{Type: fsm.CmdAcquire, Acquire: &fsm.Acquire{Lock: req.Name, Session: req.Session,
-		Holder: req.Holder, Mode: req.Mode, Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value}})
+		Holder: req.Holder, Mode: req.Mode, Wait: req.Wait > 0, WaitFor: int64(req.Wait), Value: req.Value, Permits: req.Permits}})
 	switch r.Status {
 	case fsm.StatusGranted:
-		return nil, b.grant(req.Name, sequencer.Token(r.Token), r.Mode), nil
+		return nil, b.grant(req.Name, sequencer.Token(r.Token), r.Mode, req.Permits, r.Slot), nil
+	case fsm.StatusPermitsMismatch:
+		return nil, api.Grant{}, api.Errorf(api.CodeInvalidArgument, "acquire %s: the lock has permits %d; this acquire asks for %d",
+			req.Name, r.Permits, req.Permits)
 	case fsm.StatusModeMismatch:
 		return nil, api.Grant{}, api.Errorf(api.CodeInvalidArgument, "acquire %s: holder %s already holds or waits for the lock in %s mode; it asked for %s",
 			req.Name, req.Holder, r.Mode, req.Mode)
@@ -200,6 +208,11 @@ func (b *Backend) sweepLocked() {
 		if l.Delayed && !now.Before(time.Unix(0, l.DelayUntil)) {
 			b.applyLocked(fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: l.Name, Until: l.DelayUntil}})
 		}
+		for _, d := range l.SlotDelays {
+			if !now.Before(time.Unix(0, d.Until)) {
+				b.applyLocked(fsm.Command{Type: fsm.CmdEndDelay, EndDelay: &fsm.EndDelay{Lock: l.Name, Until: d.Until, Slot: d.Slot}})
+			}
+		}
 		for _, w := range l.Waiters {
 			if p := b.places[place{l.Name, w.Session, w.Holder}]; p != nil && !now.Before(p.deadline) {
 				b.applyLocked(fsm.Command{Type: fsm.CmdCancelWait, CancelWait: &fsm.LockRef{Lock: l.Name,
@@ -230,6 +243,9 @@ func (b *Backend) armLocked() {
 		if l.Delayed {
 			next(time.Unix(0, l.DelayUntil))
 		}
+		for _, d := range l.SlotDelays {
+			next(time.Unix(0, d.Until))
+		}
 	}
 	for _, w := range b.places {
 		next(w.deadline)
@@ -259,12 +275,17 @@ func (b *Backend) stateLocked(name string) api.LockState {
 // stateOf describes a stored lock as readers see it: sessions by handle
 // and name, never by id.
 func (b *Backend) stateOf(l fsm.Lock) api.LockState {
-	st := api.LockState{Name: l.Name, Mode: l.Mode, Holders: []api.Holder{}, Waiters: len(l.Waiters), Index: l.Index}
+	st := api.LockState{Name: l.Name, Mode: l.Mode, Holders: []api.Holder{}, Waiters: len(l.Waiters), Index: l.Index,
+		Permits: l.Permits}
+	for _, d := range l.SlotDelays {
+		st.SlotDelays = append(st.SlotDelays, api.SlotDelay{Slot: d.Slot, Until: time.Unix(0, d.Until).UTC()})
+	}
 	if len(l.Holders) == 0 {
 		st.Mode = 0
 	}
 	for _, h := range l.Holders {
-		ah := api.Holder{SessionHandle: api.SessionHandle(h.Session), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value}
+		ah := api.Holder{SessionHandle: api.SessionHandle(h.Session), Holder: h.Holder, Token: sequencer.Token(h.Token), Value: h.Value,
+			Slot: h.Slot}
 		if s, ok := b.fsm.Session(h.Session); ok {
 			ah.SessionName = s.Name
 		}

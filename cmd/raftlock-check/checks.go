@@ -16,7 +16,8 @@ import (
 type Violation struct {
 	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
 	// "session-kept", "lost-before-regrant", "queue-order",
-	// "no-ghost-grant", "node-starts" or "prefix-watch".
+	// "no-ghost-grant", "node-starts", "prefix-watch" or (a semaphore run)
+	// "semaphore-slots".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -390,6 +391,9 @@ func grantAcked(gs []grant, w WriteRec) int64 {
 
 // quickChecks runs every check but linearizability.
 func quickChecks(h History) []Violation {
+	if h.Permits > 0 {
+		return semaphoreChecks(h)
+	}
 	vs := checkFence(h)
 	gv, _ := checkGrantsKept(h)
 	lv, _ := checkLostBeforeRegrant(h)

@@ -37,8 +37,20 @@ type clientLock interface {
 	Unlock(ctx context.Context) error
 }
 
-// goSession is a clientSession of the Go session package.
-type goSession struct{ *session.Session }
+// goSession is a clientSession of the Go session package; permits above
+// 0 takes every lock as a semaphore of that many slots.
+type goSession struct {
+	*session.Session
+	permits uint64
+}
+
+// opts are the options of every acquire.
+func (s goSession) opts() []session.LockOption {
+	if s.permits > 0 {
+		return []session.LockOption{session.Permits(s.permits)}
+	}
+	return nil
+}
 
 func (s goSession) Over() bool {
 	st := s.State()
@@ -46,7 +58,7 @@ func (s goSession) Over() bool {
 }
 
 func (s goSession) TryLock(ctx context.Context, name string) (clientLock, error) {
-	l, err := s.Session.TryLock(ctx, name)
+	l, err := s.Session.TryLock(ctx, name, s.opts()...)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +66,7 @@ func (s goSession) TryLock(ctx context.Context, name string) (clientLock, error)
 }
 
 func (s goSession) Lock(ctx context.Context, name string) (clientLock, error) {
-	l, err := s.Session.Lock(ctx, name)
+	l, err := s.Session.Lock(ctx, name, s.opts()...)
 	if err != nil {
 		return nil, err
 	}

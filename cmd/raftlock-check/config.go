@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/session"
 )
 
@@ -128,6 +129,13 @@ type Config struct {
 	WorkerClients int
 	Worker        []string
 
+	// Permits, above 0, makes the run a semaphore run: every lock is taken
+	// as a semaphore of that many slots (session.Permits), and the checks
+	// judge each slot as a lock of its own plus the semaphore's bound
+	// (semaphore.go). The Go clients only (no --worker-clients), and no
+	// naive waiter.
+	Permits int
+
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
@@ -168,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Raftlockd, "raftlockd", "", "raftlockd binary (default: go build it into the run's directory)")
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
-	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice)")
+	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(knownFaults, ", ")+
 		" (\"all\": every kind but the disk faults, "+strings.Join(diskFaults, ", ")+
@@ -187,6 +195,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
 	fs.StringVar(&cfg.ResourcePostgres, "resource-postgres", "", "a PostgreSQL `DSN`: the protected resource is that database, every write a transaction fenced by the SQL fence (its tables raftlock_fence and checker_writes are dropped and made anew)")
 	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
+	fs.IntVar(&cfg.Permits, "permits", 0, "above 0: a semaphore run, every lock taken with that many permits (slots); the checks judge each slot as a lock and at most N writers at once")
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -265,6 +274,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("--naive-share %v: want 0 to 1", c.NaiveShare)
 	case c.WorkerClients < 0 || c.WorkerClients > c.Clients:
 		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
+	case c.Permits < 0 || c.Permits > api.MaxPermits:
+		return fmt.Errorf("--permits %d: want 0 (plain locks) to %d", c.Permits, api.MaxPermits)
+	case c.Permits > 0 && c.WorkerClients > 0:
+		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
 	}
 	// A paused client wakes after at most TTL+clientPauseExtra and writes
 	// at once; the fencing check is sound only if that stays well inside

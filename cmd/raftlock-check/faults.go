@@ -329,7 +329,7 @@ func (in *injector) pauseClient(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
 	p := in.cs.procs[c]
-	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	newer := in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 	rec := FaultRec{Kind: faultPauseClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
 		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token), Lock: hold.Lock, Token: hold.Token}
 	// Recorded at once: a check run meanwhile (--stop-on-violation) must
@@ -376,7 +376,7 @@ func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
 	if !r.OK {
 		return FaultRec{}, fmt.Errorf("%w: client%d let go of %s token %d before it was pinned", errSkipped, c, hold.Lock, hold.Token)
 	}
-	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	newer := in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultPartitionClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
 		Note: fmt.Sprintf("(holding %s token %d)", hold.Lock, hold.Token), Lock: hold.Lock, Token: hold.Token}

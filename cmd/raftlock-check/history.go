@@ -52,6 +52,8 @@ type Op struct {
 	// Raft index of the lock's last change it saw.
 	Queue []queuedInfo `json:"queue,omitempty"`
 	Index uint64       `json:"index,omitempty"`
+	// Slot is the semaphore slot an acquire was granted (--permits).
+	Slot uint64 `json:"slot,omitempty"`
 }
 
 // Done reports whether the operation returned.
@@ -68,6 +70,9 @@ type WriteRec struct {
 	At       int64  `json:"at"`
 	Accepted bool   `json:"accepted"`
 	Err      string `json:"err,omitempty"`
+	// Semaphore: the write's sequencer named a semaphore slot, Slot.
+	Semaphore bool   `json:"semaphore,omitempty"`
+	Slot      uint64 `json:"slot,omitempty"`
 }
 
 // FaultRec is one injected fault: what, on whom, from Start to End (the
@@ -118,6 +123,8 @@ type HoldRec struct {
 	Token   uint64 `json:"token"`
 	Held    int64  `json:"held"`
 	Lost    int64  `json:"lost"`
+	// Slot is the held grant's semaphore slot (--permits).
+	Slot uint64 `json:"slot,omitempty"`
 }
 
 // History is everything a run recorded.
@@ -130,8 +137,11 @@ type History struct {
 	Exited []int64 `json:"exited,omitempty"`
 	// Workers are the clients that drove the workload through a
 	// conformance worker (--worker-clients), Worker its command line.
-	Workers []int      `json:"workers,omitempty"`
-	Worker  []string   `json:"worker,omitempty"`
+	Workers []int    `json:"workers,omitempty"`
+	Worker  []string `json:"worker,omitempty"`
+	// Permits is the run's --permits: above 0, every lock is a
+	// semaphore of that many slots (semaphore.go).
+	Permits int        `json:"permits,omitempty"`
 	Ops     []Op       `json:"-"`
 	Writes  []WriteRec `json:"-"`
 	Faults  []FaultRec `json:"-"`
@@ -169,6 +179,8 @@ type historyLog struct {
 	exits    map[int]int64
 	expiries []ExpiryRec
 	watches  []WatchRec
+	// permits is the run's --permits (History.Permits).
+	permits int
 }
 
 // holdKey names one hold of a client.
@@ -203,7 +215,7 @@ func (h *historyLog) record(client int, m message) (Op, bool) {
 		o := &h.ops[i]
 		o.Return = m.At
 		o.Result, o.Err, o.Token, o.TTL, o.LockDelay, o.Holders = m.Result, m.Err, m.Token, m.TTL, m.LockDelay, m.Holders
-		o.Queue, o.Index, o.Attempts, o.Unsure = m.Queue, m.Index, m.Attempts, m.Unsure
+		o.Queue, o.Index, o.Attempts, o.Unsure, o.Slot = m.Queue, m.Index, m.Attempts, m.Unsure, m.Slot
 		if m.Session != "" {
 			o.Session = m.Session
 		}
@@ -249,7 +261,7 @@ func (h *historyLog) addHold(client int, m message) {
 	defer h.mu.Unlock()
 	h.held[holdKey{client, m.Holder}] = len(h.holds)
 	h.holds = append(h.holds, HoldRec{Client: client, Lock: m.Lock, Session: m.Session, Holder: m.Holder,
-		Token: m.Token, Held: m.At, Lost: pending})
+		Token: m.Token, Held: m.At, Lost: pending, Slot: m.Slot})
 }
 
 // lost records a client's msgLost: the Lost() of its hold closed.
@@ -280,7 +292,7 @@ func (h *historyLog) clientExited(client int, at int64) {
 func (h *historyLog) snapshot(start, end int64, clients int) History {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hist := History{Start: start, End: end, Clients: clients,
+	hist := History{Start: start, End: end, Clients: clients, Permits: h.permits,
 		Ops:    append([]Op(nil), h.ops...),
 		Writes: append([]WriteRec(nil), h.writes...),
 		Faults: append([]FaultRec(nil), h.faults...),

@@ -64,7 +64,7 @@ func TestTrackerPrefersContendedHolder(t *testing.T) {
 			t.Fatalf("picked client %d (%+v, %v), want client 1, whose lock client 2 waits for", c, hold, ok)
 		}
 	}
-	granted := tr.grantAbove("b", 4)
+	granted := tr.grantAbove("b", 0, 4)
 	tr.observe(2, message{T: msgRet, ID: 5}, Op{ID: 5, Kind: kindAcquire, Lock: "b", Result: resOK, Token: 9}, true)
 	select {
 	case <-granted:

@@ -109,8 +109,11 @@ type linearizability struct {
 	Timeout time.Duration
 	// Illegal names the locks whose history is not linearizable.
 	Illegal []string
-	info    porcupine.LinearizationInfo
-	model   porcupine.Model
+	// NotRun says why the check was not run (a semaphore run); Result is
+	// then Ok, and means nothing.
+	NotRun string
+	info   porcupine.LinearizationInfo
+	model  porcupine.Model
 }
 
 // runPorcupine checks every lock's history against the lock model,

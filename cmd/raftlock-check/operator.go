@@ -267,7 +267,7 @@ func (in *injector) restore(ctx context.Context) (FaultRec, error) {
 	if pinned {
 		defer in.cs.procs[c].send(message{T: msgUnpin})
 		rec.Lock, rec.Token = hold.Lock, hold.Token
-		newer = in.track.grantAbove(hold.Lock, hold.Token)
+		newer = in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 		lostCh = in.track.lostOf(c, hold.Lock, hold.Token)
 	}
 	if ctx.Err() != nil {
@@ -354,7 +354,7 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
 	defer in.cs.procs[c].send(message{T: msgUnpin})
-	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	newer := in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultDeleteToken, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
 		Lock: hold.Lock, Token: hold.Token}
@@ -406,7 +406,7 @@ func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
 	if err != nil {
 		return FaultRec{}, fmt.Errorf("%w: find client%d's grant: %v", errSkipped, c, err)
 	}
-	newer := in.track.grantAbove(hold.Lock, hold.Token)
+	newer := in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultRevokeGrant, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
 		Lock: hold.Lock, Token: hold.Token}

@@ -132,6 +132,9 @@ type message struct {
 	Index uint64       `json:"index,omitempty"`
 	Seq   string       `json:"seq,omitempty"`
 	OK    bool         `json:"ok,omitempty"`
+	// Slot is the semaphore slot of an acquire's grant and of a hold (a
+	// run with --permits; 0 otherwise).
+	Slot uint64 `json:"slot,omitempty"`
 	// Secret is msgToken's ACL token secret (checker to client only; never
 	// logged).
 	Secret string `json:"secret,omitempty"`
@@ -153,4 +156,6 @@ type holderInfo struct {
 	Handle  string `json:"handle,omitempty"`
 	Holder  string `json:"holder"`
 	Token   uint64 `json:"token"`
+	// Slot is the holder's semaphore slot (a run with --permits).
+	Slot uint64 `json:"slot,omitempty"`
 }

@@ -135,7 +135,7 @@ func (r *recorder) Acquire(ctx context.Context, req api.AcquireRequest) (api.Gra
 	m.Attempts, m.Unsure = attempts.counts()
 	m.Result, m.Err = outcome(err)
 	if err == nil {
-		m.Token = uint64(g.Token)
+		m.Token, m.Slot = uint64(g.Token), g.Slot
 	}
 	r.end(id, m)
 	return g, err
@@ -163,7 +163,7 @@ func (r *recorder) LockState(ctx context.Context, name string) (api.LockState, e
 		m.Result, m.Err = resFailed, err.Error()
 	}
 	for _, h := range st.Holders {
-		m.Holders = append(m.Holders, holderInfo{Handle: h.SessionHandle, Holder: h.Holder, Token: uint64(h.Token)})
+		m.Holders = append(m.Holders, holderInfo{Handle: h.SessionHandle, Holder: h.Holder, Token: uint64(h.Token), Slot: h.Slot})
 	}
 	if err == nil {
 		m.Queue, m.Index = queueOf(st), st.Index

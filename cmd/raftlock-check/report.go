@@ -69,6 +69,10 @@ type Report struct {
 	// Worker is what the clients that drove a conformance worker did
 	// (nil: none did).
 	Worker *workerFigures
+	// Permits is a semaphore run's (0: plain locks); SlotWrites counts the
+	// accepted writes the semaphore-slots check judged, and SlotsUsed the
+	// distinct slots granted.
+	Permits, SlotWrites, SlotsUsed int
 
 	Violations []Violation
 	// Artifacts are the files written for a failed run.
@@ -142,6 +146,9 @@ func analyze(h History, timeout time.Duration) *Report {
 		}
 	}
 	r.Worker = workerFiguresOf(h, ss)
+	if h.Permits > 0 {
+		return r.analyzeSemaphores(h)
+	}
 	r.Lin = runPorcupine(h, timeout)
 	if r.Lin.Result == porcupine.Illegal {
 		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1,
@@ -153,6 +160,27 @@ func analyze(h History, timeout time.Duration) *Report {
 	_, r.QueueJudged = checkQueueOrder(h)
 	_, r.Ghost = checkNoGhostGrant(h)
 	_, r.Watch = checkPrefixWatch(h)
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
+	return r
+}
+
+// analyzeSemaphores runs the checks of a semaphore run (semaphore.go) on
+// h, whose figures r already holds.
+func (r *Report) analyzeSemaphores(h History) *Report {
+	r.Permits = h.Permits
+	r.Lin = linearizability{Result: porcupine.Ok, NotRun: "a semaphore run: an acquire of unknown outcome may hold any slot"}
+	r.Violations = append(r.Violations, semaphoreChecks(h)...)
+	_, r.SlotWrites = checkSlots(h)
+	ps := perSlot(h)
+	_, r.GrantReads = checkGrantsKept(ps)
+	_, r.LostJudged = checkLostBeforeRegrant(ps)
+	slots := map[string]bool{}
+	for _, o := range ps.Ops {
+		if o.Kind == kindAcquire {
+			slots[o.Lock] = true
+		}
+	}
+	r.SlotsUsed = len(slots)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
 	return r
 }
@@ -346,8 +374,16 @@ func (r *Report) print(w io.Writer) {
 		p("naive waits: %d  (%s)", total, strings.Join(parts, ", "))
 	}
 	p("checks:")
-	p("  1 linearizable (porcupine): %s  (%d operations, %d of unknown outcome, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Unknown,
-		r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+	if r.Permits > 0 {
+		p("  semaphores of %d permits: each slot judged as a lock (%d slots granted); %d violations of at most %d writers at once  (%d accepted writes judged)",
+			r.Permits, r.SlotsUsed, r.count(checkSlotBound), r.Permits, r.SlotWrites)
+	}
+	if r.Lin.NotRun != "" {
+		p("  1 linearizable (porcupine): not run (%s)", r.Lin.NotRun)
+	} else {
+		p("  1 linearizable (porcupine): %s  (%d operations, %d of unknown outcome, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Unknown,
+			r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+	}
 	if r.Lin.Result == porcupine.Unknown {
 		p("    INCONCLUSIVE: porcupine gave up after %v (--check-timeout): it found no violation, nor a linearization; \"raftlock-check analyze\" of the history tries again",
 			r.Lin.Timeout)
@@ -356,8 +392,12 @@ func (r *Report) print(w io.Writer) {
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
 	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
-	p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
-	p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)
+	if r.Permits > 0 {
+		p("  6, 7 queue order, no ghost grants: not run (a semaphore run; no naive waiter)")
+	} else {
+		p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
+		p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)
+	}
 	if r.NodeStartsJudged > 0 || r.count(checkNodeStarts) > 0 {
 		p("  8 nodes start again:        %d violations  (%d disk faults judged)", r.count(checkNodeStarts), r.NodeStartsJudged)
 	}

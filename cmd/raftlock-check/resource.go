@@ -37,6 +37,9 @@ func (r *resource) write(client int, m message) WriteRec {
 	w := WriteRec{Client: client, Lock: m.Lock, Session: m.Session, Holder: m.Holder, Token: m.Token}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if s, err := sequencer.Parse(m.Seq); err == nil && s.Semaphore {
+		w.Semaphore, w.Slot = true, s.Slot
+	}
 	err := r.fence.CheckString(m.Seq)
 	w.At = monoNow()
 	w.Accepted = err == nil

@@ -23,6 +23,9 @@ import (
 // process it starts is stopped and every iptables rule removed before it
 // returns, also when ctx ends early (the report then covers what ran).
 func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err error) {
+	if cfg.Permits > 0 {
+		cfg.NaiveShare = 0 // the naive waiter takes plain locks only
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -115,6 +118,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 	}
 	hist, track := newHistoryLog(), newTracker()
+	hist.permits = cfg.Permits
 	var res fencedResource = newResource()
 	if cfg.ResourcePostgres != "" {
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -306,6 +310,9 @@ func describe(cfg Config) string {
 	if len(cfg.NodeFlags) > 0 {
 		s += ", raftlockd " + strings.Join(cfg.NodeFlags, " ")
 	}
+	if cfg.Permits > 0 {
+		s += fmt.Sprintf(", semaphores of %d permits", cfg.Permits)
+	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault
 	}
@@ -321,8 +328,8 @@ func (r *Report) writeArtifacts(dir string, h History) error {
 		return err
 	}
 	r.Artifacts = append(r.Artifacts, hp)
-	if r.exitCode() == 0 {
-		return nil
+	if r.exitCode() == 0 || r.Lin.NotRun != "" {
+		return nil // nothing to visualise without the linearizability check
 	}
 	var notes []porcupine.Annotation
 	for _, v := range r.Violations {

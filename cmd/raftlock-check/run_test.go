@@ -81,7 +81,7 @@ func requireClean(t *testing.T, rep *Report, dir string) {
 	case len(rep.Violations) > 0:
 		var counts []string
 		for _, c := range []string{checkLinearizable, checkFencing, checkGrantKept, checkSessionKept, checkLostRegrant,
-			checkQueueFIFO, checkNoGhost, checkNodeStarts} {
+			checkQueueFIFO, checkNoGhost, checkNodeStarts, checkSlotBound} {
 			if n := rep.count(c); n > 0 {
 				counts = append(counts, fmt.Sprintf("%s %d", c, n))
 			}
@@ -242,6 +242,76 @@ func TestCatchesSkippedLockDelay(t *testing.T) {
 	rep := runLogged(t, cfg)
 	if rep.count(checkFencing) == 0 {
 		t.Errorf("the checker passed a build that skips the lock-delay (%d client pauses)", rep.Faults[faultPauseClient])
+	}
+}
+
+// TestSemaphoresUnderFaults is the semaphore workload (--permits 2):
+// five clients take slots of one semaphore and write through the
+// slot-aware fence while leaders are killed, paused, cut off and moved
+// and clients paused and cut off: each slot judged as a lock (fencing,
+// grants kept, Lost() before re-grant) and at most two writers at once,
+// with no violation; both slots must be used, writes accepted and
+// re-grants judged.
+func TestSemaphoresUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes for a minute")
+	}
+	cfg := testConfig(t, "")
+	cfg.Permits = 2
+	cfg.Faults = []string{faultKillLeader, faultPauseLeader, faultPauseClient, faultPartitionLeader, faultPartitionClient,
+		faultRestartAll, faultTransferLeader}
+	dropPartitions(t, &cfg)
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 1, 3
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	rep := runLogged(t, cfg)
+	if len(rep.Violations) > 0 {
+		t.Errorf("checks failed: %d violations; history and logs in %s", len(rep.Violations), cfg.Out)
+	}
+	if rep.SlotsUsed != cfg.Permits || rep.SlotWrites == 0 || rep.LostJudged == 0 || rep.GrantReads == 0 {
+		t.Errorf("the run proves little: %d slots granted, %d accepted writes, %d re-grants and %d reads judged",
+			rep.SlotsUsed, rep.SlotWrites, rep.LostJudged, rep.GrantReads)
+	}
+}
+
+// TestCatchesSkippedSlotDelay: the build that skips the lock-delay
+// frees an expired holder's slot at once; a holder paused past its TTL
+// wakes up and writes inside its slot's next tenure. The fencing check,
+// judging the slot as a lock, must see it.
+func TestCatchesSkippedSlotDelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "skip-lock-delay")
+	cfg.Permits = 2
+	cfg.Faults = []string{faultPauseClient}
+	cfg.Duration = time.Minute
+	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 7
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkFencing) == 0 {
+		t.Errorf("the checker passed a build that skips a slot's lock-delay (%d client pauses)", rep.Faults[faultPauseClient])
+	}
+}
+
+// TestCatchesExtraSlot: a build that grants a semaphore one slot more
+// than its permits (raftlockd --unsafe-fault semaphore-extra-slot) lets
+// three writers of a semaphore of two write at once; the semaphore-slots
+// check must see it.
+func TestCatchesExtraSlot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "semaphore-extra-slot")
+	cfg.Permits = 2
+	cfg.Faults = nil
+	cfg.Duration = 30 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 1
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkSlotBound) == 0 {
+		t.Errorf("the checker passed a build that grants a slot too many")
 	}
 }
 

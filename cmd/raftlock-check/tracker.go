@@ -29,9 +29,11 @@ type lostSub struct {
 	ch     chan struct{}
 }
 
-// grantSub is a wish to hear of a grant of lock with a token above min.
+// grantSub is a wish to hear of a grant of lock (of a semaphore: of its
+// slot; 0 on a plain lock) with a token above min.
 type grantSub struct {
 	lock string
+	slot uint64
 	min  uint64
 	ch   chan struct{}
 }
@@ -72,7 +74,7 @@ func (t *tracker) observe(client int, m message, done Op, isRet bool) {
 		t.max = max(t.max, done.Token)
 		kept := t.subs[:0]
 		for _, s := range t.subs {
-			if s.lock == done.Lock && done.Token > s.min {
+			if s.lock == done.Lock && done.Slot == s.slot && done.Token > s.min {
 				close(s.ch)
 				continue
 			}
@@ -82,13 +84,14 @@ func (t *tracker) observe(client int, m message, done Op, isRet bool) {
 	}
 }
 
-// grantAbove returns a channel closed once lock is granted with a token
-// above min.
-func (t *tracker) grantAbove(lock string, min uint64) <-chan struct{} {
+// grantAbove returns a channel closed once lock (of a semaphore: its
+// slot, whose next holder is the one a paused holder must not outlive) is
+// granted with a token above min.
+func (t *tracker) grantAbove(lock string, slot, min uint64) <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	ch := make(chan struct{})
-	t.subs = append(t.subs, grantSub{lock: lock, min: min, ch: ch})
+	t.subs = append(t.subs, grantSub{lock: lock, slot: slot, min: min, ch: ch})
 	return ch
 }
 

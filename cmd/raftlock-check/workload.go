@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/sequencer"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/raftlock/raftlock/session"
@@ -55,6 +56,9 @@ type clientConfig struct {
 	// the worker is given besides Addrs.
 	Worker     []string `json:"worker,omitempty"`
 	SpareAddrs []string `json:"spare_addrs,omitempty"`
+	// Permits, above 0, takes every lock as a semaphore of that many
+	// slots (a semaphore run; no naive waiter).
+	Permits int `json:"permits,omitempty"`
 }
 
 // Shape of a client's work.
@@ -262,7 +266,7 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 		return nil, err
 	}
 	id.Store(s.ID())
-	return goSession{s}, nil
+	return goSession{Session: s, permits: uint64(w.cfg.Permits)}, nil
 }
 
 // onEvent reports a state change of the session whose id is in id (an
@@ -283,7 +287,7 @@ func (w *workload) useSession(ctx context.Context, s clientSession) {
 		switch f := w.float(); {
 		case f < readShare:
 			w.read(ctx, name, false)
-		case f < readShare+(1-readShare)*w.cfg.NaiveShare:
+		case f < readShare+(1-readShare)*w.cfg.NaiveShare && w.cfg.Permits == 0:
 			w.naiveWait(ctx, s.ID(), name)
 		default:
 			var (
@@ -363,6 +367,9 @@ func lost(l clientLock) bool {
 // when the lock is gone. Whenever Lost() closes, it tells the checker.
 func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: l.Token(), Session: s.ID(), Holder: l.Holder()}
+	if seq, err := sequencer.Parse(l.Seq()); err == nil && seq.Semaphore {
+		hold.Slot = seq.Slot
+	}
 	w.link.send(hold)
 	reported := w.reportLost(l, hold)
 	w.hmu.Lock()

@@ -174,6 +174,7 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 	fs.DurationVar(&req.Wait, "wait", 0, "how long to wait in the lock's queue: 0s (try once) to 10m")
 	fs.StringVar(&req.Value, "value", "", "a value `V` to set on the lock")
 	fs.DurationVar(&req.MaxHold, "max-hold", 0, "the grant's hold limit `D`: 1s to 24h (0: none); the cluster revokes it then")
+	fs.Uint64Var(&req.Permits, "permits", 0, "take one of `N` slots of a semaphore (1 to 256; every holder must pass the same N)")
 	return func(ctx context.Context, pos []string) error {
 		if req.Session == "" {
 			return usagef("acquire", "--session is required")
@@ -191,6 +192,9 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 		if shared {
 			req.Mode = sequencer.Shared
 		}
+		if err := api.CheckPermits(req.Permits, req.Mode); err != nil {
+			return badFlag("acquire", fmt.Errorf("--permits: %w", err))
+		}
 		if req.Holder == "" {
 			var err error
 			if req.Holder, err = randomHolder(); err != nil {
@@ -207,6 +211,9 @@ func (c *cli) acquire(fs *flag.FlagSet) runFunc {
 					api.GrantReply
 					Holder string `json:"holder"`
 				}{api.NewGrantReply(g), req.Holder})
+			}
+			if g.Permits > 0 {
+				return c.printf("token: %d\nsequencer: %s\nholder: %s\nslot: %d of %d\n", g.Token, g.Sequencer, req.Holder, g.Slot, g.Permits)
 			}
 			return c.printf("token: %d\nsequencer: %s\nholder: %s\n", g.Token, g.Sequencer, req.Holder)
 		})

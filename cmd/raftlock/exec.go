@@ -43,7 +43,9 @@ tries once), then runs CMD in its own process group with RAFTLOCK_SEQUENCER,
 RAFTLOCK_FENCING_TOKEN, RAFTLOCK_LOCK and RAFTLOCK_SESSION set (and
 RAFTLOCK_TOKEN, the fencing token's old name, until 0.2.0), forwards SIGINT,
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock
-when it ends.
+when it ends. With -n N it takes one of N slots of the semaphore NAME instead
+(at most N such CMDs run at once; every holder passes the same N), sets
+RAFTLOCK_SLOT, and RAFTLOCK_SEQUENCER names the slot (rl1:p<slot>:...).
 Without "--", the flags end at NAME and CMD follows it.
 
 CMD is dead before the cluster can give the lock to anyone else: if no keepalive
@@ -87,6 +89,8 @@ type execOptions struct {
 	killGrace time.Duration
 	value     string
 	maxHold   time.Duration
+	// permits, above 0, takes a slot of a semaphore of that many (exec -n).
+	permits uint64
 }
 
 // maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
@@ -96,6 +100,15 @@ const maxKillGrace = api.MaxLockDelay
 // validators; cmd names the command in the error.
 func (o *execOptions) validate(cmd string) error {
 	errs := []error{api.CheckTTL("--ttl", o.ttl), api.CheckLockDelay("--lock-delay", o.lockDelay)}
+	if o.permits > 0 {
+		mode := sequencer.Exclusive
+		if o.shared {
+			mode = sequencer.Shared
+		}
+		if err := api.CheckPermits(o.permits, mode); err != nil {
+			errs = append(errs, fmt.Errorf("-n: %w", err))
+		}
+	}
 	if cmd == "exec" {
 		errs = append(errs, api.CheckDuration("--kill-grace", o.killGrace, time.Millisecond, maxKillGrace))
 	}
@@ -147,6 +160,7 @@ func (c *cli) execCmd(fs *flag.FlagSet) runFunc {
 	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
 	fs.StringVar(&o.value, "value", "", "a value `V` to set on the lock (default: host:pid)")
 	fs.DurationVar(&o.maxHold, "max-hold", 0, "the grant's hold limit `D` (1s to 24h; 0: none): CMD is stopped before the cluster revokes the lock")
+	fs.Uint64Var(&o.permits, "n", 0, "take one of `N` slots of the semaphore NAME (1 to 256; every holder must pass the same N; default: the plain lock)")
 	return func(ctx context.Context, pos []string) error {
 		if o.maxHold != 0 {
 			if err := api.CheckDuration("--max-hold", o.maxHold, api.MinMaxHold, api.MaxMaxHold); err != nil {
@@ -250,17 +264,20 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 	if o.shared {
 		mode = sequencer.Shared
 	}
-	var l *session.Lock
-	lockOpts := []session.LockOption{session.Value(o.value)}
-	if o.maxHold > 0 {
-		lockOpts = append(lockOpts, session.MaxHold(o.maxHold))
+	opts := []session.LockOption{session.Value(o.value)}
+	if o.permits > 0 {
+		opts = append(opts, session.Permits(o.permits))
 	}
+	if o.maxHold > 0 {
+		opts = append(opts, session.MaxHold(o.maxHold))
+	}
+	var l *session.Lock
 	switch {
 	case o.waitSet && o.wait == 0:
 		if mode == sequencer.Shared {
-			l, err = s.TryRLock(octx, name, lockOpts...)
+			l, err = s.TryRLock(octx, name, opts...)
 		} else {
-			l, err = s.TryLock(octx, name, lockOpts...)
+			l, err = s.TryLock(octx, name, opts...)
 		}
 	default:
 		wctx, cancel := ctx, context.CancelFunc(func() {})
@@ -268,9 +285,9 @@ func (c *cli) takeLock(ctx context.Context, cl *client.Client, cmd, name string,
 			wctx, cancel = context.WithTimeout(ctx, o.wait)
 		}
 		if mode == sequencer.Shared {
-			l, err = s.RLock(wctx, name, lockOpts...)
+			l, err = s.RLock(wctx, name, opts...)
 		} else {
-			l, err = s.Lock(wctx, name, lockOpts...)
+			l, err = s.Lock(wctx, name, opts...)
 		}
 		cancel()
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
@@ -337,6 +354,9 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		"RAFTLOCK_TOKEN="+token,
 		"RAFTLOCK_LOCK="+l.Name(),
 		"RAFTLOCK_SESSION="+s.ID())
+	if l.Permits() > 0 {
+		cmd.Env = append(cmd.Env, "RAFTLOCK_SLOT="+strconv.FormatUint(l.Slot(), 10))
+	}
 	// Its own process group, so that stopping CMD stops its children too
 	// and a terminal's ^C reaches it once, through us.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -44,6 +44,13 @@ func (c *cli) stamp(t time.Time) string { return t.In(c.loc).Format(timeFormat) 
 // 1 holder(s)", "lock-delay until T (no holder)" or "free". A lock in its
 // lock-delay is never called free: it cannot be taken until T.
 func (c *cli) lockSummary(l api.LockState) string {
+	if l.Permits > 0 {
+		s := fmt.Sprintf("semaphore, %d/%d slots held", len(l.Holders), l.Permits)
+		if n := len(l.SlotDelays); n > 0 {
+			s += fmt.Sprintf(", %d in lock-delay", n)
+		}
+		return s
+	}
 	switch {
 	case len(l.Holders) > 0:
 		return fmt.Sprintf("%s, %d holder(s)", l.Mode, len(l.Holders))
@@ -57,8 +64,12 @@ func (c *cli) lockSummary(l api.LockState) string {
 // holderText describes one holder: `session HANDLE "NAME" holder H token N
 // value "V"`; the session is named by its handle, never its id (the server
 // never reveals one), and by its name when it has one.
-func holderText(h api.Holder) string {
-	s := "session " + h.SessionHandle
+func holderText(l api.LockState, h api.Holder) string {
+	s := ""
+	if l.Permits > 0 {
+		s = fmt.Sprintf("slot %d: ", h.Slot)
+	}
+	s += "session " + h.SessionHandle
 	if h.SessionName != "" {
 		s += fmt.Sprintf(" %q", h.SessionName)
 	}
@@ -73,7 +84,10 @@ func (c *cli) printLock(l api.LockState) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "lock %s: %s\n", l.Name, c.lockSummary(l))
 	for _, h := range l.Holders {
-		fmt.Fprintf(&b, "  %s\n", holderText(h))
+		fmt.Fprintf(&b, "  %s\n", holderText(l, h))
+	}
+	for _, d := range l.SlotDelays {
+		fmt.Fprintf(&b, "  slot %d: lock-delay until %s\n", d.Slot, c.stamp(d.Until))
 	}
 	fmt.Fprintf(&b, "waiters: %d\n", l.Waiters)
 	if len(l.Holders) > 0 && !l.DelayUntil.IsZero() {
@@ -95,7 +109,7 @@ func (c *cli) printWatched(l api.LockState) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s lock %s: %s", at, l.Name, c.lockSummary(l))
 	for _, h := range l.Holders {
-		fmt.Fprintf(&b, "; %s", holderText(h))
+		fmt.Fprintf(&b, "; %s", holderText(l, h))
 	}
 	fmt.Fprintf(&b, "; waiters: %d\n", l.Waiters)
 	return c.printf("%s", b.String())
@@ -136,6 +150,8 @@ func (c *cli) printLocks(ls []api.LockState) error {
 	for _, l := range ls {
 		mode := "free"
 		switch {
+		case l.Permits > 0:
+			mode = fmt.Sprintf("semaphore %d/%d", len(l.Holders), l.Permits)
 		case len(l.Holders) > 0:
 			mode = l.Mode.String()
 		case !l.DelayUntil.IsZero():
@@ -144,6 +160,15 @@ func (c *cli) printLocks(ls []api.LockState) error {
 		delay := "-"
 		if !l.DelayUntil.IsZero() {
 			delay = c.stamp(l.DelayUntil)
+		}
+		var first time.Time // the first slot delay to end (as stamped)
+		for _, d := range l.SlotDelays {
+			if first.IsZero() || d.Until.Before(first) {
+				first = d.Until
+			}
+		}
+		if !first.IsZero() {
+			delay = c.stamp(first)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", l.Name, mode, len(l.Holders), l.Waiters, delay)
 	}

@@ -383,7 +383,11 @@ func (cmd *command) helpText() string {
 		if def := f.DefValue; def != "" && def != "false" && def != "0" && def != "0s" {
 			usage += " (default " + def + ")"
 		}
-		fmt.Fprintf(tw, "  --%s%s\t%s\n", f.Name, arg, usage)
+		dashes := "--"
+		if len(f.Name) == 1 {
+			dashes = "-" // a one-letter flag, as in exec -n
+		}
+		fmt.Fprintf(tw, "  %s%s%s\t%s\n", dashes, f.Name, arg, usage)
 	})
 	_ = tw.Flush()
 	global := "--addr, --timeout, --ca, --cert, --key"

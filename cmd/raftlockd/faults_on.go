@@ -14,7 +14,7 @@ import (
 // addFaultFlags adds --unsafe-fault, which exists only in a build with
 // -tags raftlock_faults (the fault checker's "can it fail" runs).
 func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
-	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads, revoke-without-notice; comma-separated)", func(v string) error {
+	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot; comma-separated)", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			switch strings.TrimSpace(name) {
 			case "skip-lock-delay":
@@ -23,8 +23,10 @@ func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
 				f.LocalReads = true
 			case "revoke-without-notice":
 				f.RevokeWithoutNotice = true
+			case "semaphore-extra-slot":
+				f.ExtraSlot = true
 			default:
-				return fmt.Errorf("unknown fault %q (want skip-lock-delay, local-reads or revoke-without-notice)", name)
+				return fmt.Errorf("unknown fault %q (want skip-lock-delay, local-reads, revoke-without-notice or semaphore-extra-slot)", name)
 			}
 		}
 		return nil

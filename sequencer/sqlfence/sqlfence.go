@@ -10,9 +10,11 @@
 //
 // The rules are sequencer.Fence's (docs/DESIGN.md, "Sequencers"): an
 // exclusive sequencer is admitted unless a newer grant of any mode was
-// seen; a shared one unless a newer exclusive grant was seen. The fence
-// table holds, per lock, the highest exclusive token and the highest token
-// of any mode:
+// seen; a shared one unless a newer exclusive grant was seen; a semaphore
+// slot's unless a newer grant of the same slot or a newer exclusive grant
+// of the lock was seen. The fence table holds, per lock (slot -1) and per
+// semaphore slot, the highest exclusive token and the highest token of any
+// mode:
 //
 //	CREATE TABLE raftlock_fence (
 //	  lock_name       VARCHAR(512) NOT NULL,  -- text in PostgreSQL
@@ -170,7 +172,20 @@ func (f *Fence) Check(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer) er
 	if err := f.verify(ctx, tx); err != nil {
 		return err
 	}
-	admitted, err := f.upsert(ctx, tx, s, lockLevel)
+	var admitted bool
+	var err error
+	if s.Semaphore {
+		// A slot's grant: toward the lock as a reader (stale only below
+		// a newer exclusive grant; it raises the lock's highest token, so
+		// that an older exclusive holder is stale), within its slot as a
+		// writer (stale below any newer grant of the slot).
+		admitted, err = f.upsert(ctx, tx, s.Name, lockLevel, s.Token, true)
+		if err == nil && admitted {
+			admitted, err = f.upsert(ctx, tx, s.Name, int(s.Slot), s.Token, false)
+		}
+	} else {
+		admitted, err = f.upsert(ctx, tx, s.Name, lockLevel, s.Token, s.Mode == sequencer.Shared)
+	}
 	if err != nil {
 		return f.wrap(s, err)
 	}
@@ -190,35 +205,35 @@ func (f *Fence) CheckString(ctx context.Context, tx *sql.Tx, text string) error 
 	return f.Check(ctx, tx, s)
 }
 
-// upsert runs the mode's statement for the row (s.Name, slot) and reports
-// whether s was admitted.
-func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer, slot int) (bool, error) {
+// upsert runs the statement of a shared or an exclusive grant of token for
+// the row (name, slot) and reports whether the grant was admitted.
+func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, name string, slot int, token sequencer.Token, shared bool) (bool, error) {
 	// Tokens travel as decimal text: database/sql's drivers refuse a
 	// uint64 above the int64 range.
-	tok := strconv.FormatUint(uint64(s.Token), 10)
+	tok := strconv.FormatUint(uint64(token), 10)
 	if f.dialect == Postgres {
 		q := f.exclusive
-		if s.Mode == sequencer.Shared {
+		if shared {
 			q = f.shared
 		}
 		var any string
-		err := tx.QueryRowContext(ctx, q, s.Name, slot, tok).Scan(&any)
+		err := tx.QueryRowContext(ctx, q, name, slot, tok).Scan(&any)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
 		return err == nil, err
 	}
 	var err error
-	if s.Mode == sequencer.Shared {
-		_, err = tx.ExecContext(ctx, f.shared, s.Name, slot, tok)
+	if shared {
+		_, err = tx.ExecContext(ctx, f.shared, name, slot, tok)
 	} else {
-		_, err = tx.ExecContext(ctx, f.exclusive, s.Name, slot, tok, tok)
+		_, err = tx.ExecContext(ctx, f.exclusive, name, slot, tok, tok)
 	}
 	if err != nil {
 		return false, err
 	}
 	var exclText, anyText string
-	if err := tx.QueryRowContext(ctx, f.read, s.Name, slot).Scan(&exclText, &anyText); err != nil {
+	if err := tx.QueryRowContext(ctx, f.read, name, slot).Scan(&exclText, &anyText); err != nil {
 		return false, err
 	}
 	excl, err1 := strconv.ParseUint(exclText, 10, 64)
@@ -226,10 +241,10 @@ func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer, s
 	if err := errors.Join(err1, err2); err != nil {
 		return false, fmt.Errorf("read back the marks: %w", err)
 	}
-	if s.Mode == sequencer.Shared {
-		return excl <= uint64(s.Token), nil
+	if shared {
+		return excl <= uint64(token), nil
 	}
-	return excl == uint64(s.Token) && any == uint64(s.Token), nil
+	return excl == uint64(token) && any == uint64(token), nil
 }
 
 // wrap names the check and, for an error that says the table is missing or

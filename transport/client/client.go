@@ -896,7 +896,8 @@ func (c *Client) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant
 	start := time.Now()
 	cl := &call{method: http.MethodPost, path: "/v1/acquire", out: &out, idempotent: req.Holder != "",
 		body: func() (any, time.Duration) {
-			b := api.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value}
+			b := api.AcquireBody{Name: req.Name, Session: req.Session, Holder: req.Holder, Mode: mode, Value: req.Value,
+				Permits: req.Permits}
 			if req.MaxHold != 0 {
 				b.MaxHold = req.MaxHold.String()
 			}

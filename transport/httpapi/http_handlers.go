@@ -272,7 +272,7 @@ func (s *Server) handleAcquire(w http.ResponseWriter, r *http.Request) error {
 		return invalidf("max_hold 0s out of range [%v, %v] (leave it out for no limit)", api.MinMaxHold, api.MaxMaxHold)
 	}
 	g, err := s.svc.Acquire(r.Context(), api.AcquireRequest{Name: b.Name, Session: b.Session, Holder: b.Holder,
-		Mode: mode, Wait: wait, Value: b.Value, MaxHold: maxHold})
+		Mode: mode, Wait: wait, Value: b.Value, MaxHold: maxHold, Permits: b.Permits})
 	if err != nil {
 		return err
 	}

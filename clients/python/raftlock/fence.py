@@ -18,6 +18,9 @@ SHARED = "shared"
 MAX_NAME_BYTES = 512
 _MAX_TOKEN = 2**64 - 1
 _TOKEN = re.compile(r"[1-9][0-9]*", re.ASCII)
+_SLOT = re.compile(r"p(0|[1-9][0-9]*)", re.ASCII)
+#: A semaphore's slots are numbered below this (the cluster's MaxPermits).
+MAX_SLOTS = 256
 
 
 class MalformedSequencer(ValueError):
@@ -46,16 +49,21 @@ def check_name(name: str) -> None:
 
 @dataclass(frozen=True)
 class Sequencer:
-    """One grant of one lock: its name, mode and fencing token.
+    """One grant of one lock: its name, mode and fencing token; for one slot
+    of a semaphore, ``slot`` names it (``None`` on a plain lock).
 
-    ``str(seq)`` is the stable printable form ``rl1:<x|s>:<token>:<name>``."""
+    ``str(seq)`` is the stable printable form ``rl1:<x|s>:<token>:<name>``,
+    or ``rl1:p<slot>:<token>:<name>`` for a slot (mode exclusive)."""
 
     name: str
     mode: str
     token: int
+    slot: int | None = None
 
     def __str__(self) -> str:
         m = "s" if self.mode == SHARED else "x"
+        if self.slot is not None:
+            m = f"p{self.slot}"
         return f"rl1:{m}:{self.token}:{self.name}"
 
     def validate(self) -> None:
@@ -65,6 +73,10 @@ class Sequencer:
             raise MalformedSequencer(f"lock {self.name!r}: invalid mode {self.mode!r}")
         if not isinstance(self.token, int) or not 0 < self.token <= _MAX_TOKEN:
             raise MalformedSequencer(f"lock {self.name!r}: token must be a positive 64-bit integer")
+        if self.slot is not None and (
+            self.mode != EXCLUSIVE or not isinstance(self.slot, int) or not 0 <= self.slot < MAX_SLOTS
+        ):
+            raise MalformedSequencer(f"lock {self.name!r}: a slot sequencer is exclusive, of a slot below {MAX_SLOTS}")
 
     @staticmethod
     def parse(text: str) -> Sequencer:
@@ -72,19 +84,22 @@ class Sequencer:
         parts = text.split(":", 3)
         if len(parts) != 4 or parts[0] != "rl1":
             raise MalformedSequencer(f"{text!r}: want rl1:<x|s>:<token>:<name>")
+        slot = None
         if parts[1] == "x":
             mode = EXCLUSIVE
         elif parts[1] == "s":
             mode = SHARED
+        elif _SLOT.fullmatch(parts[1]) and int(parts[1][1:]) < MAX_SLOTS:
+            mode, slot = EXCLUSIVE, int(parts[1][1:])
         else:
-            raise MalformedSequencer(f"{text!r}: mode must be x or s")
+            raise MalformedSequencer(f"{text!r}: mode must be x, s or p<slot> (a slot below {MAX_SLOTS})")
         if not _TOKEN.fullmatch(parts[2]) or int(parts[2]) > _MAX_TOKEN:
             raise MalformedSequencer(f"{text!r}: token must be a positive decimal integer")
         try:
             check_name(parts[3])
         except MalformedSequencer as e:
             raise MalformedSequencer(f"{text!r}: {e}") from None
-        return Sequencer(parts[3], mode, int(parts[2]))
+        return Sequencer(parts[3], mode, int(parts[2]), slot)
 
 
 class Fence:
@@ -96,7 +111,10 @@ class Fence:
     * a shared sequencer is current unless a higher exclusive token was
       admitted (readers are admitted in any order until a writer takes over);
     * an exclusive sequencer is current unless a higher token of either mode
-      was admitted.
+      (or of any slot) was admitted;
+    * a slot sequencer (one slot of a semaphore) is current unless a higher
+      token of the same slot, or a higher exclusive token, was admitted;
+      slot grants do not count as exclusive.
 
     A token equal to a mark is admitted. For strict fencing, call check and
     do the protected write under one critical section. Safe for concurrent
@@ -106,6 +124,7 @@ class Fence:
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._marks: dict[str, tuple[int, int]] = {}  # name -> (any, exclusive)
+        self._slots: dict[str, dict[int, int]] = {}  # name -> slot -> highest token
 
     def check(self, seq: Sequencer | str) -> None:
         """Admits ``seq`` and raises the marks, or raises StaleSequencer
@@ -114,6 +133,20 @@ class Fence:
         s.validate()
         with self._mu:
             any_, excl = self._marks.get(s.name, (0, 0))
+            if s.slot is not None:
+                if s.token < excl:
+                    raise StaleSequencer(
+                        f"lock {s.name!r}: slot {s.slot} token {s.token} is lower than the highest exclusive token seen, {excl}"
+                    )
+                slots = self._slots.setdefault(s.name, {})
+                high = slots.get(s.slot, 0)
+                if s.token < high:
+                    raise StaleSequencer(
+                        f"lock {s.name!r}: slot {s.slot} token {s.token} is lower than the highest token of that slot seen, {high}"
+                    )
+                slots[s.slot] = s.token
+                self._marks[s.name] = (max(any_, s.token), excl)
+                return
             if s.mode == SHARED:
                 if s.token < excl:
                     raise StaleSequencer(
@@ -129,6 +162,11 @@ class Fence:
         """The highest token of either mode admitted for ``name`` (0: none)."""
         with self._mu:
             return self._marks.get(name, (0, 0))[0]
+
+    def highest_slot(self, name: str, slot: int) -> int:
+        """The highest token admitted for ``slot`` of semaphore ``name`` (0: none)."""
+        with self._mu:
+            return self._slots.get(name, {}).get(slot, 0)
 
     def highest_exclusive(self, name: str) -> int:
         """The highest exclusive token admitted for ``name`` (0: none)."""

@@ -162,15 +162,23 @@ class SQLFence:
             raise StaleSequencer(f"sqlfence: {s}: the fence table {self.table} has seen a newer grant of lock {s.name!r}")
 
     def _upsert(self, cursor: Any, s: Sequencer) -> bool:
-        shared = s.mode == SHARED
+        if s.slot is not None:
+            # A slot's grant: toward the lock as a reader (stale only below
+            # a newer exclusive grant; it raises the lock's highest token),
+            # within its slot as a writer (stale below any newer grant of
+            # the slot). As Go's sqlfence.
+            return self._upsert_row(cursor, s, _LOCK_LEVEL, True) and self._upsert_row(cursor, s, s.slot, False)
+        return self._upsert_row(cursor, s, _LOCK_LEVEL, s.mode == SHARED)
+
+    def _upsert_row(self, cursor: Any, s: Sequencer, slot: int, shared: bool) -> bool:
         if self.dialect == POSTGRES:
-            self._execute(cursor, self._shared if shared else self._exclusive, [s.name, _LOCK_LEVEL, str(s.token)])
+            self._execute(cursor, self._shared if shared else self._exclusive, [s.name, slot, str(s.token)])
             return cursor.fetchone() is not None
         if shared:
-            self._execute(cursor, self._shared, [s.name, _LOCK_LEVEL, s.token])
+            self._execute(cursor, self._shared, [s.name, slot, s.token])
         else:
-            self._execute(cursor, self._exclusive, [s.name, _LOCK_LEVEL, s.token, s.token])
-        self._execute(cursor, self._read, [s.name, _LOCK_LEVEL])
+            self._execute(cursor, self._exclusive, [s.name, slot, s.token, s.token])
+        self._execute(cursor, self._read, [s.name, slot])
         row = cursor.fetchone()
         if row is None:
             raise RuntimeError(f"sqlfence: check {s}: the fence row vanished after its upsert")

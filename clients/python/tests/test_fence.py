@@ -33,8 +33,9 @@ def test_fence_gives_the_shared_vectors_verdicts(vector):
 
 
 def test_sequencer_round_trips_its_printable_form():
-    for text in ["rl1:x:5:jobs/a", "rl1:s:18446744073709551615:a:b", "rl1:x:1:日本"]:
+    for text in ["rl1:x:5:jobs/a", "rl1:s:18446744073709551615:a:b", "rl1:x:1:日本", "rl1:p0:5:sem", "rl1:p255:7:a:b"]:
         assert str(Sequencer.parse(text)) == text
+    assert Sequencer.parse("rl1:p3:9:sem") == Sequencer("sem", "exclusive", 9, 3)
 
 
 def test_fence_refuses_an_invalid_sequencer_object():
@@ -42,6 +43,10 @@ def test_fence_refuses_an_invalid_sequencer_object():
         Fence().check(Sequencer("a", "exclusive", 0))
     with pytest.raises(MalformedSequencer):
         Fence().check(Sequencer("a", "upgrade", 3))
+    with pytest.raises(MalformedSequencer):
+        Fence().check(Sequencer("a", "shared", 3, 1))
+    with pytest.raises(MalformedSequencer):
+        Fence().check(Sequencer("a", "exclusive", 3, 256))
 
 
 def test_fence_marks():
@@ -49,3 +54,10 @@ def test_fence_marks():
     f.check("rl1:s:4:a")
     f.check("rl1:x:6:a")
     assert (f.highest("a"), f.highest_exclusive("a"), f.highest("b")) == (6, 6, 0)
+
+
+def test_fence_slot_marks():
+    f = Fence()
+    f.check("rl1:p0:10:sem")
+    f.check("rl1:p1:12:sem")
+    assert (f.highest_slot("sem", 0), f.highest_slot("sem", 1), f.highest("sem"), f.highest_exclusive("sem")) == (10, 12, 12, 0)

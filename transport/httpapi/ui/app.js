@@ -164,13 +164,15 @@
 
   function lockState(l) {
     if (l.holders.length > 0) return 'held';
-    if (l.delay_until) return 'delayed';
+    if (l.delay_until || (l.slot_delays || []).length > 0) return 'delayed';
     if (l.waiters > 0) return 'waiting';
     return 'free';
   }
 
   function holderNode(h) {
-    return el('div', { class: 'holder', 'data-holder': h.holder, 'data-token': h.token },
+    const slot = h.slot === undefined ? null : h.slot;
+    return el('div', { class: 'holder', 'data-holder': h.holder, 'data-token': h.token, 'data-slot': slot === null ? '' : String(slot) },
+      slot === null ? null : el('span', { class: 'slot' }, 'slot ' + slot + ': '),
       el('span', { class: 'who' }, h.session_name || '(unnamed session)'),
       ' holder ', el('code', {}, h.holder), ' token ', el('code', { class: 'token' }, String(h.token)),
       h.value ? el('div', { class: 'sub' }, 'value ', el('code', {}, h.value)) : null,
@@ -205,13 +207,20 @@
       }
       const st = lockState(l);
       const queue = (l.queue || []).map((q) => q.holder + (q.mode === 'shared' ? ' (shared)' : '')).join(', ');
-      return el('tr', { 'data-lock': name, 'data-state': st },
+      // A semaphore: "2/3 held", and each slot's lock-delay.
+      const slots = l.permits ? l.holders.length + '/' + l.permits + ' held' : null;
+      const badge = slots ? 'semaphore · ' + slots : (st === 'held' ? 'held · ' + l.mode : st);
+      const slotDelays = (l.slot_delays || []).map((d) => el('div', { 'data-slot-delay': String(d.slot) },
+        'slot ' + d.slot + ': ', el('span', { 'data-until': d.until }, '')));
+      let delay = '–';
+      if (l.delay_until) delay = el('span', { 'data-until': l.delay_until }, '');
+      else if (slotDelays.length) delay = el('div', {}, ...slotDelays);
+      return el('tr', { 'data-lock': name, 'data-state': st, 'data-permits': l.permits ? String(l.permits) : '' },
         el('td', { class: 'name', 'data-label': 'lock' }, name),
-        el('td', { 'data-label': 'state' }, el('span', { class: 'badge', 'data-state': st }, st === 'held' ? 'held · ' + l.mode : st)),
+        el('td', { 'data-label': 'state' }, el('span', { class: 'badge', 'data-state': st }, badge)),
         el('td', { 'data-label': 'holders' }, ...(l.holders.length ? l.holders.map(holderNode) : ['none'])),
         el('td', { 'data-label': 'waiters' }, String(l.waiters), queue ? el('div', { class: 'sub' }, queue) : null),
-        el('td', { 'data-label': 'lock-delay' }, l.delay_until
-          ? el('span', { 'data-until': l.delay_until }, '') : '–'));
+        el('td', { 'data-label': 'lock-delay' }, delay));
     });
     $('locks').querySelector('tbody').replaceChildren(...rows);
     $('locks-empty').hidden = rows.length > 0;
@@ -241,11 +250,11 @@
       case 'session_opened': return 'session "' + (e.session_name || '') + '" opened (' + e.session_handle + ')';
       case 'session_closed': return 'session "' + (e.session_name || '') + '" closed (' + e.session_handle + ')';
       case 'session_expired': return 'session "' + (e.session_name || '') + '" expired (' + e.session_handle + ')';
-      case 'granted': return e.lock + ' granted to ' + who(e) + ' (token ' + e.token + ', ' + e.mode + ')';
+      case 'granted': return e.lock + (e.slot === undefined ? '' : ' slot ' + e.slot) + ' granted to ' + who(e) + ' (token ' + e.token + ', ' + e.mode + ')';
       case 'released': return e.lock + ' released by ' + who(e) + ' (token ' + e.token + ')';
       case 'queued': return who(e) + ' waits for ' + e.lock;
       case 'wait_ended': return 'the wait of ' + who(e) + ' for ' + e.lock + ' ended (' + (e.reason || '').replace('_', ' ') + ')';
-      case 'lock_delay': return e.lock + ' in lock-delay until ' + stamp(e.delay_until);
+      case 'lock_delay': return e.lock + (e.slot === undefined ? '' : ' slot ' + e.slot) + ' in lock-delay until ' + stamp(e.delay_until);
       case 'restored': return 'state restored from a backup';
       case 'revoked': return e.lock + ' revoked from ' + who(e) + ' (token ' + e.token + ', ' + (e.revoke_kind === 'max_hold' ? 'its hold limit' : 'by an operator: ' + (e.reason || '')) + ')';
       default: return e.kind;

@@ -4,22 +4,51 @@ import java.nio.charset.StandardCharsets;
 import java.util.regex.Pattern;
 
 /**
- * One grant of one lock: its name, mode and fencing token. {@link #toString()}
- * is the stable printable form {@code rl1:<x|s>:<token>:<name>}; the token is
- * an unsigned 64-bit integer (compare with {@link Long#compareUnsigned}).
+ * One grant of one lock: its name, mode and fencing token; for one slot of a
+ * semaphore, the slot too. {@link #toString()} is the stable printable form
+ * {@code rl1:<x|s>:<token>:<name>}, or {@code rl1:p<slot>:<token>:<name>} for
+ * a slot (mode exclusive); the token is an unsigned 64-bit integer (compare
+ * with {@link Long#compareUnsigned}).
  *
  * @param name the lock's name
  * @param mode the grant's mode
  * @param token the fencing token (unsigned, positive)
+ * @param slot the semaphore slot (0 to {@link #MAX_SLOTS}-1), or
+ *     {@link #NO_SLOT} for a plain lock's grant
  */
-public record Sequencer(String name, Mode mode, long token) {
+public record Sequencer(String name, Mode mode, long token, int slot) {
+    /** The slot of a plain lock's sequencer: none. */
+    public static final int NO_SLOT = -1;
+
+    /** A semaphore's slots are numbered below this (the cluster's MaxPermits). */
+    public static final int MAX_SLOTS = 256;
+
+    private static final Pattern SLOT = Pattern.compile("p(0|[1-9][0-9]{0,2})");
+
+    /**
+     * A plain lock's sequencer (no slot).
+     *
+     * @param name the lock's name
+     * @param mode the grant's mode
+     * @param token the fencing token (unsigned, positive)
+     */
+    public Sequencer(String name, Mode mode, long token) {
+        this(name, mode, token, NO_SLOT);
+    }
+
+    /** Whether this is the sequencer of one slot of a semaphore. */
+    public boolean isSlot() {
+        return slot != NO_SLOT;
+    }
+
     /** The longest lock name, in bytes of UTF-8. */
     public static final int MAX_NAME_BYTES = 512;
     private static final Pattern TOKEN = Pattern.compile("[1-9][0-9]*");
 
     @Override
     public String toString() {
-        return "rl1:" + mode.letter() + ":" + Long.toUnsignedString(token) + ":" + name;
+        String m = isSlot() ? "p" + slot : mode.letter();
+        return "rl1:" + m + ":" + Long.toUnsignedString(token) + ":" + name;
     }
 
     /** Parses the printable form; accepts exactly the canonical form. */
@@ -29,12 +58,17 @@ public record Sequencer(String name, Mode mode, long token) {
             throw new MalformedSequencerException("\"" + text + "\": want rl1:<x|s>:<token>:<name>");
         }
         Mode mode;
+        int slot = NO_SLOT;
         if (parts[1].equals("x")) {
             mode = Mode.EXCLUSIVE;
         } else if (parts[1].equals("s")) {
             mode = Mode.SHARED;
+        } else if (SLOT.matcher(parts[1]).matches() && Integer.parseInt(parts[1].substring(1)) < MAX_SLOTS) {
+            mode = Mode.EXCLUSIVE;
+            slot = Integer.parseInt(parts[1].substring(1));
         } else {
-            throw new MalformedSequencerException("\"" + text + "\": mode must be x or s");
+            throw new MalformedSequencerException("\"" + text + "\": mode must be x, s or p<slot> (a slot below "
+                    + MAX_SLOTS + ")");
         }
         long token;
         try {
@@ -50,7 +84,7 @@ public record Sequencer(String name, Mode mode, long token) {
         } catch (MalformedSequencerException e) {
             throw new MalformedSequencerException("\"" + text + "\": " + e.getMessage());
         }
-        return new Sequencer(parts[3], mode, token);
+        return new Sequencer(parts[3], mode, token, slot);
     }
 
     /** Throws MalformedSequencerException unless this could have come from {@link #parse}. */
@@ -61,6 +95,10 @@ public record Sequencer(String name, Mode mode, long token) {
         }
         if (token == 0) {
             throw new MalformedSequencerException("lock \"" + name + "\": token must be positive");
+        }
+        if (isSlot() && (mode != Mode.EXCLUSIVE || slot < 0 || slot >= MAX_SLOTS)) {
+            throw new MalformedSequencerException("lock \"" + name + "\": a slot sequencer is exclusive, of a slot below "
+                    + MAX_SLOTS);
         }
     }
 

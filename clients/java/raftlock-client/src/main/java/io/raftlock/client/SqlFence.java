@@ -205,23 +205,33 @@ public final class SqlFence {
     }
 
     private boolean upsert(Connection conn, Sequencer s) throws SQLException {
-        boolean shared = s.mode() == Mode.SHARED;
+        if (s.isSlot()) {
+            // A slot's grant: toward the lock as a reader (stale only below a
+            // newer exclusive grant; it raises the lock's highest token),
+            // within its slot as a writer (stale below any newer grant of
+            // the slot). As Go's sqlfence.
+            return upsertRow(conn, s, LOCK_LEVEL, true) && upsertRow(conn, s, s.slot(), false);
+        }
+        return upsertRow(conn, s, LOCK_LEVEL, s.mode() == Mode.SHARED);
+    }
+
+    private boolean upsertRow(Connection conn, Sequencer s, int slot, boolean shared) throws SQLException {
         BigDecimal tok = new BigDecimal(new BigInteger(Long.toUnsignedString(s.token())));
         if (dialect == Dialect.POSTGRES) {
             try (PreparedStatement ps = prepare(conn, shared ? statements.shared() : statements.exclusive(),
-                    s.name(), LOCK_LEVEL, tok);
+                    s.name(), slot, tok);
                     ResultSet rs = ps.executeQuery()) {
                 return rs.next();
             }
         }
         String q = shared ? statements.shared() : statements.exclusive();
-        Object[] args = shared ? new Object[] {s.name(), LOCK_LEVEL, tok} : new Object[] {s.name(), LOCK_LEVEL, tok, tok};
+        Object[] args = shared ? new Object[] {s.name(), slot, tok} : new Object[] {s.name(), slot, tok, tok};
         try (PreparedStatement ps = prepare(conn, q, args)) {
             ps.executeUpdate();
         }
         String excl;
         String any;
-        try (PreparedStatement ps = prepare(conn, statements.readBack(), s.name(), LOCK_LEVEL);
+        try (PreparedStatement ps = prepare(conn, statements.readBack(), s.name(), slot);
                 ResultSet rs = ps.executeQuery()) {
             if (!rs.next()) {
                 throw new SQLException("sqlfence: check " + s + ": the fence row vanished after its upsert");

@@ -43,4 +43,18 @@ class FenceVectorsTest {
         assertEquals(Mode.SHARED, s.mode());
         assertEquals("rl1:s:18446744073709551615:jobs/a", s.toString());
     }
+
+    @Test
+    void slotSequencerNamesItsSlot() throws Exception {
+        Sequencer s = Sequencer.parse("rl1:p2:9:sem");
+        assertEquals(Mode.EXCLUSIVE, s.mode());
+        assertEquals(2, s.slot());
+        assertTrue(s.isSlot());
+        assertEquals("rl1:p2:9:sem", s.toString());
+        assertEquals(Sequencer.NO_SLOT, new Sequencer("a", Mode.EXCLUSIVE, 3).slot());
+        Fence f = new Fence();
+        f.check(s);
+        assertEquals(9, f.highestSlot("sem", 2));
+        assertEquals(0, f.highestExclusive("sem"));
+    }
 }
