@@ -14,3 +14,4 @@ func (Faults) skipLockDelay() bool       { return false }
 func (Faults) localReads() bool          { return false }
 func (Faults) revokeWithoutNotice() bool { return false }
 func (Faults) extraSlot() bool           { return false }
+func (Faults) watchDropsChanges() bool   { return false }

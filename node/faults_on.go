@@ -20,14 +20,19 @@ type Faults struct {
 	// off-by-one in the slot count): the leader proposes permits + 1 and
 	// answers the permits asked for.
 	ExtraSlot bool
+	// WatchDropsChanges leaves out the first lock of every prefix watch
+	// answer that is not a reset, while its index moves on: a change the
+	// watcher never sees.
+	WatchDropsChanges bool
 }
 
 // Any reports whether any fault is enabled.
 func (f Faults) Any() bool {
-	return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice || f.ExtraSlot
+	return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice || f.ExtraSlot || f.WatchDropsChanges
 }
 
 func (f Faults) skipLockDelay() bool       { return f.SkipLockDelay }
 func (f Faults) localReads() bool          { return f.LocalReads }
 func (f Faults) revokeWithoutNotice() bool { return f.RevokeWithoutNotice }
 func (f Faults) extraSlot() bool           { return f.ExtraSlot }
+func (f Faults) watchDropsChanges() bool   { return f.WatchDropsChanges }

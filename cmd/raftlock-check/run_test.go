@@ -466,3 +466,23 @@ func TestCatchesLocalReads(t *testing.T) {
 			rep.Faults[faultPartitionLeader]+rep.Faults[faultPartitionSplit])
 	}
 }
+
+// TestCatchesDroppedWatchChanges shows that the checker fails a build
+// whose prefix watches leave a change out while their index moves on
+// (raftlockd --unsafe-fault watch-drops-changes drops the first lock of
+// every answer that is not a reset): an acknowledged grant the watcher
+// never sees. The prefix-watch check (check 9) must see it.
+func TestCatchesDroppedWatchChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes")
+	}
+	cfg := testConfig(t, "watch-drops-changes")
+	cfg.Faults = nil
+	cfg.Duration = 30 * time.Second
+	cfg.Clients, cfg.Locks, cfg.Seed = 4, 2, 1
+	cfg.StopOnViolation = true
+	rep := runLogged(t, cfg)
+	if rep.count(checkPrefixWatchName) == 0 {
+		t.Errorf("the checker passed a build whose prefix watches drop changes")
+	}
+}
