@@ -365,17 +365,11 @@ func (in *injector) partitionClient(ctx context.Context) (FaultRec, error) {
 	if !ok {
 		return FaultRec{}, fmt.Errorf("%w: no client held a lock within %s", errSkipped, holderWait)
 	}
-	p := in.cs.procs[c]
-	pctx, cancel := context.WithTimeout(ctx, pinTimeout)
-	r, err := p.request(pctx, message{T: msgPin, Lock: hold.Lock, Token: hold.Token})
-	cancel()
+	unpin, err := in.pin(ctx, c, hold)
 	if err != nil {
-		return FaultRec{}, fmt.Errorf("%w: pin %s token %d: %v", errSkipped, hold.Lock, hold.Token, err)
+		return FaultRec{}, err
 	}
-	defer p.send(message{T: msgUnpin})
-	if !r.OK {
-		return FaultRec{}, fmt.Errorf("%w: client%d let go of %s token %d before it was pinned", errSkipped, c, hold.Lock, hold.Token)
-	}
+	defer unpin()
 	newer := in.track.grantAbove(hold.Lock, hold.Slot, hold.Token)
 	lostCh := in.track.lostOf(c, hold.Lock, hold.Token)
 	rec := FaultRec{Kind: faultPartitionClient, Target: fmt.Sprintf("client%d", c), Start: monoNow(),
@@ -511,4 +505,23 @@ func (in *injector) awaitHolder(ctx context.Context) (int, message, bool) {
 			return c, hold, ok
 		}
 	}
+}
+
+// pin asks client c not to let go of its grant hold of its own accord
+// (msgPin) and returns the function that releases it (msgUnpin); an error
+// (wrapping errSkipped) if the client did not answer or no longer held it.
+func (in *injector) pin(ctx context.Context, c int, hold message) (unpin func(), err error) {
+	p := in.cs.procs[c]
+	pctx, cancel := context.WithTimeout(ctx, pinTimeout)
+	r, err := p.request(pctx, message{T: msgPin, Lock: hold.Lock, Token: hold.Token})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: pin %s token %d: %v", errSkipped, hold.Lock, hold.Token, err)
+	}
+	unpin = func() { p.send(message{T: msgUnpin}) }
+	if !r.OK {
+		unpin()
+		return nil, fmt.Errorf("%w: client%d let go of %s token %d before it was pinned", errSkipped, c, hold.Lock, hold.Token)
+	}
+	return unpin, nil
 }

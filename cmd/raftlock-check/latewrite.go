@@ -96,16 +96,11 @@ func (in *injector) lateWrite(ctx context.Context) (FaultRec, error) {
 	p := in.cs.procs[c]
 	// Pinned, the holder keeps its lock (and keeps writing) until the
 	// write is caught.
-	pctx, cancel := context.WithTimeout(ctx, pinTimeout)
-	r, err := p.request(pctx, message{T: msgPin, Lock: hold.Lock, Token: hold.Token})
-	cancel()
+	unpin, err := in.pin(ctx, c, hold)
 	if err != nil {
-		return FaultRec{}, fmt.Errorf("%w: pin %s token %d: %v", errSkipped, hold.Lock, hold.Token, err)
+		return FaultRec{}, err
 	}
-	defer p.send(message{T: msgUnpin})
-	if !r.OK {
-		return FaultRec{}, fmt.Errorf("%w: client%d let go of %s token %d before it was pinned", errSkipped, c, hold.Lock, hold.Token)
-	}
+	defer unpin()
 	h := in.cs.holds.arm(c, hold.Lock, hold.Token)
 	t := time.NewTimer(lateWriteCatch)
 	select {

@@ -32,12 +32,10 @@ func postgresResource(t *testing.T, cfg *Config) {
 	cfg.ResourcePostgres = pg.DSN
 }
 
-// TestLateWritesAreRefusedByTheSQLFence holds holders' writes on their way
-// to a real PostgreSQL until the next holder has written (late-write), and
-// partitions and pauses holders: the SQL fence refuses every late write,
-// the database's own record keeps every lock's tokens in order, and no
-// check fails.
-func TestLateWritesAreRefusedByTheSQLFence(t *testing.T) {
+// postgresConfig is testConfig with a PostgreSQL server as the resource;
+// the test is skipped where none is installed (not in CI).
+func postgresConfig(t *testing.T) Config {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs a real cluster, client processes and a PostgreSQL server")
 	}
@@ -46,11 +44,22 @@ func TestLateWritesAreRefusedByTheSQLFence(t *testing.T) {
 	if cfg.ResourcePostgres == "" {
 		t.Skip("no PostgreSQL server installed")
 	}
+	cfg.Clients, cfg.Locks = 4, 1
+	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	return cfg
+}
+
+// TestLateWritesAreRefusedByTheSQLFence holds holders' writes on their way
+// to a real PostgreSQL until the next holder has written (late-write), and
+// partitions and pauses holders: the SQL fence refuses every late write,
+// the database's own record keeps every lock's tokens in order, and no
+// check fails.
+func TestLateWritesAreRefusedByTheSQLFence(t *testing.T) {
+	cfg := postgresConfig(t)
 	cfg.Faults = []string{faultLateWrite, faultPauseClient, faultPartitionClient}
 	dropPartitions(t, &cfg)
 	cfg.Duration = 75 * time.Second
-	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 3
-	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.Seed = 3
 	rep := runLogged(t, cfg)
 	requireClean(t, rep, cfg.Out)
 	if rep.Faults[faultLateWrite] == 0 {
@@ -66,19 +75,11 @@ func TestLateWritesAreRefusedByTheSQLFence(t *testing.T) {
 // skips the SQL fence): a late write lands after a newer holder's, and both
 // the fencing check and the database's own record see it.
 func TestCatchesUnfencedSQLWriter(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a real cluster, client processes and a PostgreSQL server")
-	}
-	cfg := testConfig(t, "")
-	postgresResource(t, &cfg)
-	if cfg.ResourcePostgres == "" {
-		t.Skip("no PostgreSQL server installed")
-	}
+	cfg := postgresConfig(t)
 	cfg.UnfencedWriter = true
 	cfg.Faults = []string{faultLateWrite}
 	cfg.Duration = 60 * time.Second
-	cfg.Clients, cfg.Locks, cfg.Seed = 4, 1, 7
-	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
+	cfg.Seed = 7
 	cfg.StopOnViolation = true
 	rep := runLogged(t, cfg)
 	db := 0
