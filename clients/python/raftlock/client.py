@@ -5,7 +5,9 @@ jeopardy) and tracks safe → jeopardy → safe or expired, counting the lease
 from the *send* time of the last acknowledged keepalive. A Lock's ``lost``
 event is set before the cluster could grant the lock to anyone else:
 ``lost_after(ttl, lock_delay)`` after that send time (docs/DESIGN.md, "The
-client's promise").
+client's promise"), or as soon as a keepalive answer names its grant as
+revoked (``Lock.revoked`` then says why). A keepalive answer's release
+requests set ``Lock.release_requested``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ._transport import DEFAULT_REQUEST_TIMEOUT, Transport, session_path
 from .errors import (
     InvalidArgument,
     LockBusy,
+    LockRevoked,
     NotHolder,
     RaftlockError,
     SessionNotFound,
@@ -201,6 +204,26 @@ def _deadline(timeout: Duration | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class ReleaseRequest:
+    """Who asked a lock's holder to release it (docs/API.md, "Release
+    requests"): the asking session's public handle and name, its holder id,
+    and when (the leader's RFC 3339 time). Never a session id."""
+
+    by_session_handle: str = ""
+    by_session_name: str = ""
+    by_holder: str = ""
+    at: str = ""
+
+
+def _grants(v: Any) -> list[dict[str, Any]]:
+    """The grants a keepalive answer lists under a field (``revoked``,
+    ``release_requested``): its objects, whatever else it holds left out."""
+    if not isinstance(v, list):
+        return []
+    return [g for g in v if isinstance(g, dict)]
+
+
+@dataclass(frozen=True)
 class _Opened:
     """What opening a session on the cluster gave: Session's constructor
     arguments (the id a secret, never in a repr)."""
@@ -238,6 +261,9 @@ class Session:
         self._last_send = _opened.sent  # send time of the last keepalive
         self._lapsed = False  # past the lost deadline: locks are lost
         self._locks: set[Lock] = set()
+        # The grants the last keepalive answer named as revoked: a grant
+        # whose acquire returns after that answer is lost at once.
+        self._revoked: list[dict[str, Any]] = []
         self._stop = False
         self._events: list[str] = []
         for target, name in ((self._keep, "keepalive"), (self._watch, "lease"), (self._notify, "events")):
@@ -361,9 +387,18 @@ class Session:
                 return
             except RaftlockError:
                 continue
+            revoked = _grants(ans.get("revoked"))
+            requested = _grants(ans.get("release_requested"))
             with self._cv:
                 if self._stop:
                     return
+                # A revoked grant is lost, and gone from the cluster (no
+                # release): before anything else of the answer.
+                self._revoked = revoked
+                hit = [(lk, g) for lk in self._locks for g in revoked if lk._is(g)]
+                for lk, _ in hit:
+                    self._locks.discard(lk)
+                asked = [(lk, g) for lk in self._locks for g in requested if lk._is(g)]
                 if sent > self._acked_sent:
                     self._acked_sent = sent
                     try:
@@ -378,6 +413,10 @@ class Session:
                 else:
                     stale = []
                 self._cv.notify_all()
+            for lk, g in hit:
+                lk._revoke(g)
+            for lk, g in asked:
+                lk._ask(g)
             for lk in stale:  # lost while in jeopardy: give it back
                 threading.Thread(target=lk._release_quietly, daemon=True).start()
 
@@ -472,6 +511,11 @@ class Session:
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
             self._locks.add(lk)
             lapsed = self._lapsed
+            hit = [g for g in self._revoked if lk._is(g)]
+            if hit:
+                self._locks.discard(lk)
+        if hit:
+            lk._revoke(hit[0])
         if lapsed:
             lk._lose()
 
@@ -489,7 +533,11 @@ class Lock:
 
     ``lost`` (a threading.Event) is set when the grant can no longer be
     trusted, always before the cluster could grant the lock to anyone else;
-    ``on_lost`` callbacks run then, on the session's thread."""
+    ``on_lost`` callbacks run then, on the session's thread. ``revoked`` is
+    a LockRevoked (set before ``lost``) when the cluster revoked the grant,
+    else None. ``release_requested`` (a threading.Event) is set when another
+    session asked the holder to release (``requested_by`` says who; the
+    holder chooses whether to)."""
 
     def __init__(self, session: Session, name: str, mode: str, wait: Duration | None, value: str) -> None:
         self.session = session
@@ -498,6 +546,10 @@ class Lock:
         self.value = value
         self.holder = secrets.token_hex(16)
         self.lost = threading.Event()
+        self.revoked: LockRevoked | None = None
+        self.release_requested = threading.Event()
+        self.requested_by: ReleaseRequest | None = None
+        self._asked_callbacks: list[Callable[[Lock], None]] = []
         self.sequencer: Sequencer | None = None
         self._wait = None if wait is None else _duration.seconds(wait)
         self._callbacks: list[Callable[[Lock], None]] = []
@@ -526,6 +578,51 @@ class Lock:
                 self._callbacks.append(f)
                 return
         f(self)
+
+    def on_release_requested(self, f: Callable[[Lock], None]) -> None:
+        """Calls f(lock) when another session asks the holder to release the
+        lock (at once if one has), from the session's thread."""
+        with self._mu:
+            if not self.release_requested.is_set():
+                self._asked_callbacks.append(f)
+                return
+        f(self)
+
+    def _is(self, g: dict[str, Any]) -> bool:
+        """Whether a keepalive answer's grant g is this lock's grant."""
+        try:
+            token = int(g.get("token", 0))
+        except (TypeError, ValueError):
+            return False
+        return self.token != 0 and g.get("name") == self.name and g.get("holder") == self.holder and token == self.token
+
+    def _revoke(self, g: dict[str, Any]) -> None:
+        """Loses the lock, revoked as g says (the grant is gone on the
+        cluster: nothing to release)."""
+        with self._mu:
+            if self.revoked is None:
+                self.revoked = LockRevoked(self.name, self.token, str(g.get("kind") or "admin"), str(g.get("reason") or ""))
+            self._held = False
+        self._lose()
+
+    def _ask(self, g: dict[str, Any]) -> None:
+        """Sets release_requested, once, with who asked."""
+        with self._mu:
+            if self.release_requested.is_set():
+                return
+            self.requested_by = ReleaseRequest(
+                str(g.get("by_session_handle", "")),
+                str(g.get("by_session_name", "")),
+                str(g.get("by_holder", "")),
+                str(g.get("at", "")),
+            )
+            self.release_requested.set()
+            cbs, self._asked_callbacks = self._asked_callbacks, []
+        for f in cbs:
+            try:
+                f(self)
+            except Exception:
+                pass
 
     def _lose(self) -> None:
         with self._mu:
