@@ -500,6 +500,19 @@ class Session:
         lk.acquire()
         return lk
 
+    def request_release(self, name: str, *, timeout: Duration = 30.0) -> None:
+        """Asks the holders of lock ``name`` to release it, on behalf of this
+        session (POST /v1/locks/request-release; write on the lock): each
+        sees it at its next keepalive (``Lock.release_requested``) and
+        chooses. A lock not held raises RaftlockError ``not_found``."""
+        try:
+            check_name(name)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
+        self._check_open()
+        body = {"name": name, "session": self.__id, "holder": "request-" + secrets.token_hex(8)}
+        self._t.call("POST", "/v1/locks/request-release", body, deadline=_deadline(timeout), idempotent=True)
+
     def _check_open(self) -> None:
         with self._cv:
             if self._state in (EXPIRED, CLOSED):

@@ -313,3 +313,15 @@ def test_a_release_request_is_shown_and_the_lock_kept(server):
     keepalives_answered(server, 2)
     assert called == [lk.requested_by]  # once, however many answers repeat it
     assert not lk.lost.is_set() and s.state == raftlock.SAFE  # the holder chooses
+
+
+def test_request_release_asks_for_the_lock_on_behalf_of_the_session(server):
+    s = open_session(server)
+    server.script.append((200, {"requested": True}, {}))
+    s.request_release("jobs/a")
+    body = [b for p, b, _ in server.seen if p == "/v1/locks/request-release"][0]
+    assert body["name"] == "jobs/a" and body["session"] == "sid-secret" and body["holder"].startswith("request-")
+    server.script.append((404, {"error": {"code": "not_found", "message": "lock \"jobs/b\" is not held"}}, {}))
+    with pytest.raises(raftlock.RaftlockError) as e:
+        s.request_release("jobs/b")
+    assert e.value.code == "not_found"

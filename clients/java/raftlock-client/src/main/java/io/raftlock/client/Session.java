@@ -492,6 +492,30 @@ public final class Session implements AutoCloseable {
         return new Election(this, name);
     }
 
+    /**
+     * Asks the holders of lock {@code name} to release it, on behalf of this
+     * session (POST /v1/locks/request-release; write on the lock): each sees
+     * it at its next keepalive ({@link Grant#releaseRequested()}) and
+     * chooses. Throws RaftlockException {@code not_found} for a lock not
+     * held, {@code session_not_found} once the session is over.
+     */
+    public void requestRelease(String name) throws InterruptedException {
+        try {
+            Sequencer.checkName(name);
+        } catch (MalformedSequencerException e) {
+            throw new RaftlockException(RaftlockException.INVALID_ARGUMENT, e.getMessage());
+        }
+        checkOpen();
+        byte[] b = new byte[8];
+        new java.security.SecureRandom().nextBytes(b);
+        ObjectNode body = Transport.JSON.createObjectNode();
+        body.put("name", name);
+        body.put("session", id);
+        body.put("holder", "request-" + java.util.HexFormat.of().formatHex(b));
+        t.call("POST", "/v1/locks/request-release", body,
+                new Transport.Call().deadline(System.nanoTime() + Math.max(ttl, t.requestTimeout.toNanos())).idempotent());
+    }
+
     void checkOpen() {
         mu.lock();
         try {

@@ -32,17 +32,21 @@ class RevocationTest {
     private final AtomicInteger keepalives = new AtomicInteger();
     private final AtomicInteger releases = new AtomicInteger();
     private final AtomicInteger nextToken = new AtomicInteger(3);
+    private final List<String> requests = new CopyOnWriteArrayList<>();
 
     private String serve() throws IOException {
         server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
         server.createContext("/", ex -> {
-            ex.getRequestBody().readAllBytes();
+            String body = new String(ex.getRequestBody().readAllBytes(), StandardCharsets.UTF_8);
             String p = ex.getRequestURI().getPath();
             if (p.equals("/v1/sessions")) {
                 reply(ex, "{\"id\":\"sid-secret\",\"ttl\":\"1s\",\"lock_delay\":\"0s\"}");
             } else if (p.equals("/v1/acquire")) {
                 int t = nextToken.get();
                 reply(ex, "{\"name\":\"a\",\"mode\":\"exclusive\",\"token\":" + t + ",\"sequencer\":\"rl1:x:" + t + ":a\"}");
+            } else if (p.equals("/v1/locks/request-release")) {
+                requests.add(body);
+                reply(ex, "{\"requested\":true}");
             } else if (p.equals("/v1/release")) {
                 releases.incrementAndGet();
                 reply(ex, "{\"released\":true}");
@@ -174,6 +178,18 @@ class RevocationTest {
             assertEquals(SessionState.SAFE, s.state());
             l.unlock();
             assertEquals(1, releases.get());
+        }
+    }
+
+    @Test
+    void requestReleaseAsksForTheLockOnBehalfOfTheSession() throws Exception {
+        try (Session s = open()) {
+            s.requestRelease("jobs/a");
+            assertEquals(1, requests.size());
+            com.fasterxml.jackson.databind.JsonNode b = new com.fasterxml.jackson.databind.ObjectMapper().readTree(requests.get(0));
+            assertEquals("jobs/a", b.path("name").asText());
+            assertEquals("sid-secret", b.path("session").asText());
+            assertTrue(b.path("holder").asText().startsWith("request-"));
         }
     }
 }
