@@ -50,22 +50,16 @@ const (
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient, faultLateWrite,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers}
+	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant}
 
 // diskFaults are the disk fault kinds (disks.go). They are not part of
 // "all": they need root and /dev/fuse, and put every data dir on a FUSE
 // mount; a run names them.
 var diskFaults = []string{faultPowerLoss, faultSlowDisk, faultFillDisk}
 
-// namedFaults are fault kinds that a run must name, outside "all":
-// revoke-grant, until every client the checker can drive (the Python and
-// Java conformance workers too) honours the "revoked" of a keepalive
-// answer; the Go client's workers do.
-var namedFaults = []string{faultRevokeGrant}
-
 // knownFaults are every fault kind --faults accepts, in the order reports
 // show them.
-var knownFaults = append(append(append([]string(nil), allFaults...), diskFaults...), namedFaults...)
+var knownFaults = append(append([]string(nil), allFaults...), diskFaults...)
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {

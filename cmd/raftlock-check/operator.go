@@ -28,8 +28,7 @@ import (
 //     sessions), then a new token made for it, with which it goes on in a
 //     new session;
 //   - revoke-grant: a holding client's grant revoked by an operator (POST
-//     /v1/locks/revoke): its session goes on, the grant ends (named
-//     explicitly, not in "all": see namedFaults);
+//     /v1/locks/revoke): its session goes on, the grant ends;
 //
 // and one must revoke nothing:
 //

@@ -112,7 +112,7 @@ const operatorFaultTime = 30 * time.Second
 // delete-token, rotate-members) cfg injects, as a count of durations.
 func operatorFaults(cfg Config) time.Duration {
 	var n time.Duration
-	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers} {
+	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant} {
 		if slices.Contains(cfg.Faults, k) {
 			n++
 		}

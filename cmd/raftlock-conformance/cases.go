@@ -54,6 +54,8 @@ func cases(cfg config) []testCase {
 		testCase{name: "election/observe-reports-every-leader-in-order", run: caseObserve},
 		testCase{name: "election/campaign-is-fifo", run: caseCampaign},
 		testCase{name: "secure/mutual-tls-and-acl-token", cluster: true, run: caseSecure},
+		testCase{name: "revoke/holder-told-before-next-grant", run: caseRevokedBeforeGrant},
+		testCase{name: "release-request/holder-told-lock-kept", run: caseReleaseRequested},
 	)
 	return cs
 }

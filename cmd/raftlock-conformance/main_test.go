@@ -92,6 +92,15 @@ func TestSuiteFailsANewHolderClient(t *testing.T) {
 	}
 }
 
+// TestSuiteFailsAClientIgnoringRevocations: a client that never reports
+// a revoked grant lost fails the revocation case.
+func TestSuiteFailsAClientIgnoringRevocations(t *testing.T) {
+	code, out := suiteRun(t, "-run", "revoke/", "-runs", "1", "-broken", "ignore-revoked")
+	if code != 1 || !strings.Contains(out, "FAIL  revoke/holder-told-before-next-grant") {
+		t.Fatalf("exit code %d, want 1 with the revocation case failed", code)
+	}
+}
+
 // TestProxyRecordsRequestsWithoutSessionIDs: the request lines the proxy
 // keeps (for the keepalive cadence) never hold a session id.
 func TestProxyRecordsRequestsWithoutSessionIDs(t *testing.T) {

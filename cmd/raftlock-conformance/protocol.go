@@ -53,9 +53,19 @@ type message struct {
 	// the lock is free).
 	Holders []uint64 `json:"holders,omitempty"`
 
-	// Event is the kind of an event: "lost" (Lock), "state" (Session,
-	// State), "lock_state" (Watch, Holders), "leader" (Watch, Value,
-	// Token, Sequencer).
+	// Kind and Reason say why a lost lock was lost when the cluster
+	// revoked its grant (event lost): the revocation's kind ("admin",
+	// "max_hold") and the operator's reason; absent otherwise.
+	Kind   string `json:"kind,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ByHolder is the holder id of whoever asked for a release (event
+	// release_requested).
+	ByHolder string `json:"by_holder,omitempty"`
+
+	// Event is the kind of an event: "lost" (Lock, Kind, Reason),
+	// "release_requested" (Lock, ByHolder), "state" (Session, State),
+	// "lock_state" (Watch, Holders), "leader" (Watch, Value, Token,
+	// Sequencer).
 	Event string `json:"event,omitempty"`
 	// At is when the event happened in the worker, in seconds since the
 	// Unix epoch (the host's clock, which the suite shares); the suite

@@ -30,7 +30,10 @@ import (
 //     the grant or keepalive, as a client that counts from the wrong moment
 //     and without a margin would;
 //   - "new-holder": a lock whose answer was lost is asked for again with a
-//     new holder id, as a client without holder-id retries would.
+//     new holder id, as a client without holder-id retries would;
+//   - "ignore-revoked": a lock whose grant the cluster revoked is never
+//     reported lost, as a client that ignores a keepalive answer's
+//     "revoked" would.
 type goWorker struct {
 	out    *json.Encoder
 	outMu  sync.Mutex
@@ -350,10 +353,27 @@ func (w *goWorker) watchLost(ref string, l *session.Lock) {
 		w.lateLost(ref, l)
 		return
 	}
-	select {
-	case <-l.Lost():
-		w.send(message{Event: "lost", Lock: ref, At: unixSeconds(time.Now())})
-	case <-w.ctx.Done():
+	asked := l.ReleaseRequested()
+	for {
+		select {
+		case <-asked:
+			asked = nil
+			by, _ := l.RequestedBy()
+			w.send(message{Event: "release_requested", Lock: ref, ByHolder: by.ByHolder, At: unixSeconds(time.Now())})
+			continue
+		case <-l.Lost():
+			ev := message{Event: "lost", Lock: ref, At: unixSeconds(time.Now())}
+			var rev *session.RevokedError
+			if errors.As(l.Err(), &rev) {
+				if w.broken == "ignore-revoked" {
+					return
+				}
+				ev.Kind, ev.Reason = rev.Kind, rev.Reason
+			}
+			w.send(ev)
+		case <-w.ctx.Done():
+		}
+		return
 	}
 }
 

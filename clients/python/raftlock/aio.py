@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from . import client as _sync
 from ._duration import Duration
+from .errors import LockRevoked
 from .fence import Sequencer
 
 T = TypeVar("T")
@@ -134,12 +135,23 @@ class Session:
 
 
 class Lock:
-    """An asyncio lock handle; ``lost`` is an asyncio.Event, set on the
-    loop when the sync handle's lost signal fires."""
+    """An asyncio lock handle; ``lost`` and ``release_requested`` are
+    asyncio.Events, set on the loop when the sync handle's are."""
 
     def __init__(self, lock: _sync.Lock) -> None:
         self._l = lock
         self.lost = asyncio.Event()
+        self.release_requested = asyncio.Event()
+
+    @property
+    def revoked(self) -> LockRevoked | None:
+        """Why the cluster revoked the grant (set before ``lost``), or None."""
+        return self._l.revoked
+
+    @property
+    def requested_by(self) -> _sync.ReleaseRequest | None:
+        """Who asked the holder to release (``release_requested``), or None."""
+        return self._l.requested_by
 
     @property
     def sequencer(self) -> Sequencer | None:
@@ -178,6 +190,7 @@ class Lock:
             fut.add_done_callback(give_back)
             raise
         self._l.on_lost(lambda _l: loop.call_soon_threadsafe(self.lost.set))
+        self._l.on_release_requested(lambda _l: loop.call_soon_threadsafe(self.release_requested.set))
         return self
 
     async def release(self) -> None:

@@ -5,7 +5,9 @@ jeopardy) and tracks safe → jeopardy → safe or expired, counting the lease
 from the *send* time of the last acknowledged keepalive. A Lock's ``lost``
 event is set before the cluster could grant the lock to anyone else:
 ``lost_after(ttl, lock_delay)`` after that send time (docs/DESIGN.md, "The
-client's promise").
+client's promise"), or as soon as a keepalive answer names its grant as
+revoked (``Lock.revoked`` then says why). A keepalive answer's release
+requests set ``Lock.release_requested``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .errors import (
     AlreadyHeld,
     InvalidArgument,
     LockBusy,
+    LockRevoked,
     NotHolder,
     RaftlockError,
     SessionNotFound,
@@ -202,6 +205,26 @@ def _deadline(timeout: Duration | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class ReleaseRequest:
+    """Who asked a lock's holder to release it (docs/API.md, "Release
+    requests"): the asking session's public handle and name, its holder id,
+    and when (the leader's RFC 3339 time). Never a session id."""
+
+    by_session_handle: str = ""
+    by_session_name: str = ""
+    by_holder: str = ""
+    at: str = ""
+
+
+def _grants(v: Any) -> list[dict[str, Any]]:
+    """The grants a keepalive answer lists under a field (``revoked``,
+    ``release_requested``): its objects, whatever else it holds left out."""
+    if not isinstance(v, list):
+        return []
+    return [g for g in v if isinstance(g, dict)]
+
+
+@dataclass(frozen=True)
 class _Opened:
     """What opening a session on the cluster gave: Session's constructor
     arguments (the id a secret, never in a repr)."""
@@ -240,6 +263,9 @@ class Session:
         self._lapsed = False  # past the lost deadline: locks are lost
         self._locks: set[Lock] = set()
         self._acquiring: set[str] = set()  # names an acquire is under way for
+        # The grants the last keepalive answer named as revoked: a grant
+        # whose acquire returns after that answer is lost at once.
+        self._revoked: list[dict[str, Any]] = []
         self._stop = False
         self._events: list[str] = []
         for target, name in ((self._keep, "keepalive"), (self._watch, "lease"), (self._notify, "events")):
@@ -363,9 +389,18 @@ class Session:
                 return
             except RaftlockError:
                 continue
+            revoked = _grants(ans.get("revoked"))
+            requested = _grants(ans.get("release_requested"))
             with self._cv:
                 if self._stop:
                     return
+                # A revoked grant is lost, and gone from the cluster (no
+                # release): before anything else of the answer.
+                self._revoked = revoked
+                hit = [(lk, g) for lk in self._locks for g in revoked if lk._is(g)]
+                for lk, _ in hit:
+                    self._locks.discard(lk)
+                asked = [(lk, g) for lk in self._locks for g in requested if lk._is(g)]
                 if sent > self._acked_sent:
                     self._acked_sent = sent
                     try:
@@ -380,6 +415,10 @@ class Session:
                 else:
                     stale = []
                 self._cv.notify_all()
+            for lk, g in hit:
+                lk._revoke(g)
+            for lk, g in asked:
+                lk._ask(g)
             for lk in stale:  # lost while in jeopardy: give it back
                 threading.Thread(target=lk._release_quietly, daemon=True).start()
 
@@ -463,6 +502,19 @@ class Session:
         lk.acquire()
         return lk
 
+    def request_release(self, name: str, *, timeout: Duration = 30.0) -> None:
+        """Asks the holders of lock ``name`` to release it, on behalf of this
+        session (POST /v1/locks/request-release; write on the lock): each
+        sees it at its next keepalive (``Lock.release_requested``) and
+        chooses. A lock not held raises RaftlockError ``not_found``."""
+        try:
+            check_name(name)
+        except ValueError as e:
+            raise InvalidArgument(str(e)) from None
+        self._check_open()
+        body = {"name": name, "session": self.__id, "holder": "request-" + secrets.token_hex(8)}
+        self._t.call("POST", "/v1/locks/request-release", body, deadline=_deadline(timeout), idempotent=True)
+
     def _check_open(self) -> None:
         with self._cv:
             if self._state in (EXPIRED, CLOSED):
@@ -497,6 +549,11 @@ class Session:
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
             self._locks.add(lk)
             lapsed = self._lapsed
+            hit = [g for g in self._revoked if lk._is(g)]
+            if hit:
+                self._locks.discard(lk)
+        if hit:
+            lk._revoke(hit[0])
         if lapsed:
             lk._lose()
 
@@ -514,7 +571,11 @@ class Lock:
 
     ``lost`` (a threading.Event) is set when the grant can no longer be
     trusted, always before the cluster could grant the lock to anyone else;
-    ``on_lost`` callbacks run then, on the session's thread."""
+    ``on_lost`` callbacks run then, on the session's thread. ``revoked`` is
+    a LockRevoked (set before ``lost``) when the cluster revoked the grant,
+    else None. ``release_requested`` (a threading.Event) is set when another
+    session asked the holder to release (``requested_by`` says who; the
+    holder chooses whether to)."""
 
     def __init__(self, session: Session, name: str, mode: str, wait: Duration | None, value: str) -> None:
         self.session = session
@@ -523,6 +584,10 @@ class Lock:
         self.value = value
         self.holder = secrets.token_hex(16)
         self.lost = threading.Event()
+        self.revoked: LockRevoked | None = None
+        self.release_requested = threading.Event()
+        self.requested_by: ReleaseRequest | None = None
+        self._asked_callbacks: list[Callable[[Lock], None]] = []
         self.sequencer: Sequencer | None = None
         self._wait = None if wait is None else _duration.seconds(wait)
         self._callbacks: list[Callable[[Lock], None]] = []
@@ -551,6 +616,51 @@ class Lock:
                 self._callbacks.append(f)
                 return
         f(self)
+
+    def on_release_requested(self, f: Callable[[Lock], None]) -> None:
+        """Calls f(lock) when another session asks the holder to release the
+        lock (at once if one has), from the session's thread."""
+        with self._mu:
+            if not self.release_requested.is_set():
+                self._asked_callbacks.append(f)
+                return
+        f(self)
+
+    def _is(self, g: dict[str, Any]) -> bool:
+        """Whether a keepalive answer's grant g is this lock's grant."""
+        try:
+            token = int(g.get("token", 0))
+        except (TypeError, ValueError):
+            return False
+        return self.token != 0 and g.get("name") == self.name and g.get("holder") == self.holder and token == self.token
+
+    def _revoke(self, g: dict[str, Any]) -> None:
+        """Loses the lock, revoked as g says (the grant is gone on the
+        cluster: nothing to release)."""
+        with self._mu:
+            if self.revoked is None:
+                self.revoked = LockRevoked(self.name, self.token, str(g.get("kind") or "admin"), str(g.get("reason") or ""))
+            self._held = False
+        self._lose()
+
+    def _ask(self, g: dict[str, Any]) -> None:
+        """Sets release_requested, once, with who asked."""
+        with self._mu:
+            if self.release_requested.is_set():
+                return
+            self.requested_by = ReleaseRequest(
+                str(g.get("by_session_handle", "")),
+                str(g.get("by_session_name", "")),
+                str(g.get("by_holder", "")),
+                str(g.get("at", "")),
+            )
+            self.release_requested.set()
+            cbs, self._asked_callbacks = self._asked_callbacks, []
+        for f in cbs:
+            try:
+                f(self)
+            except Exception:
+                pass
 
     def _lose(self) -> None:
         with self._mu:

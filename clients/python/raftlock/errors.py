@@ -82,6 +82,28 @@ class AlreadyHeld(RaftlockError):
     code = "already_held"
 
 
+class LockRevoked(RaftlockError):
+    """A lock's grant was revoked by the cluster: an operator's revocation
+    (``kind`` "admin", with the operator's ``reason``) or the end of its
+    hold limit (``kind`` "max_hold"). The lock's ``lost`` was set when a
+    keepalive answer named the grant, before the cluster could grant the
+    lock again (docs/API.md, "Revocation and operator sessions"). Its code
+    is "lock_lost", as ``raftlock exec`` reports it."""
+
+    code = "lock_lost"
+
+    def __init__(self, name: str, token: int, kind: str, reason: str) -> None:
+        self.name = name
+        self.token = token
+        self.kind = kind
+        self.reason = reason
+        if kind == "max_hold":
+            msg = f"lock {name!r} (token {token}) revoked: its hold limit (max_hold) ran out"
+        else:
+            msg = f"lock {name!r} (token {token}) revoked by an operator: {reason}"
+        super().__init__(msg)
+
+
 _BY_CODE = {
     c.code: c
     for c in (

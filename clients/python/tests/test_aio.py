@@ -45,3 +45,26 @@ def test_aio_try_lock_raises_lock_busy(server):  # noqa: F811
         await s.close()
 
     asyncio.run(main())
+
+
+def test_aio_a_revoked_lock_is_lost_and_a_release_request_shown(server):  # noqa: F811
+    server.script = [
+        (200, {"id": "sid", "ttl": "1s", "lock_delay": "0s"}, {}),
+        (200, {"name": "a", "mode": "exclusive", "token": 9, "sequencer": "rl1:x:9:a"}, {}),
+        (200, {"closed": True}, {}),
+    ]
+
+    async def main():
+        s = await raftlock.aio.Client([addr(server)]).session(ttl=1.0, lock_delay=0)
+        lk = await s.try_lock("a")
+        server.keepalive_extra = {
+            "release_requested": [{"name": "a", "holder": lk.holder, "token": 9, "by_session_name": "waiter"}]
+        }
+        await asyncio.wait_for(lk.release_requested.wait(), 3)
+        assert lk.requested_by.by_session_name == "waiter" and not lk.lost.is_set()
+        server.keepalive_extra = {"revoked": [{"name": "a", "holder": lk.holder, "token": 9, "kind": "admin", "reason": "r"}]}
+        await asyncio.wait_for(lk.lost.wait(), 3)
+        assert lk.revoked.reason == "r"
+        await s.close()
+
+    asyncio.run(main())

@@ -58,7 +58,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(n) or b"{}")
         self.server.seen.append((self.path, body, dict(self.headers)))
         if self.server.auto_keepalive and self.path.endswith("/keepalive"):
-            status, ans, hdrs = 200, {"ttl": "1s"}, {}
+            status, ans, hdrs = 200, {"ttl": "1s", **self.server.keepalive_extra}, {}
+            self.server.keepalives += 1
         else:
             status, ans, hdrs = self.server.script.pop(0)
         if status is None:
@@ -83,6 +84,7 @@ def server():
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.script, srv.seen, srv.hold = [], [], threading.Event()
     srv.auto_keepalive = True  # keepalives answered apart from the script
+    srv.keepalive_extra, srv.keepalives = {}, 0  # fields every keepalive answer adds; answers sent
     t = threading.Thread(target=srv.serve_forever, daemon=True)
     t.start()
     yield srv
@@ -262,3 +264,108 @@ def test_a_second_acquire_while_one_waits_fails_with_already_held(server):
         s.try_lock("q")
     assert "acquiring" in str(e.value)
     t.join(10)
+
+
+def keepalives_answered(server, n, timeout=5.0):
+    """Waits until n more keepalives were answered (with what the server
+    answers now)."""
+    want = server.keepalives + n
+    deadline = time.monotonic() + timeout
+    while server.keepalives < want:
+        assert time.monotonic() < deadline, "no keepalive answered"
+        time.sleep(0.02)
+
+
+def grant(server, name, token):
+    server.script.append((200, {"name": name, "mode": "exclusive", "token": token, "sequencer": f"rl1:x:{token}:{name}"}, {}))
+
+
+def test_a_revoked_grant_is_lost_at_the_next_keepalive_with_the_operators_reason(server):
+    s = open_session(server)
+    grant(server, "a", 3)
+    lk = s.try_lock("a")
+    reasons = []
+    lk.on_lost(lambda l: reasons.append(l.revoked))
+    server.keepalive_extra = {
+        "revoked": [{"name": "a", "holder": lk.holder, "token": 3, "kind": "admin", "reason": "stuck job"}]
+    }
+    assert lk.lost.wait(3)
+    assert isinstance(lk.revoked, raftlock.LockRevoked)
+    assert reasons == [lk.revoked]  # set before lost: on_lost sees it
+    assert (lk.revoked.kind, lk.revoked.reason, lk.revoked.token) == ("admin", "stuck job", 3)
+    assert str(lk.revoked) == "lock_lost: lock 'a' (token 3) revoked by an operator: stuck job"
+    assert s.state == raftlock.SAFE  # the session goes on
+    n = len(server.seen)
+    lk.release()  # the grant is gone on the cluster: nothing to send
+    assert not [p for p, _, _ in server.seen[n:] if p == "/v1/release"]
+
+
+def test_a_hold_limit_revocation_says_so(server):
+    s = open_session(server)
+    grant(server, "a", 4)
+    lk = s.try_lock("a")
+    server.keepalive_extra = {"revoked": [{"name": "a", "holder": lk.holder, "token": 4, "kind": "max_hold", "reason": ""}]}
+    assert lk.lost.wait(3)
+    assert lk.revoked.kind == "max_hold"
+    assert "hold limit (max_hold) ran out" in str(lk.revoked)
+
+
+def test_a_revocation_of_another_grant_loses_nothing(server):
+    # An earlier grant of the same holder id (another token), another
+    # holder, another lock: none of them is this grant.
+    s = open_session(server)
+    grant(server, "a", 5)
+    lk = s.try_lock("a")
+    server.keepalive_extra = {
+        "revoked": [
+            {"name": "a", "holder": lk.holder, "token": 4, "kind": "admin", "reason": "old"},
+            {"name": "a", "holder": "someone-else", "token": 5, "kind": "admin", "reason": "other"},
+            {"name": "b", "holder": lk.holder, "token": 5, "kind": "admin", "reason": "other lock"},
+            "not an object",
+        ]
+    }
+    keepalives_answered(server, 3)
+    assert not lk.lost.is_set() and lk.revoked is None
+
+
+def test_a_grant_answered_after_a_keepalive_named_it_revoked_is_lost_at_once(server):
+    # The keepalive answer can overtake the acquire's answer: the session
+    # remembers the last answer's revocations for grants still to come.
+    s = open_session(server)
+    lk = s.lock("a", wait=0)
+    server.keepalive_extra = {"revoked": [{"name": "a", "holder": lk.holder, "token": 6, "kind": "admin", "reason": "r"}]}
+    keepalives_answered(server, 1)
+    grant(server, "a", 6)
+    lk.acquire()
+    assert lk.lost.is_set() and lk.revoked.reason == "r"
+
+
+def test_a_release_request_is_shown_and_the_lock_kept(server):
+    s = open_session(server)
+    grant(server, "a", 7)
+    lk = s.try_lock("a")
+    called = []
+    lk.on_release_requested(lambda l: called.append(l.requested_by))
+    server.keepalive_extra = {
+        "release_requested": [
+            {"name": "a", "holder": lk.holder, "token": 7, "by_session_handle": "1f0c9a7be24d5e86",
+             "by_session_name": "waiter", "by_holder": "w1", "at": "2026-11-27T16:00:00Z"}
+        ]
+    }
+    assert lk.release_requested.wait(3)
+    assert lk.requested_by == raftlock.ReleaseRequest("1f0c9a7be24d5e86", "waiter", "w1", "2026-11-27T16:00:00Z")
+    keepalives_answered(server, 2)
+    assert called == [lk.requested_by]  # once, however many answers repeat it
+    assert not lk.lost.is_set() and s.state == raftlock.SAFE  # the holder chooses
+
+
+def test_request_release_asks_for_the_lock_on_behalf_of_the_session(server):
+    s = open_session(server)
+    server.script.append((200, {"requested": True}, {}))
+    s.request_release("jobs/a")
+    body = [b for p, b, _ in server.seen if p == "/v1/locks/request-release"][0]
+    assert body["name"] == "jobs/a" and body["session"] == "sid-secret" and body["holder"].startswith("request-")
+    server.script.append((404, {"error": {"code": "not_found", "message": "lock \"jobs/b\" is not held"}}, {}))
+    with pytest.raises(raftlock.RaftlockError) as e:
+        s.request_release("jobs/b")
+    assert e.value.code == "not_found"

@@ -1,6 +1,7 @@
 package io.raftlock.client;
 
 import java.time.Duration;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
@@ -98,6 +99,24 @@ public final class FencedLock implements Lock {
     /** Completes when the calling thread's grant is lost; IllegalMonitorStateException if it does not hold the lock. */
     public CompletableFuture<Void> lost() {
         return grant().lost();
+    }
+
+    /**
+     * Why the cluster revoked the calling thread's grant (an operator, or its
+     * hold limit), set before {@link #lost()} completes; empty if it did not.
+     * IllegalMonitorStateException if the thread does not hold the lock.
+     */
+    public Optional<LockRevokedException> revoked() {
+        return grant().revoked();
+    }
+
+    /**
+     * Completes, with who asked, when another session asks the calling
+     * thread's grant to be released (the holder chooses whether to);
+     * IllegalMonitorStateException if the thread does not hold the lock.
+     */
+    public CompletableFuture<ReleaseRequest> releaseRequested() {
+        return grant().releaseRequested();
     }
 
     /** The calling thread's grant; IllegalMonitorStateException if it does not hold the lock. */

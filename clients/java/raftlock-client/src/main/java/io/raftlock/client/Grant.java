@@ -5,15 +5,20 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.security.SecureRandom;
 import java.time.Duration;
 import java.util.HexFormat;
+import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 
 /**
  * One grant of a lock to a session, under one holder id for its lifetime
  * (the id that makes an acquire safe to retry after an unknown outcome, and
  * keeps a waiter's FIFO place across long waits). {@link #lost()} completes
  * when the grant can no longer be trusted, always before the cluster could
- * grant the lock to anyone else.
+ * grant the lock to anyone else; {@link #revoked()} says when that was the
+ * cluster's revocation, and why. {@link #releaseRequested()} completes when
+ * another session asks the holder to release.
  */
 public final class Grant {
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -24,6 +29,8 @@ public final class Grant {
     private final String value;
     private final String holder;
     private final CompletableFuture<Void> lost = new CompletableFuture<>();
+    private final AtomicReference<LockRevokedException> revoked = new AtomicReference<>();
+    private final CompletableFuture<ReleaseRequest> requested = new CompletableFuture<>();
     private volatile Sequencer sequencer;
     private volatile boolean held;
 
@@ -83,8 +90,52 @@ public final class Grant {
         lost.thenRun(r);
     }
 
+    /**
+     * Why the cluster revoked the grant (an operator's revocation or its hold
+     * limit), set before {@link #lost()} completes; empty if it did not.
+     */
+    public Optional<LockRevokedException> revoked() {
+        return Optional.ofNullable(revoked.get());
+    }
+
+    /**
+     * Completes, with who asked, when another session asks the holder to
+     * release the grant (at the holder's next keepalive). Nothing else
+     * changes: the holder chooses whether and when to release.
+     */
+    public CompletableFuture<ReleaseRequest> releaseRequested() {
+        return requested.copy(); // a caller completing it cannot fake a request
+    }
+
+    /** Runs {@code c} with the release request when one comes (at once if it has), on the session's thread; it must return quickly. */
+    public void onReleaseRequested(Consumer<ReleaseRequest> c) {
+        requested.thenAccept(c);
+    }
+
     void lose() {
         lost.complete(null);
+    }
+
+    /** Whether a keepalive answer's grant {@code g} is this grant. */
+    boolean is(JsonNode g) {
+        long tok = token();
+        return tok != 0 && g.path("name").asText("").equals(name) && g.path("holder").asText("").equals(holder)
+                && g.path("token").asLong(0) == tok;
+    }
+
+    /** Loses the grant, revoked as {@code g} says: it is gone on the cluster, nothing to release. */
+    void revoke(JsonNode g) {
+        String kind = g.path("kind").asText("");
+        revoked.compareAndSet(null, new LockRevokedException(name, token(), kind.isEmpty() ? "admin" : kind,
+                g.path("reason").asText("")));
+        held = false;
+        lose();
+    }
+
+    /** Completes {@link #releaseRequested()} with who asked, once. */
+    void ask(JsonNode g) {
+        requested.complete(new ReleaseRequest(g.path("by_session_handle").asText(""),
+                g.path("by_session_name").asText(""), g.path("by_holder").asText(""), g.path("at").asText("")));
     }
 
     /**

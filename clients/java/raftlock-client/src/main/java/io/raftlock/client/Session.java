@@ -49,6 +49,9 @@ public final class Session implements AutoCloseable {
     private boolean lapsed; // past the lost deadline: the grants are lost
     private boolean stop;
     private final Set<Grant> grants = new LinkedHashSet<>();
+    // The grants the last keepalive answer named as revoked: a grant whose
+    // acquire returns after that answer is lost at once.
+    private List<JsonNode> revoked = List.of();
     private final ArrayDeque<SessionState> events = new ArrayDeque<>();
     private final List<Consumer<SessionState>> listeners = new CopyOnWriteArrayList<>();
     private final CompletableFuture<Void> lost = new CompletableFuture<>();
@@ -257,10 +260,38 @@ public final class Session implements AutoCloseable {
                 return;
             }
             List<Grant> stale = new ArrayList<>();
+            List<JsonNode> rs = grantsOf(ans.path("revoked"));
+            List<JsonNode> asks = grantsOf(ans.path("release_requested"));
+            List<Grant> hit = new ArrayList<>();
+            List<JsonNode> hitWhy = new ArrayList<>();
+            List<Grant> asked = new ArrayList<>();
+            List<JsonNode> askedBy = new ArrayList<>();
             mu.lock();
             try {
                 if (stop) {
                     return;
+                }
+                // A revoked grant is lost, and gone from the cluster (no
+                // release): before anything else of the answer.
+                revoked = rs;
+                for (Grant g : grants) {
+                    for (JsonNode r : rs) {
+                        if (g.is(r)) {
+                            hit.add(g);
+                            hitWhy.add(r);
+                            break;
+                        }
+                    }
+                }
+                grants.removeAll(hit);
+                for (Grant g : grants) {
+                    for (JsonNode r : asks) {
+                        if (g.is(r)) {
+                            asked.add(g);
+                            askedBy.add(r);
+                            break;
+                        }
+                    }
                 }
                 if (sent - ackedSent > 0) {
                     ackedSent = sent;
@@ -286,10 +317,30 @@ public final class Session implements AutoCloseable {
             } finally {
                 mu.unlock();
             }
+            for (int i = 0; i < hit.size(); i++) {
+                hit.get(i).revoke(hitWhy.get(i));
+            }
+            for (int i = 0; i < asked.size(); i++) {
+                asked.get(i).ask(askedBy.get(i));
+            }
             for (Grant g : stale) { // lost while in jeopardy: give it back
                 daemon(g::releaseQuietly, "release");
             }
         }
+    }
+
+    /** The objects of a keepalive answer's list field ({@code revoked}, {@code release_requested}). */
+    private static List<JsonNode> grantsOf(JsonNode v) {
+        if (!v.isArray()) {
+            return List.of();
+        }
+        List<JsonNode> out = new ArrayList<>();
+        for (JsonNode g : v) {
+            if (g.isObject()) {
+                out.add(g);
+            }
+        }
+        return out;
     }
 
     private void watchLease() {
@@ -441,6 +492,30 @@ public final class Session implements AutoCloseable {
         return new Election(this, name);
     }
 
+    /**
+     * Asks the holders of lock {@code name} to release it, on behalf of this
+     * session (POST /v1/locks/request-release; write on the lock): each sees
+     * it at its next keepalive ({@link Grant#releaseRequested()}) and
+     * chooses. Throws RaftlockException {@code not_found} for a lock not
+     * held, {@code session_not_found} once the session is over.
+     */
+    public void requestRelease(String name) throws InterruptedException {
+        try {
+            Sequencer.checkName(name);
+        } catch (MalformedSequencerException e) {
+            throw new RaftlockException(RaftlockException.INVALID_ARGUMENT, e.getMessage());
+        }
+        checkOpen();
+        byte[] b = new byte[8];
+        new java.security.SecureRandom().nextBytes(b);
+        ObjectNode body = Transport.JSON.createObjectNode();
+        body.put("name", name);
+        body.put("session", id);
+        body.put("holder", "request-" + java.util.HexFormat.of().formatHex(b));
+        t.call("POST", "/v1/locks/request-release", body,
+                new Transport.Call().deadline(System.nanoTime() + Math.max(ttl, t.requestTimeout.toNanos())).idempotent());
+    }
+
     void checkOpen() {
         mu.lock();
         try {
@@ -455,6 +530,7 @@ public final class Session implements AutoCloseable {
 
     void register(Grant g) {
         boolean l;
+        JsonNode why = null;
         mu.lock();
         try {
             if (state == SessionState.EXPIRED || state == SessionState.CLOSED) {
@@ -463,8 +539,18 @@ public final class Session implements AutoCloseable {
             }
             grants.add(g);
             l = lapsed;
+            for (JsonNode r : revoked) {
+                if (g.is(r)) {
+                    why = r;
+                    grants.remove(g);
+                    break;
+                }
+            }
         } finally {
             mu.unlock();
+        }
+        if (why != null) {
+            g.revoke(why);
         }
         if (l) {
             g.lose();

@@ -331,6 +331,12 @@ public final class Worker {
         g.onLost(() -> {
             ObjectNode e = event("lost");
             e.put("lock", ref).put("at", now());
+            g.revoked().ifPresent(r -> e.put("kind", r.kind()).put("reason", r.reason()));
+            send(e);
+        });
+        g.onReleaseRequested(r -> {
+            ObjectNode e = event("release_requested");
+            e.put("lock", ref).put("by_holder", r.byHolder()).put("at", now());
             send(e);
         });
         locks.put(ref, g);
