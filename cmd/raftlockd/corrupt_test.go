@@ -168,6 +168,18 @@ func damagedFollower(t *testing.T, store string, damage func(t *testing.T, dataD
 		}
 		return nil
 	})
+	// One last write alone, once the follower has everything before it:
+	// its log then ends in an append batch of that one entry, and the
+	// command before it (what a WAL damage hits, since raft-wal drops a
+	// torn final batch) is surely within the trailing logs the follower
+	// keeps. A follower that lagged under load could otherwise take a
+	// batch longer than them last, and the damage would hit an entry the
+	// compaction has already let go of (seen once in a loaded run).
+	followerHasAll(t, ctx, c, f, cl)
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "dmg/last", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	followerHasAll(t, ctx, c, f, cl)
 	if code, err := c.Stop(f, 30*time.Second); err != nil || code != 0 {
 		t.Fatalf("stop %s: exit %d, %v", c.Nodes[f].ID, code, err)
 	}
@@ -178,6 +190,28 @@ func damagedFollower(t *testing.T, store string, damage func(t *testing.T, dataD
 		t.Fatalf("the damaged follower: %v\n%s", err, c.Nodes[f].Log())
 	}
 	return code, c.Nodes[f].Log(), c
+}
+
+// followerHasAll waits until node f has applied everything the leader
+// has committed.
+func followerHasAll(t *testing.T, ctx context.Context, c *proccluster.Cluster, f int, cl *client.Client) {
+	t.Helper()
+	info, err := cl.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc, err := client.NewClient([]string{c.Nodes[f].HTTPAddr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.CloseIdleConnections()
+	proccluster.Eventually(t, time.Minute, "the follower applies the leader's log", func() error {
+		h, err := fc.Health(ctx)
+		if err != nil || h.AppliedIndex < info.CommitIndex {
+			return fmt.Errorf("applied %d of %d (%v)", h.AppliedIndex, info.CommitIndex, err)
+		}
+		return nil
+	})
 }
 
 // Each damaged data dir of the issue ends in a clean refusal: exit 1, a
