@@ -26,13 +26,33 @@ func testConfig(t *testing.T, unsafeFault string) Config {
 	}
 	cfg := defaultConfig()
 	cfg.Raftlockd = bin
-	cfg.Out = t.TempDir()
+	cfg.Out = keptOnFailure(t)
 	cfg.ClientCommand = []string{os.Args[0]}
 	cfg.ClientEnv = []string{clientEnv}
 	cfg.CheckTimeout = time.Minute
 	cfg.LogLevel = "warn"
 	cfg.UnsafeFault = unsafeFault
 	return cfg
+}
+
+// keptOnFailure returns a new directory for a run's logs and history that
+// outlives a failed test (its path is logged), unlike t.TempDir: a
+// violation found once under load must be readable afterwards. A passing
+// test removes it.
+func keptOnFailure(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "raftlock-check-"+strings.ReplaceAll(t.Name(), "/", "_")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the run's logs and history are kept in %s", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
 }
 
 // dropPartitions removes the partition faults from cfg when iptables
