@@ -190,10 +190,16 @@ func TestClientSemaphoreOverHTTP(t *testing.T) {
 	client := c.client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s := openSession(t, ctx, client, session.TTL(5*time.Second), session.Name("pool-user"))
+	// One session per slot: a Go Session holds a name once (locks are
+	// not re-entrant, DESIGN.md "Re-entrancy"), a semaphore's slots too.
+	var ss []*session.Session
+	for range 3 {
+		ss = append(ss, openSession(t, ctx, client, session.TTL(5*time.Second), session.Name("pool-user")))
+	}
+	s := ss[2] // the third user, who finds the pool full
 	var held []*session.Lock
 	for i := range 2 {
-		l, err := s.Lock(ctx, "pool", session.Permits(2))
+		l, err := ss[i].Lock(ctx, "pool", session.Permits(2))
 		if err != nil {
 			t.Fatal(err)
 		}
