@@ -348,3 +348,33 @@ func TestIdleHTTP2ConnectionIsClosed(t *testing.T) {
 		}
 	}
 }
+
+// A request that reaches a follower over HTTP/2 is forwarded to the
+// leader (over HTTP/1.1, as every forwarded request) and answered as
+// over HTTP/1.1: the leader serves it, the follower serves nothing.
+func TestHTTP2RequestIsForwardedToTheLeader(t *testing.T) {
+	leader := httpapitest.New("n1")
+	lts := newTestServer(t, leader)
+	follower := httpapitest.New("n2")
+	follower.SetLeader(api.LeaderInfo{ID: "n1", HTTPAddr: hostOf(lts), Term: 3})
+	addr := serveConfigured(t, NewServer(follower), time.Minute, ReadTimeout, nil)
+	c, err := client.NewClient([]string{addr}, client.WithHTTP2())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	ctx := testCtx(t)
+	s, err := c.OpenSession(ctx, api.OpenRequest{Name: "h2-via-follower"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := c.Acquire(ctx, api.AcquireRequest{Name: "f", Session: s.ID, Holder: "h"}); err != nil || g.Term != 3 {
+		t.Fatalf("an acquire over HTTP/2 through a follower: %+v, %v", g, err)
+	}
+	if n := leader.Calls("Acquire"); n != 1 {
+		t.Fatalf("the leader served %d acquires, want 1", n)
+	}
+	if n := follower.Calls("*"); n != 0 {
+		t.Fatalf("the follower served %d calls itself", n)
+	}
+}
