@@ -378,3 +378,23 @@ func TestHTTP2RequestIsForwardedToTheLeader(t *testing.T) {
 		t.Fatalf("the follower served %d calls itself", n)
 	}
 }
+
+// The peer port stays HTTP/1.1 only: members forward and call over it,
+// and HTTP/2 there would be one more protocol to defend for no use.
+func TestPeerPortSpeaksHTTP1Only(t *testing.T) {
+	addr := string(newTLSPeerPort(t, httpapitest.New("n1"), nil).Transport.LocalAddr())
+	h1 := &http.Client{Transport: &http.Transport{}}
+	defer h1.CloseIdleConnections()
+	resp, err := h1.Get("http://" + addr + "/v1/health")
+	if err != nil {
+		t.Fatalf("HTTP/1.1 to the peer port: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("HTTP/1.1 to the peer port: HTTP %d", resp.StatusCode)
+	}
+	if resp, err := h2Client(t, nil).Get("http://" + addr + "/v1/health"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("h2c to the peer port was served (%s %d), want refused", resp.Proto, resp.StatusCode)
+	}
+}
