@@ -190,6 +190,16 @@ const (
 	MaxMaxConnsPerIP = 1 << 20
 )
 
+// MaxStreamsPerConn bounds the requests one HTTP/2 connection to a
+// node's API port carries at once (http.HTTP2Config.MaxConcurrentStreams,
+// announced in the server's SETTINGS): with the per-IP connection cap it
+// bounds the requests one source IP has in flight over HTTP/2
+// (MaxConnsPerIP × MaxStreamsPerConn), as the cap alone does over HTTP/1.1
+// (one request per connection). A waiting acquire or a blocking query
+// holds its stream while it waits; the Go client opens a further
+// connection when one is full.
+const MaxStreamsPerConn = 100
+
 // DefaultIdleTimeout is how long a node keeps a connection that carries
 // no request open (raftlockd --http-idle-timeout): above the Go
 // client's 90 s (transport/client.Client, the forwarding proxy), so that a

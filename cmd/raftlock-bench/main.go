@@ -29,6 +29,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -42,25 +43,39 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// command is raftlock-bench's command line. --route leader puts the
-// leader's address first in every client.
-var command = bench.Command{
-	Name:        "raftlock-bench",
-	DefaultAddr: "127.0.0.1:7001",
-	LeaderRoute: "leader",
-	OtherRoute:  "given",
-	RouteUsage:  "leader: clients start at the leader's address; given: in --addr order (followers forward)",
-	Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
-		conns := max(c.Clients, c.Workers) + 16
-		return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader)
-	},
+// newCommand returns raftlock-bench's command line. --route leader puts
+// the leader's address first in every client; --http chooses the protocol
+// of every client (HTTP/1.1, or HTTP/2: one multiplexed connection per
+// node for the whole run).
+func newCommand() *bench.Command {
+	var proto string
+	return &bench.Command{
+		Name:        "raftlock-bench",
+		DefaultAddr: "127.0.0.1:7001",
+		LeaderRoute: "leader",
+		OtherRoute:  "given",
+		RouteUsage:  "leader: clients start at the leader's address; given: in --addr order (followers forward)",
+		Flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&proto, "http", "1.1", "protocol of the clients: 1.1 (a connection per request in flight) or 2 (h2c, or h2 over TLS: one multiplexed connection per node)")
+		},
+		Check: func(*bench.Options) error {
+			if proto != "1.1" && proto != "2" {
+				return fmt.Errorf("--http %q: want 1.1 or 2", proto)
+			}
+			return nil
+		},
+		Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
+			conns := max(c.Clients, c.Workers) + 16
+			return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto == "2")
+		},
+	}
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "compare" {
 		return compare(args[1:], stdout, stderr)
 	}
-	return command.Main(args, stdout, stderr)
+	return newCommand().Main(args, stdout, stderr)
 }
 
 // compare prints the comparison table of files of JSON result lines: of

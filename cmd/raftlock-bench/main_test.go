@@ -16,7 +16,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	c, err := command.Parse([]string{"--addr", "a:1, b:2", "--scenario", "c", "--sessions", "10", "--held-locks", "50",
+	c, err := newCommand().Parse([]string{"--addr", "a:1, b:2", "--scenario", "c", "--sessions", "10", "--held-locks", "50",
 		"--pids", "n1=10,n2=20", "--route", "given", "--ttl", "3s"}, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
@@ -25,7 +25,7 @@ func TestParse(t *testing.T) {
 		c.HeldLocks != 10 || c.PIDs["n2"] != 20 || c.Leader || c.TTL != 3*time.Second {
 		t.Fatalf("parsed %+v", c)
 	}
-	c, err = command.Parse(nil, &bytes.Buffer{})
+	c, err = newCommand().Parse(nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestParse(t *testing.T) {
 		{"--route", "sideways"},
 		{"extra"},
 	} {
-		if _, err := command.Parse(bad, &bytes.Buffer{}); err == nil {
+		if _, err := newCommand().Parse(bad, &bytes.Buffer{}); err == nil {
 			t.Errorf("parse %q: no error", bad)
 		}
 	}

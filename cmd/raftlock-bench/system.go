@@ -33,12 +33,17 @@ var _ bench.System = (*system)(nil)
 // address is moved to the front, so that clients talk to the leader
 // rather than through a forwarding follower (they still move on to the
 // others when it fails).
-func newSystem(ctx context.Context, addrs []string, ttl time.Duration, conns int, leaderFirst bool) (*system, error) {
-	s := &system{addrs: slices.Clone(addrs), ttl: ttl, hc: &http.Client{Transport: &http.Transport{
+func newSystem(ctx context.Context, addrs []string, ttl time.Duration, conns int, leaderFirst, http2 bool) (*system, error) {
+	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     90 * time.Second,
-	}}}
+	}
+	if http2 {
+		// One connection per node carries every client's requests.
+		tr.Protocols = client.HTTP2Only()
+	}
+	s := &system{addrs: slices.Clone(addrs), ttl: ttl, hc: &http.Client{Transport: tr}}
 	var err error
 	if s.api, err = s.client(); err != nil {
 		return nil, err

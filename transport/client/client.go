@@ -120,6 +120,8 @@ type Client struct {
 	failFast time.Duration
 	// token is the ACL secret sent as Authorization: Bearer (WithToken).
 	token string
+	// http2 makes the default HTTP client speak HTTP/2 only (WithHTTP2).
+	http2 bool
 }
 
 // tracker is a Client's view of the leader and of the addresses that did
@@ -183,6 +185,19 @@ func WithDialer(dial func(ctx context.Context, network, addr string) (net.Conn, 
 // one from PEM files. It is ignored when WithHTTPClient is given too.
 func WithTLS(cfg *tls.Config) ClientOption {
 	return func(c *Client) { c.tls = cfg }
+}
+
+// WithHTTP2 makes the client speak HTTP/2 only: cleartext HTTP/2 with
+// prior knowledge (h2c) to http:// addresses and HTTP/2 negotiated by ALPN
+// to https:// ones, so that all the client's sessions and requests share
+// one multiplexed connection per node (a further one only while one
+// carries api.MaxStreamsPerConn requests). Every raftlockd since HTTP/2
+// was added serves it; an older node, or a proxy between that speaks
+// HTTP/1.1 only, refuses the connection. The default is HTTP/1.1, a
+// connection per request in flight (docs/DESIGN.md, "HTTP/2"). It is
+// ignored when WithHTTPClient is given too.
+func WithHTTP2() ClientOption {
+	return func(c *Client) { c.http2 = true }
 }
 
 // WithToken makes the client send secret, an ACL token's secret, as
@@ -282,15 +297,30 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 		if dial == nil {
 			dial = (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		}
-		c.hc = &http.Client{Transport: &http.Transport{
+		tr := &http.Transport{
 			DialContext:           dial,
 			TLSClientConfig:       c.tls,
 			MaxIdleConnsPerHost:   64,
 			IdleConnTimeout:       90 * time.Second,
 			ExpectContinueTimeout: time.Second,
-		}}
+		}
+		if c.http2 {
+			tr.Protocols = HTTP2Only()
+		}
+		c.hc = &http.Client{Transport: tr}
 	}
 	return c, nil
+}
+
+// HTTP2Only is the protocol set of a transport that speaks HTTP/2 alone:
+// h2c with prior knowledge to http:// URLs, h2 through ALPN to https://
+// ones (WithHTTP2; a program that builds its own http.Transport for
+// WithHTTPClient sets it as the transport's Protocols).
+func HTTP2Only() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // splitScheme reads a node's address: host:port, http://host:port or

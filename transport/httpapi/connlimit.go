@@ -17,9 +17,15 @@ const ReadTimeout = 30 * time.Second
 // readHeaderTimeout bounds reading a request's headers.
 const readHeaderTimeout = 10 * time.Second
 
-// ConfigureServer sets srv's timeouts: headers within 10 s, the whole
-// request within ReadTimeout (a restore upload: each piece within it), and
-// idle connections closed after idle (DefaultIdleTimeout if zero).
+// ConfigureServer sets srv's protocols and timeouts. It serves HTTP/1.1
+// and HTTP/2: over TLS through ALPN ("h2"), and on a plain port cleartext
+// HTTP/2 with prior knowledge (h2c) beside HTTP/1.1, told apart by the
+// connection's first bytes; an HTTP/2 connection carries at most
+// api.MaxStreamsPerConn requests at once. Timeouts: HTTP/1.1 headers
+// within 10 s; every request (an HTTP/2 stream alike), headers and body,
+// within ReadTimeout (a restore upload: each piece within it); idle
+// connections closed after idle (DefaultIdleTimeout if zero): an HTTP/2
+// connection is idle while it carries no stream.
 func ConfigureServer(srv *http.Server, idle time.Duration) {
 	configureServer(srv, idle, ReadTimeout)
 }
@@ -31,4 +37,10 @@ func configureServer(srv *http.Server, idle, read time.Duration) {
 	srv.ReadHeaderTimeout = min(readHeaderTimeout, read)
 	srv.ReadTimeout = read
 	srv.IdleTimeout = idle
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Protocols = &p
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: api.MaxStreamsPerConn}
 }

@@ -19,9 +19,9 @@ type PeerServer struct {
 	done chan struct{}
 }
 
-// ServePeers serves svc's API on ln (RaftNet.Peers) until Close, with the
-// timeouts of ConfigureServer: idle connections are closed after idle
-// (zero: DefaultIdleTimeout).
+// ServePeers serves svc's API on ln (RaftNet.Peers) until Close, over
+// HTTP/1.1 only, with the timeouts of ConfigureServer: idle connections
+// are closed after idle (zero: DefaultIdleTimeout).
 func ServePeers(ln net.Listener, svc Service, log hclog.Logger, idle time.Duration) *PeerServer {
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -35,6 +35,11 @@ func ServePeers(ln net.Listener, svc Service, log hclog.Logger, idle time.Durati
 		done: make(chan struct{}),
 	}
 	ConfigureServer(p.srv, idle)
+	// HTTP/1.1 only: the members' forwarding and calls speak it, and the
+	// port has no use for HTTP/2 (DESIGN.md, "HTTP/2 on the API").
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	p.srv.Protocols = &h1
 	go func() {
 		defer close(p.done)
 		if err := p.srv.Serve(ln); err != nil && err != http.ErrServerClosed {

@@ -29,6 +29,9 @@ type Command struct {
 	// Open connects to the system under test. If the System is also an
 	// io.Closer, it is closed when the run ends.
 	Open func(ctx context.Context, c Config) (System, error)
+	// Flags registers the system's own flags (nil: none); Open reads
+	// what they set.
+	Flags func(fs *flag.FlagSet)
 }
 
 // Config is a parsed command line.
@@ -45,6 +48,9 @@ func (cmd *Command) Parse(args []string, stderr io.Writer) (Config, error) {
 	fs.SetOutput(stderr)
 	c.Register(fs, cmd.DefaultAddr)
 	route := fs.String("route", cmd.LeaderRoute, cmd.RouteUsage)
+	if cmd.Flags != nil {
+		cmd.Flags(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
