@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -112,8 +114,11 @@ type linearizability struct {
 	// NotRun says why the check was not run (a semaphore run); Result is
 	// then Ok, and means nothing.
 	NotRun string
-	info   porcupine.LinearizationInfo
-	model  porcupine.Model
+	// Explained says, per lock in Illegal, where its history stops
+	// linearizing (explainIllegal).
+	Explained []string
+	info      porcupine.LinearizationInfo
+	model     porcupine.Model
 }
 
 // runPorcupine checks every lock's history against the lock model,
@@ -134,6 +139,7 @@ func runPorcupine(h History, timeout time.Duration) linearizability {
 		for _, part := range partitionByLock(ops) {
 			if porcupine.CheckOperationsTimeout(model, part, timeout) == porcupine.Illegal {
 				out.Illegal = append(out.Illegal, part[0].Input.(lockInput).Lock)
+				out.Explained = append(out.Explained, explainIllegal(model, part, timeout))
 			}
 		}
 	}
@@ -154,4 +160,64 @@ func (l linearizability) visualize(path string, h History, notes []porcupine.Ann
 		return fmt.Errorf("visualize: %w", err)
 	}
 	return nil
+}
+
+// explainIllegal says where the history of one lock (part, its
+// operations) stops linearizing, for a report that must stand on its own
+// (a CI log, where the history file is gone): the last operations of the
+// longest partial linearization porcupine found, with the state they
+// leave, and the earliest operations it could not place after them.
+func explainIllegal(model porcupine.Model, part []porcupine.Operation, timeout time.Duration) string {
+	if len(part) == 0 {
+		return ""
+	}
+	_, info := porcupine.CheckOperationsVerbose(model, part, timeout)
+	// Indices into part (one partition: part is one lock's).
+	var longest []int
+	for _, p := range info.PartialLinearizations() {
+		for _, lin := range p {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	t0 := part[0].Call
+	for _, op := range part {
+		t0 = min(t0, op.Call)
+	}
+	at := func(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns-t0)/1e9) }
+	line := func(op porcupine.Operation) string {
+		return fmt.Sprintf("    [%s, %s] lane %d: %s", at(op.Call), at(op.Return), op.ClientId, model.DescribeOperation(op.Input, op.Output))
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "the longest linearization places %d of %d operations; its last ones:\n", len(longest), len(part))
+	state := model.Init()
+	placed := make([]bool, len(part))
+	for i, k := range longest {
+		if k < 0 || k >= len(part) {
+			continue
+		}
+		op := part[k]
+		placed[k] = true
+		_, state = model.Step(state, op.Input, op.Output)
+		if i >= len(longest)-8 {
+			b.WriteString(line(op) + "\n")
+		}
+	}
+	fmt.Fprintf(&b, "  leaving the lock %s; the earliest operations not placed:\n", model.DescribeState(state))
+	var rest []porcupine.Operation
+	for k, op := range part {
+		if !placed[k] {
+			rest = append(rest, op)
+		}
+	}
+	sort.Slice(rest, func(i, j int) bool { return rest[i].Call < rest[j].Call })
+	for i, op := range rest {
+		if i == 8 {
+			fmt.Fprintf(&b, "    (%d more)\n", len(rest)-8)
+			break
+		}
+		b.WriteString(line(op) + "\n")
+	}
+	return b.String()
 }

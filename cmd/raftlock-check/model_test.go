@@ -520,3 +520,27 @@ func TestReduceDropsSubsumedStates(t *testing.T) {
 		t.Errorf("reduce kept %v, want %v", got, want)
 	}
 }
+
+// A non-linearizable history is reported with where it stops linearizing:
+// the state the longest linearization leaves and the operations it could
+// not place, so that a CI log (whose history file is gone) says what
+// went wrong.
+func TestIllegalHistoryIsExplained(t *testing.T) {
+	h := hist(append(lived(),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opAcq(1, sB, hB, lk, 30, 40, resOK, 9),
+		opRel(0, sA, hA, lk, 50, 60, resOK))...)
+	rep := analyze(h, time.Minute)
+	var what string
+	for _, v := range rep.Violations {
+		if v.Check == checkLinearizable {
+			what = v.What
+		}
+	}
+	for _, want := range []string{"not linearizable", "lock L: the longest linearization places", "leaving the lock", "the earliest operations not placed", sB} {
+		if !strings.Contains(what, want) {
+			t.Errorf("the explanation lacks %q:\n%s", want, what)
+		}
+	}
+	t.Log(what)
+}

@@ -151,8 +151,11 @@ func analyze(h History, timeout time.Duration) *Report {
 	}
 	r.Lin = runPorcupine(h, timeout)
 	if r.Lin.Result == porcupine.Illegal {
-		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1,
-			What: fmt.Sprintf("the history of lock(s) %s is not linearizable", strings.Join(r.Lin.Illegal, ", "))})
+		what := fmt.Sprintf("the history of lock(s) %s is not linearizable", strings.Join(r.Lin.Illegal, ", "))
+		for i, lock := range r.Lin.Illegal {
+			what += fmt.Sprintf("\n  lock %s: %s", lock, strings.TrimSuffix(r.Lin.Explained[i], "\n"))
+		}
+		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1, What: what})
 	}
 	r.Violations = append(r.Violations, quickChecks(h)...)
 	_, r.GrantReads = checkGrantsKept(h)
