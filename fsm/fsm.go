@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -32,6 +33,9 @@ type FSM struct {
 	sessions map[string]*SessionRecord
 	locks    map[string]*Lock
 	members  map[string]Member
+	// membersGen counts the changes of members (MembersGeneration); not
+	// part of the state: it only tells a reader its copy is stale.
+	membersGen atomic.Uint64
 	// tokens are the ACL tokens by id, byHash the same by secret hash;
 	// bootstrapped: the management token was created (once per cluster,
 	// or once more per reset: bootstrapIndex is the log index of the last,
@@ -96,6 +100,7 @@ func (f *FSM) reset() {
 	f.sessions = make(map[string]*SessionRecord)
 	f.locks = make(map[string]*Lock)
 	f.members = make(map[string]Member)
+	f.membersGen.Add(1)
 	f.tokens, f.byHash, f.bootstrapped = make(map[string]*Token), make(map[string]*Token), false
 	f.bootstrapIndex = 0
 	f.owned = make(map[string]int)

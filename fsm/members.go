@@ -7,7 +7,16 @@ import (
 // setMember records a member's addresses.
 func (f *FSM) setMember(_ uint64, m *Member) Status {
 	f.members[m.ID] = *m
+	f.membersGen.Add(1)
 	return StatusOK
+}
+
+// MembersGeneration changes (grows) whenever the member records may have
+// changed: a reader that saw generation g before calling Members may keep
+// what Members returned for as long as MembersGeneration still returns g.
+// It is not replicated state: replicas count differently.
+func (f *FSM) MembersGeneration() uint64 {
+	return f.membersGen.Load()
 }
 
 // Members returns the recorded member addresses, sorted by id.

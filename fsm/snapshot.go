@@ -220,6 +220,7 @@ func (f *FSM) Load(data []byte) error {
 	for _, m := range st.Members {
 		f.members[m.ID] = m
 	}
+	f.membersGen.Add(1)
 	for i := range st.Tokens {
 		t := st.Tokens[i]
 		f.tokens[t.ID], f.byHash[t.Hash] = &t, &t

@@ -620,20 +620,61 @@ func (n *Node) Leader() api.LeaderInfo {
 	if n.peer != nil {
 		li.PeerAddr = string(addr)
 	}
-	members := n.fsm.Members()
-	li.Members = membersTag(n.raft.GetConfiguration().Configuration().Servers, members)
+	mv := n.membersView()
+	li.Members = mv.tag
 	if li.Self {
 		li.ID = n.cfg.ID
 		li.HTTPAddr = n.cfg.HTTPAddr
 		li.Serving = n.ready.Load()
 		return li
 	}
-	for _, m := range members {
+	for _, m := range mv.members {
 		if m.ID == li.ID {
 			li.HTTPAddr = m.HTTPAddr
 		}
 	}
 	return li
+}
+
+// membersView is the membership as Leader reports it: the member records
+// and their digest (membersTag), for one Raft configuration and one
+// generation of the records. It is never changed once built.
+type membersView struct {
+	// servers is the Raft configuration's server slice the view was built
+	// from: hashicorp/raft stores a fresh copy of it on every
+	// configuration change and hands out that same slice until the next,
+	// so the slice's identity names the configuration.
+	servers []raft.Server
+	gen     uint64
+	members []fsm.Member
+	tag     string
+}
+
+// membersView returns the current membersView, built again only when the
+// Raft configuration or the member records changed since the cached one
+// (Leader runs on every request: copying and hashing both each time cost
+// allocations and a read lock on the state machine).
+func (n *Node) membersView() *membersView {
+	// The generation is read before the records: a change between the two
+	// leaves a view with an old generation and newer records, which the
+	// next call rebuilds; never the other way round.
+	gen := n.fsm.MembersGeneration()
+	servers := n.raft.GetConfiguration().Configuration().Servers
+	if v := n.members.Load(); v != nil && v.gen == gen && sameServerSlice(v.servers, servers) {
+		return v
+	}
+	members := n.fsm.Members()
+	v := &membersView{servers: servers, gen: gen, members: members, tag: membersTag(servers, members)}
+	n.members.Store(v)
+	return v
+}
+
+// sameServerSlice reports whether a and b are the same slice (same backing
+// array and length), which for the configuration's servers means the same
+// configuration. The cached view holds its slice, so its array cannot be
+// freed and reused for another configuration.
+func sameServerSlice(a, b []raft.Server) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // membersTag digests the membership: each server of the Raft

@@ -319,6 +319,9 @@ type Node struct {
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
+	// members caches the membership digest Leader reports on every
+	// request (membersView in api.go).
+	members atomic.Pointer[membersView]
 	// failover shortens the heartbeat timeout when the leader's connection
 	// is lost (failover.go).
 	failover fastFailover
