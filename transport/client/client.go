@@ -22,6 +22,7 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport/internal/bufpool"
+	"github.com/raftlock/raftlock/transport/stream"
 
 	"github.com/raftlock/raftlock/sequencer"
 )
@@ -122,6 +123,9 @@ type Client struct {
 	token string
 	// http2 makes the default HTTP client speak HTTP/2 only (WithHTTP2).
 	http2 bool
+	// stream makes the default HTTP client use the stream protocol where
+	// a node serves it (WithStreamProtocol).
+	stream bool
 }
 
 // tracker is a Client's view of the leader and of the addresses that did
@@ -198,6 +202,18 @@ func WithTLS(cfg *tls.Config) ClientOption {
 // ignored when WithHTTPClient is given too.
 func WithHTTP2() ClientOption {
 	return func(c *Client) { c.http2 = true }
+}
+
+// WithStreamProtocol makes the client send its requests over the stream
+// protocol (transport/stream; docs/API.md, "The stream protocol") to the
+// nodes that serve it (raftlockd --stream-addr): all the client's sessions
+// and requests to a node share one connection, and many answers arrive in
+// one read. A node names its stream port on its HTTP answers, so the first
+// request to a node goes over HTTP, and HTTP stays the way to a node that
+// serves no stream port or whose stream port does not answer. It is
+// ignored when WithHTTPClient is given too.
+func WithStreamProtocol() ClientOption {
+	return func(c *Client) { c.stream = true }
 }
 
 // WithToken makes the client send secret, an ACL token's secret, as
@@ -308,6 +324,9 @@ func NewClient(addrs []string, opts ...ClientOption) (*Client, error) {
 			tr.Protocols = HTTP2Only()
 		}
 		c.hc = &http.Client{Transport: tr}
+		if c.stream {
+			c.hc.Transport = &stream.Transport{Fallback: tr, Dial: dial, TLSConfig: c.tls}
+		}
 	}
 	return c, nil
 }
