@@ -59,7 +59,9 @@ func newStreamNode(t testing.TB, f *httpapitest.Fake) *streamNode {
 // The calls of a session (open, acquire, keepalive, check of the
 // sequencer, release, close) and the API's error answers are the same
 // over HTTP and over the stream protocol: the same values, the same error
-// codes. Over the stream protocol only the first request goes over HTTP.
+// codes. By default (over the stream protocol where the node serves it)
+// only the first request goes over HTTP; WithStreamProtocol(false) sends
+// all of them over HTTP.
 func TestCallsAndErrorsAreTheSameOverBothProtocols(t *testing.T) {
 	type outcome struct {
 		token, checkValid string
@@ -67,10 +69,7 @@ func TestCallsAndErrorsAreTheSameOverBothProtocols(t *testing.T) {
 	}
 	run := func(t *testing.T, streamProto bool) (outcome, *streamNode) {
 		n := newStreamNode(t, httpapitest.New("n1"))
-		opts := []ClientOption{WithRetryBackoff(time.Millisecond, 5*time.Millisecond)}
-		if streamProto {
-			opts = append(opts, WithStreamProtocol())
-		}
+		opts := []ClientOption{WithRetryBackoff(time.Millisecond, 5*time.Millisecond), WithStreamProtocol(streamProto)}
 		c, err := NewClient([]string{hostOf(n.http)}, opts...)
 		if err != nil {
 			t.Fatal(err)
@@ -130,14 +129,14 @@ func TestCallsAndErrorsAreTheSameOverBothProtocols(t *testing.T) {
 		}
 	}
 	if hn.overS.Load() != 0 {
-		t.Fatalf("a client without WithStreamProtocol sent %d requests over the stream protocol", hn.overS.Load())
+		t.Fatalf("a client with WithStreamProtocol(false) sent %d requests over the stream protocol", hn.overS.Load())
 	}
 	if h, s := sn.overHTTP.Load(), sn.overS.Load(); h != 1 || s < 10 {
-		t.Fatalf("with WithStreamProtocol: %d requests over HTTP and %d over the stream protocol, want 1 and the rest", h, s)
+		t.Fatalf("by default: %d requests over HTTP and %d over the stream protocol, want 1 and the rest", h, s)
 	}
 }
 
-// With WithStreamProtocol, sixteen sessions acquiring and releasing at
+// By default, against a node that serves the stream protocol, sixteen sessions acquiring and releasing at
 // once share one stream connection to the node.
 func TestStreamProtocolMultiplexesOneConnection(t *testing.T) {
 	n := newStreamNode(t, httpapitest.New("n1"))
@@ -147,7 +146,7 @@ func TestStreamProtocolMultiplexesOneConnection(t *testing.T) {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	c, err := NewClient([]string{hostOf(n.http)}, WithStreamProtocol(), WithDialer(dial))
+	c, err := NewClient([]string{hostOf(n.http)}, WithDialer(dial))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +195,7 @@ func TestStreamProtocolFallsBackToHTTP(t *testing.T) {
 	_, deadPort, _ := net.SplitHostPort(dead)
 	ts := httptest.NewServer(stream.Advertise(h, deadPort))
 	t.Cleanup(ts.Close)
-	c, err := NewClient([]string{hostOf(ts)}, WithStreamProtocol())
+	c, err := NewClient([]string{hostOf(ts)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +215,7 @@ func TestStreamProtocolFallsBackToHTTP(t *testing.T) {
 func TestStreamProtocolCancelsAWaitingAcquire(t *testing.T) {
 	f := httpapitest.New("n1")
 	n := newStreamNode(t, f)
-	c, err := NewClient([]string{hostOf(n.http)}, WithStreamProtocol())
+	c, err := NewClient([]string{hostOf(n.http)})
 	if err != nil {
 		t.Fatal(err)
 	}
