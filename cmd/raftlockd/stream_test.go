@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +90,61 @@ func TestDaemonServesTheStreamProtocol(t *testing.T) {
 	}
 	if err := cl.Release(ctx, api.ReleaseRequest{Name: "stream/failover", Session: s.ID, Holder: "h"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With TLS the stream port takes the API's certificates and its client
+// certificate requirement: a client with the cluster's client certificate
+// is served over it, a TLS connection without one gets no answer.
+func TestTLSClusterServesTheStreamProtocol(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a raftlockd process")
+	}
+	cli := proccluster.Build(t, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
+	dir := tlsInit(t, cli, 1)
+	c := proccluster.StartTLS(t, proccluster.BuildDaemon(t), dir, 1, "--client-cert-auth", "--stream-addr", "127.0.0.1:0")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.Leader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg := proccluster.ClientTLS(t, dir)
+	tr := &stream.Transport{Fallback: &http.Transport{TLSClientConfig: cfg}, TLSConfig: cfg}
+	defer tr.CloseIdleConnections()
+	cl, err := client.NewClient(c.Addrs(), client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := cl.OpenSession(ctx, api.OpenRequest{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostport := strings.TrimPrefix(c.Addrs()[0], "https://")
+	port := tr.StreamPort(hostport)
+	if port == "" {
+		t.Fatal("the node named no stream port")
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "tls/stream", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatalf("acquire over the stream protocol with TLS: %v", err)
+	}
+	if err := cl.Release(ctx, api.ReleaseRequest{Name: "tls/stream", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// No client certificate: the handshake or the first read fails.
+	noCert := cfg.Clone()
+	noCert.Certificates = nil
+	host, _, _ := net.SplitHostPort(hostport)
+	conn, err := tls.Dial("tcp", net.JoinHostPort(host, port), noCert)
+	if err == nil {
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		_, err = conn.Write([]byte{'R', 'L', 'S', 'P', api.StreamVersion})
+		if err == nil {
+			_, err = conn.Read(make([]byte, 1))
+		}
+	}
+	if err == nil {
+		t.Fatal("a stream connection without a client certificate was answered")
 	}
 }
