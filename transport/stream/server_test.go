@@ -334,3 +334,30 @@ func mustRequest(t testing.TB, ctx context.Context, url string) *http.Request {
 	}
 	return req
 }
+
+// A request whose connection ended between its place being reserved and
+// its frame being sent is reported as not sent (the Transport then sends
+// it on another connection), not as a lost answer of unknown outcome.
+func TestRequestOnAnEndedConnectionIsNotSent(t *testing.T) {
+	saddr := startServer(t, &Server{Handler: okHandler()})
+	_, port, _ := net.SplitHostPort(saddr)
+	tr := &Transport{Fallback: &http.Transport{}}
+	t.Cleanup(tr.CloseIdleConnections)
+	key := "127.0.0.1:1" // the HTTP address the stream port belongs to
+	cc, err := tr.conn(context.Background(), key, port, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.fail(errors.New("cut"))
+	if _, err := cc.roundTrip(mustRequest(t, context.Background(), "http://"+key+"/"), nil); !errors.Is(err, errNotSent) {
+		t.Fatalf("roundTrip on an ended connection: %v, want errNotSent", err)
+	}
+	tr.mu.Lock()
+	tr.ports = map[string]string{key: port}
+	tr.mu.Unlock()
+	resp, err := tr.RoundTrip(mustRequest(t, context.Background(), "http://"+key+"/"))
+	if err != nil {
+		t.Fatalf("the next request, on a new connection: %v", err)
+	}
+	resp.Body.Close()
+}

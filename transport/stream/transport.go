@@ -75,22 +75,40 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, err
 	}
-	cc, err := t.conn(req.Context(), key, port, req.URL.Scheme == "https")
-	if err != nil {
-		if req.Context().Err() != nil {
-			return nil, err
+	var body []byte
+	for {
+		cc, err := t.conn(req.Context(), key, port, req.URL.Scheme == "https")
+		if err != nil {
+			if req.Context().Err() != nil {
+				return nil, err
+			}
+			// The stream port does not answer: over HTTP until a node's
+			// answer names a stream port again.
+			t.mu.Lock()
+			if t.ports[key] == port {
+				delete(t.ports, key)
+			}
+			t.mu.Unlock()
+			return t.Fallback.RoundTrip(req)
 		}
-		// The stream port does not answer: over HTTP until a node's answer
-		// names a stream port again.
-		t.mu.Lock()
-		if t.ports[key] == port {
-			delete(t.ports, key)
+		if body == nil && req.Body != nil && req.Body != http.NoBody {
+			body, err = io.ReadAll(io.LimitReader(req.Body, api.MaxBodyBytes+1))
+			req.Body.Close()
+			if err != nil {
+				cc.release()
+				return nil, fmt.Errorf("stream: read the request body: %w", err)
+			}
 		}
-		t.mu.Unlock()
-		return t.Fallback.RoundTrip(req)
+		resp, err := cc.roundTrip(req, body)
+		if errors.Is(err, errNotSent) {
+			continue // the connection ended before the request went: another
+		}
+		return resp, err
 	}
-	return cc.roundTrip(req)
 }
+
+// errNotSent is a request not sent because its connection had ended.
+var errNotSent = errors.New("stream: connection ended before the request was sent")
 
 // eligible reports whether req may go over the stream protocol: a body of
 // known length within the limit, not a snapshot transfer.
@@ -289,26 +307,16 @@ func (cc *clientConn) fail(err error) {
 	}
 }
 
-// roundTrip sends req on a place reserved and waits for its answer.
-func (cc *clientConn) roundTrip(req *http.Request) (*http.Response, error) {
-	var body []byte
-	if req.Body != nil && req.Body != http.NoBody {
-		var err error
-		body, err = io.ReadAll(io.LimitReader(req.Body, api.MaxBodyBytes+1))
-		req.Body.Close()
-		if err != nil {
-			cc.release()
-			return nil, fmt.Errorf("stream: read the request body: %w", err)
-		}
-	}
+// roundTrip sends req with body on a place reserved and waits for its
+// answer.
+func (cc *clientConn) roundTrip(req *http.Request, body []byte) (*http.Response, error) {
 	target := req.URL.RequestURI()
 	ch := make(chan result, 1)
 	cc.mu.Lock()
 	cc.reserved--
 	if cc.dead != nil {
-		err := cc.dead
 		cc.mu.Unlock()
-		return nil, err
+		return nil, errNotSent
 	}
 	id := cc.next
 	cc.next++
