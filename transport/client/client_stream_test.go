@@ -185,9 +185,9 @@ func TestStreamProtocolMultiplexesOneConnection(t *testing.T) {
 	}
 }
 
-// When the stream port stops answering, the client goes back to HTTP
-// (no call fails for it), and to the stream protocol once an HTTP answer
-// names a stream port that answers.
+// When the stream port does not answer, the client goes back to HTTP (no
+// call fails for it) and does not try the port again at once, however
+// many answers name it.
 func TestStreamProtocolFallsBackToHTTP(t *testing.T) {
 	f := httpapitest.New("n1")
 	h := httpapi.NewServer(f)
@@ -195,16 +195,28 @@ func TestStreamProtocolFallsBackToHTTP(t *testing.T) {
 	_, deadPort, _ := net.SplitHostPort(dead)
 	ts := httptest.NewServer(stream.Advertise(h, deadPort))
 	t.Cleanup(ts.Close)
-	c, err := NewClient([]string{hostOf(ts)})
+	var streamDials atomic.Int64
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if addr == dead {
+			streamDials.Add(1)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	c, err := NewClient([]string{hostOf(ts)}, WithDialer(dial))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.CloseIdleConnections)
 	ctx := testCtx(t)
-	for range 3 {
+	for range 5 {
 		if _, err := c.Health(ctx); err != nil {
 			t.Fatalf("with a stream port that refuses: %v", err)
 		}
+	}
+	// One try of the stream port; then HTTP, though every answer names it.
+	if n := streamDials.Load(); n != 1 {
+		t.Fatalf("%d dials of the refusing stream port, want 1", n)
 	}
 }
 

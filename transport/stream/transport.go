@@ -24,6 +24,12 @@ import (
 // closes would have an unknown outcome).
 const clientIdle = 90 * time.Second
 
+// retryStreamAfter is how long the Transport keeps to HTTP for a node
+// whose stream port did not take a connection, whatever its answers say:
+// a port that a firewall drops would otherwise cost every request a dial
+// timeout.
+const retryStreamAfter = 30 * time.Second
+
 // Transport is an http.RoundTripper that sends the API's requests over the
 // stream protocol to the nodes that serve it, and over Fallback (HTTP) to
 // the others. It learns a node's stream port from the api.HeaderStreamPort
@@ -31,7 +37,7 @@ const clientIdle = 90 * time.Second
 // HTTP, the next ones over one stream connection to the node's host (a
 // further one only while one carries api.MaxStreamsInFlight requests).
 // When the stream port does not take a connection, the Transport forgets
-// it and goes back to HTTP until an answer names it again. A snapshot
+// it and goes back to HTTP for 30 s, then until an answer names it again. A snapshot
 // download or upload always goes over HTTP (too large for a frame).
 type Transport struct {
 	// Fallback carries the requests to nodes without a stream port.
@@ -47,6 +53,9 @@ type Transport struct {
 	// dialing holds a channel per HTTP host:port whose stream connection
 	// is being dialed, closed when the dial ends: one dial at a time.
 	dialing map[string]chan struct{}
+	// failed holds when the stream port of an HTTP host:port last did not
+	// take a connection (retryStreamAfter).
+	failed map[string]time.Time
 }
 
 // StreamPort returns the stream port the Transport knows for the node at
@@ -69,7 +78,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				if t.ports == nil {
 					t.ports = map[string]string{}
 				}
-				t.ports[key] = p
+				if time.Since(t.failed[key]) > retryStreamAfter {
+					t.ports[key] = p
+				}
 				t.mu.Unlock()
 			}
 		}
@@ -88,6 +99,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if t.ports[key] == port {
 				delete(t.ports, key)
 			}
+			if t.failed == nil {
+				t.failed = map[string]time.Time{}
+			}
+			t.failed[key] = time.Now()
 			t.mu.Unlock()
 			return t.Fallback.RoundTrip(req)
 		}
