@@ -115,13 +115,40 @@ type decoder struct {
 }
 
 func (d *decoder) string(max int) (string, error) {
+	return d.interned(nil, max)
+}
+
+// interned decodes a string, returning the value of common for it when it
+// is one of them, without allocating.
+func (d *decoder) interned(common map[string]string, max int) (string, error) {
 	n, k := binary.Uvarint(d.p)
 	if k <= 0 || n > uint64(len(d.p)-k) || n > uint64(max) {
 		return "", fmt.Errorf("%w: bad string length", errMalformed)
 	}
-	s := string(d.p[k : k+int(n)])
+	b := d.p[k : k+int(n)]
 	d.p = d.p[k+int(n):]
-	return s, nil
+	if s, ok := common[string(b)]; ok {
+		return s, nil
+	}
+	return string(b), nil
+}
+
+// Strings every request or answer carries, decoded without an
+// allocation each (interned).
+var (
+	commonMethods = internTable("GET", "POST", "PUT", "DELETE", "HEAD")
+	commonNames   = internTable("Accept", "Authorization", "Content-Type", "Content-Length", "User-Agent",
+		"Accept-Encoding", "Date", "Retry-After", api.HeaderLeader, api.HeaderLeaderAddr, api.HeaderTerm,
+		api.HeaderMembers, api.HeaderIndex, api.HeaderForwarded)
+	commonValues = internTable("application/json", "application/json; charset=utf-8", "text/plain; charset=utf-8", "true")
+)
+
+func internTable(ss ...string) map[string]string {
+	m := make(map[string]string, len(ss))
+	for _, s := range ss {
+		m[s] = s
+	}
+	return m
 }
 
 // headers decodes a header list, canonicalizing names; names must be
@@ -135,11 +162,11 @@ func (d *decoder) headers(max int) (http.Header, error) {
 	d.p = d.p[k:]
 	h := make(http.Header, n)
 	for range n {
-		name, err := d.string(max)
+		name, err := d.interned(commonNames, max)
 		if err != nil {
 			return nil, err
 		}
-		value, err := d.string(max)
+		value, err := d.interned(commonValues, max)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +193,7 @@ func decodeRequest(p []byte) (request, error) {
 	d := decoder{p: p}
 	var rq request
 	var err error
-	if rq.method, err = d.string(api.MaxStreamHeaderBytes); err != nil {
+	if rq.method, err = d.interned(commonMethods, api.MaxStreamHeaderBytes); err != nil {
 		return rq, err
 	}
 	if rq.target, err = d.string(api.MaxStreamHeaderBytes); err != nil {
