@@ -163,3 +163,25 @@ const (
 // agree on it (raising it needs a new command version). It is a multiple
 // of 64 (the state machine keeps a bit per slot).
 const MaxPermits = 256
+
+// Limits of the stream protocol (transport/stream; docs/API.md, "The
+// stream protocol"): the binary framing beside HTTP/JSON that carries
+// many requests over one connection per node.
+const (
+	// StreamVersion is the version byte a stream connection opens with.
+	StreamVersion = 1
+	// MaxStreamHeaderBytes bounds a request frame's method, target and
+	// headers together (HTTP's header limit plays the same part).
+	MaxStreamHeaderBytes = 16 << 10
+	// MaxStreamFrameBytes bounds a request frame: a body of MaxBodyBytes
+	// and headers of MaxStreamHeaderBytes. A larger frame closes the
+	// connection after a too_large goaway frame.
+	MaxStreamFrameBytes = MaxBodyBytes + MaxStreamHeaderBytes
+	// MaxStreamAnswerBytes bounds an answer frame (a client reads no
+	// more); the large answers (a snapshot download) go over HTTP.
+	MaxStreamAnswerBytes = 64 << 20
+	// MaxStreamsInFlight bounds the requests one stream connection
+	// carries at once, as MaxStreamsPerConn does for HTTP/2; one more is
+	// answered resource_exhausted (429) and the connection stays.
+	MaxStreamsInFlight = MaxStreamsPerConn
+)

@@ -36,6 +36,10 @@ const (
 	// value is the follower's view of the leader ("<leader id>@<term>"). A
 	// forwarded request is never forwarded again.
 	HeaderForwarded = "X-Raftlock-Forwarded"
+	// HeaderStreamPort is on every HTTP answer of a node that serves the
+	// stream protocol (raftlockd --stream-addr): the port of its stream
+	// listener, on the host the client reached the node at.
+	HeaderStreamPort = "X-Raftlock-Stream-Port"
 )
 
 // MaxBodyBytes bounds a request body; larger bodies get too_large (413).

@@ -26,9 +26,14 @@
 #   ROUNDS=5 TTL=15s WARMUP=3s ZK_HEAP=1g WORK=<new dir under /var/tmp>
 #   KEEP=0 (1: keep WORK) PEERS="etcd zookeeper" (a subset leaves the
 #   other out; its column then reads n/a)
-#   SCENARIOS="c a1 a16 a64 b16 d" (a subset runs only those; c runs first
+#   SCENARIOS="c a1 a16 a64 i64 b16 d" (a subset runs only those; c runs first
 #   so that its memory figures start from freshly started servers, whose RSS
-#   holds no garbage of earlier load; the table is in a-d order anyway)
+#   holds no garbage of earlier load; the table is in a-d order anyway;
+#   iN is raftlock's in-process ceiling at N clients: node's BenchmarkCluster,
+#   three nodes in one process without HTTP, data under WORK, same disk)
+#   RL_PROTO=stream (raftlock's clients: stream, the stream protocol its
+#   nodes serve on --stream-addr; 1.1 for HTTP/1.1; docs/RUNS.md, "The
+#   stream protocol against HTTP/1.1")
 # Internal: bench-vs-peers.sh restart etcd|zookeeper|raftlock ID  (the
 #   --restart-cmd)
 set -euo pipefail
@@ -45,6 +50,7 @@ ZK_QUORUM_PORT=2888
 ZK_ELECTION_PORT=3888
 RL_HTTP_PORT=9001
 RL_RAFT_PORT=9101
+RL_STREAM_PORT=9201
 ETCD_CLUSTER="e1=http://127.0.0.31:$ETCD_PEER_PORT,e2=http://127.0.0.32:$ETCD_PEER_PORT,e3=http://127.0.0.33:$ETCD_PEER_PORT"
 RL_PEERS="n1=127.0.0.41:$RL_RAFT_PORT,n2=127.0.0.42:$RL_RAFT_PORT,n3=127.0.0.43:$RL_RAFT_PORT"
 ETCD_ADDRS="127.0.0.31:$ETCD_CLIENT_PORT,127.0.0.32:$ETCD_CLIENT_PORT,127.0.0.33:$ETCD_CLIENT_PORT"
@@ -90,7 +96,7 @@ start_raftlock() {
 	local n=$1 ip=127.0.0.4$1
 	nohup "$WORK/bin/raftlockd" --id "n$n" --data-dir "$WORK/data/raftlock/n$n" \
 		--raft-addr "$ip:$RL_RAFT_PORT" --http-addr "$ip:$RL_HTTP_PORT" --peers "$RL_PEERS" \
-		--log-level warn >>"$WORK/logs/raftlock-n$n.log" 2>&1 </dev/null &
+		--stream-addr "$ip:$RL_STREAM_PORT" --log-level warn >>"$WORK/logs/raftlock-n$n.log" 2>&1 </dev/null &
 	echo $! >"$WORK/pids/raftlock-n$n"
 	echo $!
 	disown $!
@@ -116,7 +122,8 @@ ROUNDS=${ROUNDS:-5}
 TTL=${TTL:-15s}
 WARMUP=${WARMUP:-3s}
 PEERS=${PEERS:-etcd zookeeper}
-SCENARIOS=${SCENARIOS:-c a1 a16 a64 b16 d}
+SCENARIOS=${SCENARIOS:-c a1 a16 a64 i64 b16 d}
+RL_PROTO=${RL_PROTO:-stream}
 KEEP=${KEEP:-0}
 WORK=${WORK:-$(mktemp -d /var/tmp/raftlock-bench.XXXXXX)}
 export WORK
@@ -214,7 +221,7 @@ check_free() {
 	local addr
 	for addr in 127.0.0.3{1,2,3}:$ETCD_CLIENT_PORT 127.0.0.3{1,2,3}:$ETCD_PEER_PORT \
 		127.0.0.5{1,2,3}:$ZK_CLIENT_PORT 127.0.0.5{1,2,3}:$ZK_QUORUM_PORT 127.0.0.5{1,2,3}:$ZK_ELECTION_PORT \
-		127.0.0.4{1,2,3}:$RL_HTTP_PORT 127.0.0.4{1,2,3}:$RL_RAFT_PORT; do
+		127.0.0.4{1,2,3}:$RL_HTTP_PORT 127.0.0.4{1,2,3}:$RL_RAFT_PORT 127.0.0.4{1,2,3}:$RL_STREAM_PORT; do
 		if (exec 3<>"/dev/tcp/${addr%:*}/${addr#*:}") 2>/dev/null; then
 			echo "bench-vs-peers: $addr is in use" >&2
 			exit 1
@@ -305,6 +312,7 @@ bench() {
 	*) bin=raftlock-bench addrs=$RL_ADDRS ;;
 	esac
 	if [ "${OUT:-}" = warmup ]; then out="$WORK/$sys-warmup.jsonl"; fi
+	if [ "$sys" = raftlock ]; then set -- "$@" --http "$RL_PROTO"; fi
 	if ! "$WORK/bin/$bin" --addr "$addrs" --pids "$(pids_of "$sys")" --ttl "$TTL" --json "$@" >>"$out"; then
 		log "$sys $*: FAILED (see above); going on"
 	fi
@@ -328,11 +336,33 @@ all() {
 	bench raftlock "$@"
 }
 
+# ceiling N: raftlock's in-process ceiling at N clients, in the same run:
+# node's BenchmarkCluster (three nodes in one process, real Raft over TCP,
+# fsync, the leader's Node API without HTTP), its data under WORK (the
+# same disk as the servers'), appended to raftlock.jsonl as scenario
+# "ceiling" (a row of its own in the table). The raftlockd cluster idles
+# meanwhile.
+ceiling() {
+	local n=$1 out rate
+	log "raftlock in-process ceiling, $n clients (node BenchmarkCluster)"
+	mkdir -p "$WORK/data/ceiling"
+	out=$(cd "$ROOT" && TMPDIR="$WORK/data/ceiling" go test -run '^$' -bench "^BenchmarkCluster\$/^clients=$n\$" \
+		-benchtime "$DURATION" ./node 2>&1) || { log "ceiling: FAILED: $out"; return; }
+	echo "$out" | grep -E '^Benchmark' >&2
+	rate=$(echo "$out" | grep -E "^BenchmarkCluster/clients=$n" | grep -oE '[0-9.]+ pairs/s' | head -1 | cut -d' ' -f1)
+	if [ -z "$rate" ]; then
+		log "ceiling: no pairs/s in the benchmark's output"
+		return
+	fi
+	printf '{"system":"raftlock","scenario":"ceiling","clients":%d,"rate":%s,"unit":"pairs/s"}\n' "$n" "$rate" >>"$WORK/raftlock.jsonl"
+}
+
 log "$(nproc) cores; $(uptime | sed 's/.*load/load/')"
 for s in $SCENARIOS; do
 	case $s in
 	a*) all --scenario uncontended --clients "${s#a}" --duration "$DURATION" ;;
 	b*) all --scenario contended --clients "${s#b}" --duration "$DURATION" ;;
+	i*) ceiling "${s#i}" ;;
 	c)
 		if has_peer etcd; then bench etcd --scenario sessions --sessions "$SESSIONS" --session-time "$SESSION_TIME"; fi
 		if has_peer zookeeper && [ "$(ulimit -n)" != unlimited ] && [ $((SESSIONS + 100)) -gt "$(ulimit -n)" ]; then
@@ -361,3 +391,13 @@ done
 echo
 touch "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl"
 "$WORK/bin/raftlock-bench" compare "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl" | tee "$WORK/table.txt"
+# raftlock's 64 clients through its API against its in-process ceiling
+# (issue 34's target: 90 % or more).
+python3 - "$WORK/raftlock.jsonl" <<'PY' || true
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+api = {r["clients"]: r["rate"] for r in rs if r.get("scenario") == "uncontended"}
+for r in rs:
+    if r.get("scenario") == "ceiling" and r["clients"] in api and r["rate"]:
+        print(f"raftlock {r['clients']} clients: {api[r['clients']]:.0f} pairs/s through the API = {100 * api[r['clients']] / r['rate']:.0f} % of the in-process ceiling ({r['rate']:.0f})")
+PY

@@ -56,17 +56,18 @@ func newCommand() *bench.Command {
 		OtherRoute:  "given",
 		RouteUsage:  "leader: clients start at the leader's address; given: in --addr order (followers forward)",
 		Flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&proto, "http", "1.1", "protocol of the clients: 1.1 (a connection per request in flight) or 2 (h2c, or h2 over TLS: one multiplexed connection per node)")
+			fs.StringVar(&proto, "http", "1.1", "protocol of the clients: 1.1 (a connection per request in flight), 2 (h2c, or h2 over TLS: one multiplexed connection per node) "+
+				"or stream (the stream protocol where a node serves it: one connection per node, writes coalesced)")
 		},
 		Check: func(*bench.Options) error {
-			if proto != "1.1" && proto != "2" {
-				return fmt.Errorf("--http %q: want 1.1 or 2", proto)
+			if proto != "1.1" && proto != "2" && proto != "stream" {
+				return fmt.Errorf("--http %q: want 1.1, 2 or stream", proto)
 			}
 			return nil
 		},
 		Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
 			conns := max(c.Clients, c.Workers) + 16
-			return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto == "2")
+			return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto)
 		},
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/raftlock/raftlock/cmd/raftlock-bench/internal/bench"
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/stream"
 )
 
 // system is a raftlock cluster under test, reached over its HTTP API.
@@ -33,17 +34,22 @@ var _ bench.System = (*system)(nil)
 // address is moved to the front, so that clients talk to the leader
 // rather than through a forwarding follower (they still move on to the
 // others when it fails).
-func newSystem(ctx context.Context, addrs []string, ttl time.Duration, conns int, leaderFirst, http2 bool) (*system, error) {
+func newSystem(ctx context.Context, addrs []string, ttl time.Duration, conns int, leaderFirst bool, proto string) (*system, error) {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: conns,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	if http2 {
+	var rt http.RoundTripper = tr
+	switch proto {
+	case "2":
 		// One connection per node carries every client's requests.
 		tr.Protocols = client.HTTP2Only()
+	case "stream":
+		// Likewise, over the stream protocol where a node serves it.
+		rt = &stream.Transport{Fallback: tr, Dial: tr.DialContext}
 	}
-	s := &system{addrs: slices.Clone(addrs), ttl: ttl, hc: &http.Client{Transport: tr}}
+	s := &system{addrs: slices.Clone(addrs), ttl: ttl, hc: &http.Client{Transport: rt}}
 	var err error
 	if s.api, err = s.client(); err != nil {
 		return nil, err

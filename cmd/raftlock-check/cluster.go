@@ -23,8 +23,11 @@ type nodeProc struct {
 	ip       string
 	raftPort int
 	httpPort int
-	dataDir  string
-	logPath  string
+	// streamPort is the node's --stream-addr port, served when the
+	// cluster's stream is set (--client-proto stream).
+	streamPort int
+	dataDir    string
+	logPath    string
 	// disk, when the run has disk faults, is the node's own disk, which
 	// holds dataDir (disks.go).
 	disk *nodeDisk
@@ -80,6 +83,8 @@ type cluster struct {
 	clientTLS *tls.Config
 	// ports are the reservations of the nodes' ports (freePort).
 	ports []*freeport.Reservation
+	// stream: every node serves the stream protocol on its streamPort.
+	stream bool
 }
 
 // all returns the members and the spares.
@@ -139,8 +144,12 @@ func newCluster(bin, dir string, n int, extra []string) (*cluster, error) {
 		if err != nil {
 			return nil, err
 		}
+		sp, err := c.freePort(ip)
+		if err != nil {
+			return nil, err
+		}
 		id := fmt.Sprintf("n%d", i+1)
-		nd := &nodeProc{id: id, ip: ip, raftPort: rp, httpPort: hp,
+		nd := &nodeProc{id: id, ip: ip, raftPort: rp, httpPort: hp, streamPort: sp,
 			dataDir: filepath.Join(dir, id), logPath: filepath.Join(dir, id+".log")}
 		if i >= n {
 			c.spares = append(c.spares, nd)
@@ -167,6 +176,9 @@ func (c *cluster) start(n *nodeProc) error {
 	fmt.Fprintf(logf, "==== raftlock-check: starting %s at %s\n", n.id, time.Now().Format(time.RFC3339Nano))
 	args := append([]string{"--id", n.id, "--data-dir", n.dataDir, "--raft-addr", n.raftAddr(),
 		"--http-addr", n.httpAddr()}, c.args...)
+	if c.stream {
+		args = append(args, "--stream-addr", net.JoinHostPort(n.ip, strconv.Itoa(n.streamPort)))
+	}
 	if n.join {
 		args = append(args, "--join", c.joinAddrs(n))
 	} else {

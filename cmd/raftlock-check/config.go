@@ -142,6 +142,10 @@ type Config struct {
 	// UnfencedWriter (TESTING THE CHECKER) makes the database resource's
 	// writer skip the fence: it trusts its lock alone.
 	UnfencedWriter bool
+
+	// ClientProto is the Go clients' protocol: "http" (HTTP/1.1) or
+	// "stream" (the nodes serve --stream-addr and the clients use it).
+	ClientProto string
 }
 
 // defaultConfig returns the defaults of the flags.
@@ -181,6 +185,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.GapMin, "gap-min", cfg.GapMin, "shortest quiet time between faults")
 	fs.DurationVar(&cfg.GapMax, "gap-max", cfg.GapMax, "longest quiet time between faults")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "give up the linearizability check after this long")
+	fs.StringVar(&cfg.ClientProto, "client-proto", "http", "protocol of the Go clients: http (HTTP/1.1) or stream (the nodes serve --stream-addr, the clients use the stream protocol; HTTP for each node's first request)")
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
@@ -248,6 +253,8 @@ func (c Config) validate() error {
 	switch {
 	case c.UnfencedWriter && c.ResourcePostgres == "":
 		return fmt.Errorf("--unsafe-unfenced-writer needs --resource-postgres (the in-memory resource always fences)")
+	case c.ClientProto != "" && c.ClientProto != "http" && c.ClientProto != "stream":
+		return fmt.Errorf("--client-proto %q: want http or stream", c.ClientProto)
 	case c.Nodes != 3 && c.Nodes != 5:
 		return fmt.Errorf("--nodes %d: want 3 or 5", c.Nodes)
 	case c.Clients < 1 || c.Clients > 64:

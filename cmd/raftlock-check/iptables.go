@@ -58,12 +58,15 @@ func (f *firewall) partition(ctx context.Context, a, b []*nodeProc) error {
 // address is not affected.
 func (f *firewall) cutClient(ctx context.Context, ip string, nodes []*nodeProc) error {
 	for _, n := range nodes {
-		port := strconv.Itoa(n.httpPort)
-		if err := f.chain.Drop(ctx, "-s", ip, "-d", n.ip, "--dport", port); err != nil {
-			return err
-		}
-		if err := f.chain.Drop(ctx, "-s", n.ip, "-d", ip, "--sport", port); err != nil {
-			return err
+		// The HTTP port and the stream port (--client-proto stream).
+		for _, p := range []int{n.httpPort, n.streamPort} {
+			port := strconv.Itoa(p)
+			if err := f.chain.Drop(ctx, "-s", ip, "-d", n.ip, "--dport", port); err != nil {
+				return err
+			}
+			if err := f.chain.Drop(ctx, "-s", n.ip, "-d", ip, "--sport", port); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

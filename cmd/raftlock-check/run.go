@@ -88,6 +88,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		// below runs first).
 		defer cl.unmountDisks()
 	}
+	cl.stream = cfg.ClientProto == "stream"
 	if cfg.TLS {
 		if err := cl.enableTLS(filepath.Join(dir, "tls")); err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/raftlock/raftlock/session"
 	"github.com/raftlock/raftlock/transport/client"
+	"github.com/raftlock/raftlock/transport/stream"
 )
 
 // clientConfig is what the checker tells a client process.
@@ -50,6 +51,9 @@ type clientConfig struct {
 	TLSKey  string `json:"tls_key,omitempty"`
 	// Token is the ACL token's secret for a cluster with ACLs on.
 	Token string `json:"token,omitempty"`
+	// Stream: the Go client's requests go over the stream protocol where
+	// a node serves it (--client-proto stream).
+	Stream bool `json:"stream,omitempty"`
 	// Worker, when set, is the command line of a conformance worker
 	// (docs/CONFORMANCE.md) the client drives the workload through
 	// (worker.go); SpareAddrs are the addresses of the spare nodes, which
@@ -152,6 +156,13 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	hc, err := httpClient(cfg.SourceIP, tc)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+	}
+	if cfg.Stream {
+		// Under the attempt counter: from the client's source IP.
+		ac := hc.Transport.(attemptCounter)
+		tr := ac.inner.(*http.Transport)
+		ac.inner = &stream.Transport{Fallback: tr, Dial: tr.DialContext, TLSConfig: tc}
+		hc.Transport = ac
 	}
 	// Every request carries the client's ACL token of the moment: the
 	// checker hands it a new one when it deleted the old (msgToken).

@@ -37,6 +37,7 @@ import (
 	"github.com/raftlock/raftlock/node/nodehttp"
 	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/raftnet"
+	"github.com/raftlock/raftlock/transport/stream"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 
 	"github.com/hashicorp/go-hclog"
@@ -97,6 +98,8 @@ type options struct {
 	prefixWatchers, prefixWatchersPerToken int
 	// debugRemote allows a non-loopback --debug-addr.
 	debugRemote bool
+	// streamAddr: the stream protocol's listener (--stream-addr; "": off).
+	streamAddr string
 }
 
 // serveFlags returns the flag set of serve, bound to o.
@@ -145,6 +148,8 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 		fmt.Sprintf("close an API connection that carries no request for this long (%v to %v), on both ports", api.MinIdleTimeout, api.MaxIdleTimeout))
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "host:port of a plain-HTTP listener serving only GET /v1/health and GET /metrics, "+
 		"with no client certificate or token (for probes and scrapers; default: off)")
+	fs.StringVar(&o.streamAddr, "stream-addr", "", "host:port of the stream protocol (the API in binary frames, many requests per connection; "+
+		"TLS as --http-addr; default: off)")
 	addFaultFlags(fs, &o.faults)
 	addBackupFlags(fs, &o.backup)
 	addMembershipFlags(fs, &o.members)
@@ -222,6 +227,14 @@ func parse(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("--metrics-addr %q is not host:port (like 0.0.0.0:9101)", o.metricsAddr)
 		}
 	}
+	if o.streamAddr != "" {
+		if _, _, err := net.SplitHostPort(o.streamAddr); err != nil {
+			return o, fmt.Errorf("--stream-addr %q is not host:port (like 127.0.0.1:7201)", o.streamAddr)
+		}
+		if o.dev {
+			return o, errors.New("--stream-addr is for real nodes: --dev's three nodes serve HTTP only")
+		}
+	}
 	if o.dev {
 		if o.tls() || o.clientCertAuth || o.insecure {
 			return o, errors.New("--dev is plaintext on 127.0.0.1: --tls-cert, --tls-key, --tls-ca, --client-cert-auth and --insecure are for real nodes")
@@ -250,7 +263,7 @@ func (o options) checkTLS() error {
 	case o.tls() || o.insecure:
 		return nil
 	}
-	for _, a := range []struct{ flag, addr string }{{"--http-addr", o.httpAddr}, {"--raft-addr", o.raftAddr}, {"--raft-advertise", o.raftAdvertise}} {
+	for _, a := range []struct{ flag, addr string }{{"--http-addr", o.httpAddr}, {"--raft-addr", o.raftAddr}, {"--raft-advertise", o.raftAdvertise}, {"--stream-addr", o.streamAddr}} {
 		if a.addr != "" && !tlsconf.IsLoopback(a.addr) {
 			return fmt.Errorf("%s %s is not a loopback address: refusing to run without TLS (give --tls-cert, --tls-key and --tls-ca; "+
 				"raftlock tls init makes them), or pass --insecure to serve it in plaintext, to anyone who can reach it", a.flag, a.addr)
@@ -380,7 +393,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	} else {
 		var peers []node.Peer
 		peers, err = parsePeers(o.peers)
-		specs = []serverSpec{{id: o.id, dataDir: o.dataDir, raftAddr: o.raftAddr, httpAddr: o.httpAddr, peers: peers}}
+		specs = []serverSpec{{id: o.id, dataDir: o.dataDir, raftAddr: o.raftAddr, httpAddr: o.httpAddr, streamAddr: o.streamAddr, peers: peers}}
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
@@ -460,7 +473,9 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 
 type serverSpec struct {
 	id, dataDir, raftAddr, httpAddr string
-	peers                           []node.Peer
+	// streamAddr: the stream protocol's listener address ("": none).
+	streamAddr string
+	peers      []node.Peer
 	// metricsLn: the --metrics-addr listener, if any (closed on failure).
 	metricsLn net.Listener
 }
@@ -538,7 +553,9 @@ type server struct {
 	http *http.Server
 	// metrics serves --metrics-addr (nil without it).
 	metrics *http.Server
-	errc    chan error
+	// stream serves --stream-addr (nil without it).
+	stream *stream.Server
+	errc   chan error
 	// transferOnStop: hand leadership over before stopping (a real node).
 	transferOnStop bool
 }
@@ -548,6 +565,17 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		defer func() {
 			if err != nil {
 				spec.metricsLn.Close()
+			}
+		}()
+	}
+	var streamLn net.Listener
+	if spec.streamAddr != "" {
+		if streamLn, err = net.Listen("tcp", spec.streamAddr); err != nil {
+			return nil, errors.New(listenError("--stream-addr", spec.streamAddr, err))
+		}
+		defer func() {
+			if err != nil {
+				streamLn.Close()
 			}
 		}()
 	}
@@ -577,11 +605,28 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	if o.faults.Any() {
 		nlog.Warn("UNSAFE FAULTS ENABLED: this node breaks raftlock's guarantees on purpose", "faults", fmt.Sprintf("%+v", o.faults))
 	}
+	apiHandler := http.Handler(httpapi.NewServer(n, sopts...))
 	s.http = &http.Server{
-		Handler:  httpapi.NewServer(n, sopts...),
+		Handler:  apiHandler,
 		ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	httpapi.ConfigureServer(s.http, o.idleTimeout)
+	if streamLn != nil {
+		_, port, _ := net.SplitHostPort(streamLn.Addr().String())
+		s.http.Handler = stream.Advertise(apiHandler, port)
+		s.stream = &stream.Server{Handler: apiHandler, IdleTimeout: o.idleTimeout,
+			ErrorLog: nlog.Named("stream").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})}
+		if o.tlsFiles != nil {
+			s.stream.TLSConfig = o.tlsFiles.APIConfig(o.clientCertAuth)
+		}
+		sln := raftnet.LimitConnsPerIP(streamLn, o.maxConnsPerIP, nlog.Named("stream"))
+		go func() {
+			if err := s.stream.Serve(sln); err != nil && !errors.Is(err, stream.ErrServerClosed) {
+				s.errc <- fmt.Errorf("stream listener: %w", err)
+			}
+		}()
+		nlog.Info("serving the stream protocol", "stream", streamLn.Addr().String(), "tls", o.tlsFiles != nil)
+	}
 	ln = raftnet.LimitConnsPerIP(ln, o.maxConnsPerIP, nlog.Named("http"))
 	scheme := "http"
 	if o.tlsFiles != nil {
@@ -650,8 +695,14 @@ func (s *server) shutdown(logger hclog.Logger) {
 	// keeping its place in the queue.
 	hctx, hcancel := context.WithTimeout(context.Background(), httpShutdownGrace)
 	defer hcancel()
+	if s.stream != nil {
+		go func() { _ = s.stream.Shutdown(hctx) }()
+	}
 	if err := s.http.Shutdown(hctx); err != nil {
 		s.http.Close()
+	}
+	if s.stream != nil {
+		s.stream.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -21,7 +21,7 @@ type flagGroup struct {
 // (TestEveryServeFlagIsInOneHelpGroup); a name the build lacks
 // (unsafe-fault, only with -tags raftlock_faults) is skipped.
 var serveGroups = []flagGroup{
-	{"Cluster", []string{"id", "raft-addr", "raft-advertise", "http-addr", "peers", "join", "join-token", "nonvoter",
+	{"Cluster", []string{"id", "raft-addr", "raft-advertise", "http-addr", "stream-addr", "peers", "join", "join-token", "nonvoter",
 		"failover-grace", "raft-heartbeat-timeout", "raft-election-timeout", "raft-leader-lease-timeout"}},
 	{"Storage", []string{"data-dir", "log-store", "snapshot-threshold", "snapshot-interval", "snapshot-trailing-logs",
 		"restore", "min-token", "restore-hold"}},

@@ -86,6 +86,8 @@ func rowsOf(r Result) []row {
 			{name + ": opens/s", rate, higherBetter},
 			{name + ": open p99 ms", p99, lowerBetter},
 		}
+	case Ceiling:
+		return []row{{fmt.Sprintf("in-process ceiling, %d clients: %s", r.Clients, r.Unit), rate, neither}}
 	case Failover:
 		name := fmt.Sprintf("failover, %d rounds, %d clients", len(r.FailoverMs), r.Clients)
 		return []row{
@@ -101,7 +103,7 @@ func rowsOf(r Result) []row {
 
 // scenarioRank orders the scenarios in the table as (a) to (d).
 func scenarioRank(s string) int {
-	return slices.Index([]string{Uncontended, Contended, Sessions, Failover}, s)
+	return slices.Index([]string{Uncontended, Ceiling, Contended, Sessions, Failover}, s)
 }
 
 // key identifies the runs of the two systems that are compared.

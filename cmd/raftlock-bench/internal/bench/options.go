@@ -20,6 +20,10 @@ const (
 	Contended   = "contended"   // (b) every client on one lock
 	Sessions    = "sessions"    // (c) many sessions kept alive
 	Failover    = "failover"    // (d) kill -9 of the leader under load
+	// Ceiling is not run by the binaries: it names the in-process
+	// ceiling's line (node's BenchmarkCluster, three nodes in one process
+	// without HTTP) that bench-vs-peers.sh adds to raftlock's results.
+	Ceiling = "ceiling"
 )
 
 // Options are the command-line options both benchmark binaries share.
