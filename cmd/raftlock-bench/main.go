@@ -48,7 +48,7 @@ func main() {
 // of every client (HTTP/1.1, or HTTP/2: one multiplexed connection per
 // node for the whole run).
 func newCommand() *bench.Command {
-	var proto string
+	var proto, driverName, driverCmd string
 	return &bench.Command{
 		Name:        "raftlock-bench",
 		DefaultAddr: "127.0.0.1:7001",
@@ -57,16 +57,26 @@ func newCommand() *bench.Command {
 		RouteUsage:  "leader: clients start at the leader's address; given: in --addr order (followers forward)",
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&proto, "http", "1.1", "protocol of the clients: 1.1 (a connection per request in flight) or 2 (h2c, or h2 over TLS: one multiplexed connection per node)")
+			fs.StringVar(&driverName, "driver", "go", "whose clients run (a)-(c): go (this process), python or java (a driver program, through that client's own API)")
+			fs.StringVar(&driverCmd, "driver-cmd", "", "the driver's program and leading arguments (default: the built-in one of --driver, relative to the repository root)")
 		},
 		Check: func(*bench.Options) error {
 			if proto != "1.1" && proto != "2" {
 				return fmt.Errorf("--http %q: want 1.1 or 2", proto)
 			}
+			if _, err := newDriver(driverName, driverCmd); err != nil {
+				return err
+			}
 			return nil
 		},
 		Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
 			conns := max(c.Clients, c.Workers) + 16
-			return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto == "2")
+			s, err := newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto == "2")
+			if err != nil {
+				return nil, err
+			}
+			s.driver, _ = newDriver(driverName, driverCmd)
+			return s, nil
 		},
 	}
 }
