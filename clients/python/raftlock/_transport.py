@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import random
+import select
 import socket
 import ssl
 import threading
@@ -19,6 +20,8 @@ LEADER_ADDR_HEADER = "X-Raftlock-Leader-Addr"
 #: How long one HTTP request may take, by default (seconds).
 DEFAULT_REQUEST_TIMEOUT = 10.0
 _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
+#: Idle connections kept per endpoint for reuse (more are closed).
+MAX_IDLE_PER_ENDPOINT = 64
 
 
 class _Endpoint:
@@ -50,6 +53,12 @@ class Transport:
     idempotent (an acquire with a holder id, a release, a keepalive).
     Answers name the leader (``X-Raftlock-Leader-Addr``); the next call goes
     there if it is one of the endpoints given.
+
+    Connections are kept alive and reused (HTTP/1.1): a pool per endpoint
+    of up to MAX_IDLE_PER_ENDPOINT idle connections, so that each thread
+    in a request takes one and gives it back, as Go's net/http does. An
+    idle connection the server closed is noticed before reuse (it polls
+    readable) and dropped.
     """
 
     def __init__(
@@ -68,6 +77,11 @@ class Transport:
         self.request_timeout = request_timeout
         self._mu = threading.Lock()
         self._cur = 0
+        self._pool_mu = threading.Lock()
+        self._idle: dict[int, list[http.client.HTTPConnection]] = {i: [] for i in range(len(self._eps))}
+        self._headers = {"Accept": "application/json"}
+        if token:
+            self._headers["Authorization"] = "Bearer " + token
 
     def __repr__(self) -> str:
         return f"Transport({self._eps!r})"
@@ -142,38 +156,93 @@ class Transport:
             time.sleep(min(backoff, max(0.0, (deadline - time.monotonic()) if deadline else backoff)) * random.uniform(0.5, 1.0))
             backoff = min(2 * backoff, _MAX_BACKOFF)
 
+    def close(self) -> None:
+        """Closes the idle connections. The transport stays usable: later
+        calls open new ones."""
+        with self._pool_mu:
+            conns = [c for idle in self._idle.values() for c in idle]
+            for idle in self._idle.values():
+                idle.clear()
+        for c in conns:
+            c.close()
+
+    def _take(self, ep: _Endpoint, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection to ep that the server has not closed, or a new
+        one (connected here: a failure is _NotSent); and whether it was
+        reused."""
+        key = self._eps.index(ep)
+        while True:
+            with self._pool_mu:
+                idle = self._idle[key]
+                conn = idle.pop() if idle else None
+            if conn is None:
+                break
+            if conn.sock is not None and not _dropped(conn.sock):
+                conn.sock.settimeout(timeout)
+                return conn, True
+            conn.close()
+        if ep.tls or self._tls is not None:
+            ctx = self._tls or ssl.create_default_context()
+            conn = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+        try:
+            conn.connect()
+        except (OSError, socket.timeout) as e:
+            conn.close()
+            raise _NotSent(_why(e)) from None
+        if conn.sock is not None and conn.sock.family in (socket.AF_INET, socket.AF_INET6):
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, False
+
+    def _give(self, ep: _Endpoint, conn: http.client.HTTPConnection) -> None:
+        key = self._eps.index(ep)
+        with self._pool_mu:
+            idle = self._idle[key]
+            if len(idle) < MAX_IDLE_PER_ENDPOINT:
+                idle.append(conn)
+                return
+        conn.close()
+
     def _attempt(
         self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None, timeout: float
     ) -> tuple[int, dict[str, Any], str | None]:
         timeout = max(timeout, 0.001)
-        if ep.tls or self._tls is not None:
-            ctx = self._tls or ssl.create_default_context()
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ctx)
-        else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.__token:
-            headers["Authorization"] = "Bearer " + self.__token
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        headers = self._headers
+        data = None
+        if body is not None:
+            headers = dict(headers)
+            headers["Content-Type"] = "application/json"
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        conn, _ = self._take(ep, timeout)
         try:
-            try:
-                conn.connect()
-            except (OSError, socket.timeout) as e:
-                raise _NotSent(_why(e)) from None
-            try:
-                conn.request(method, path, body=data, headers=headers)
-                resp = conn.getresponse()
-                raw = resp.read()
-            except (OSError, socket.timeout, http.client.HTTPException) as e:
-                raise _Sent(_why(e)) from None
-            leader = resp.getheader(LEADER_ADDR_HEADER)
-            try:
-                answer = json.loads(raw) if raw else {}
-            except ValueError:
-                answer = {"error": {"code": "internal", "message": f"HTTP {resp.status}: an answer that is not JSON"}}
-            return resp.status, answer, leader
-        finally:
+            conn.request(method, path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+        except (OSError, socket.timeout, http.client.HTTPException) as e:
             conn.close()
+            raise _Sent(_why(e)) from None
+        except BaseException:
+            conn.close()
+            raise
+        if resp.will_close:
+            conn.close()
+        else:
+            self._give(ep, conn)
+        leader = resp.getheader(LEADER_ADDR_HEADER)
+        try:
+            answer = json.loads(raw) if raw else {}
+        except ValueError:
+            answer = {"error": {"code": "internal", "message": f"HTTP {resp.status}: an answer that is not JSON"}}
+        return resp.status, answer, leader
+
+
+def _dropped(sock: socket.socket) -> bool:
+    """Whether an idle connection's socket is readable: the server closed
+    it (or sent something unasked); either way it is not reused."""
+    p = select.poll()
+    p.register(sock, select.POLLIN)
+    return bool(p.poll(0))
 
 
 class _Sent(Exception):
