@@ -11,7 +11,7 @@ import pytest
 
 import raftlock
 from raftlock import _duration
-from raftlock._transport import Transport, _dropped, _public
+from raftlock._transport import Transport, _public
 
 
 def test_lost_after_is_lease_plus_delay_minus_margin():
@@ -443,7 +443,57 @@ def test_a_connection_the_server_closed_is_not_reused_for_a_non_idempotent_reque
         time.sleep(0.01)
     # Await the server's close: the idle socket turns readable (EOF).
     idle = t._idle[0]
-    while idle and idle[0].sock is not None and not _dropped(idle[0].sock) and time.monotonic() < deadline:
+    while idle and not idle[0].dropped() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)["n"] == 2
     assert len(set(keepalive_server.ports)) == 2
+
+
+def raw_server(answers):
+    """A TCP server on 127.0.0.1 that reads one request per answer on one
+    connection and writes the answer's bytes as they are."""
+    import socket
+
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+
+    def serve():
+        c, _ = ls.accept()
+        with c:
+            for a in answers:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(65536)
+                head, _, body = got.partition(b"\r\n\r\n")
+                n = 0
+                for ln in head.split(b"\r\n"):
+                    if ln.lower().startswith(b"content-length:"):
+                        n = int(ln.split(b":")[1])
+                while len(body) < n:
+                    body += c.recv(65536)
+                c.sendall(a)
+        ls.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"127.0.0.1:{ls.getsockname()[1]}"
+
+
+def test_chunked_answers_are_read_and_the_connection_kept():
+    a = raw_server(
+        [
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"n"\r\n4;x=y\r\n: 1}\r\n0\r\n\r\n',
+            b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\nX-Raftlock-Leader-Addr: elsewhere\r\n\r\n{"n": 2}',
+        ]
+    )
+    t = Transport([a])
+    assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 5) == {"n": 1}
+    assert t.call("GET", "/v1/y", deadline=time.monotonic() + 5) == {"n": 2}  # same connection: the server accepts one
+
+
+def test_an_answer_that_is_not_http_is_an_unknown_outcome_not_a_crash():
+    a = raw_server([b"SSH-2.0-nonsense\r\n\r\n"])
+    t = Transport([a], request_timeout=1)
+    with pytest.raises(raftlock.UnknownOutcome) as e:
+        t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)
+    assert "status line" in str(e.value)
