@@ -178,6 +178,50 @@ class Sessions:
             list(ex.map(lambda s: s.close(), self.sessions))
 
 
+def spread(args: argparse.Namespace) -> int:
+    """Runs the pairs mode's clients in args.procs child processes of this
+    driver (each its own Client and GIL) and relays the protocol: ready
+    when all are (with their PIDs, whose CPU the bench counts), measure
+    and stop to each, one merged result."""
+    import subprocess
+
+    procs = []
+    n = args.clients
+    for k in range(args.procs):
+        share = n // args.procs + (1 if k < n % args.procs else 0)
+        if share == 0:
+            continue
+        lock = args.lock if args.shared else f"{args.lock}/p{k}"
+        cmd = [sys.executable, os.path.abspath(__file__), "--mode", "pairs", "--addr", args.addr,
+               "--clients", str(share), "--lock", lock, "--ttl", str(args.ttl) + "s"]
+        if args.shared:
+            cmd.append("--shared")
+        procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1))
+    for p in procs:
+        json.loads(p.stdout.readline())  # ready
+    _say(event="ready", pids=[p.pid for p in procs])
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd in ("measure", "stop"):
+            for p in procs:
+                p.stdin.write(cmd + "\n")
+                p.stdin.flush()
+        if cmd == "stop":
+            merged: dict = {"event": "result", "pairs": 0, "errors": 0, "lat_us": [], "last_error": ""}
+            for p in procs:
+                r = json.loads(p.stdout.readline())
+                merged["pairs"] += r["pairs"]
+                merged["errors"] += r["errors"]
+                merged["lat_us"] += r["lat_us"]
+                merged["last_error"] = r["last_error"] or merged["last_error"]
+            _say(**merged)
+    for p in procs:
+        p.stdin.close()
+    for p in procs:
+        p.wait()
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mode", choices=("pairs", "sessions"), default="pairs")
@@ -188,7 +232,16 @@ def main() -> int:
     ap.add_argument("--ttl", type=_duration, default=15.0)
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=64)
+    ap.add_argument(
+        "--procs",
+        type=int,
+        default=1,
+        help="pairs mode: spread the clients over this many processes (one Client each), "
+        "so that the GIL of one process does not bound them",
+    )
     args = ap.parse_args()
+    if args.mode == "pairs" and args.procs > 1:
+        return spread(args)
     client = raftlock.Client(args.addr.split(","))
     if args.mode == "pairs":
         p = Pairs(client, args)

@@ -51,6 +51,9 @@ type KeepAliveCounter interface {
 // driverMsg is one line a driver prints.
 type driverMsg struct {
 	Event     string  `json:"event"`
+	// PIDs (ready) are the driver's child processes running clients,
+	// whose CPU counts as the client's.
+	PIDs []int `json:"pids"`
 	Pairs     int64   `json:"pairs"`
 	Errors    int64   `json:"errors"`
 	LatUs     []int64 `json:"lat_us"`
@@ -207,14 +210,16 @@ func runExternalPairs(ctx context.Context, sys ExternalSystem, o *Options, lock 
 		return r, err
 	}
 	defer func() { _ = p.finish() }()
-	if _, err := p.expect(ctx, "ready"); err != nil {
+	ready, err := p.expect(ctx, "ready")
+	if err != nil {
 		return r, err
 	}
+	pids := append([]int{p.pid()}, ready.PIDs...)
 	id, pid := leaderPID(ctx, sys, o)
 	if err := sleepCtx(ctx, o.Warmup); err != nil {
 		return r, err
 	}
-	c0, _ := ProcCPU(p.pid())
+	c0, _ := sumCPU(pids)
 	probe := StartCPUProbe(pid, o.PIDs)
 	start := time.Now()
 	if err := p.send("measure"); err != nil {
@@ -228,7 +233,7 @@ func runExternalPairs(ctx context.Context, sys ExternalSystem, o *Options, lock 
 	}
 	m, err := p.expect(ctx, "result")
 	elapsed := time.Since(start)
-	c1, cerr := ProcCPU(p.pid())
+	c1, cerr := sumCPU(pids)
 	probe.Finish(&r)
 	if err != nil {
 		return r, err
@@ -253,6 +258,19 @@ func runExternalPairs(ctx context.Context, sys ExternalSystem, o *Options, lock 
 		return r, fmt.Errorf("no pair completed in %v (last error: %s)", elapsed, m.LastError)
 	}
 	return r, nil
+}
+
+// sumCPU returns the CPU time the processes have used.
+func sumCPU(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, pid := range pids {
+		c, err := ProcCPU(pid)
+		if err != nil {
+			return 0, err
+		}
+		sum += c
+	}
+	return sum, nil
 }
 
 // Names of the per-operation CPU figures of (a) and (b).
