@@ -50,10 +50,10 @@ type KeepAliveCounter interface {
 
 // driverMsg is one line a driver prints.
 type driverMsg struct {
-	Event     string  `json:"event"`
+	Event string `json:"event"`
 	// PIDs (ready) are the driver's child processes running clients,
 	// whose CPU counts as the client's.
-	PIDs []int `json:"pids"`
+	PIDs      []int   `json:"pids"`
 	Pairs     int64   `json:"pairs"`
 	Errors    int64   `json:"errors"`
 	LatUs     []int64 `json:"lat_us"`
