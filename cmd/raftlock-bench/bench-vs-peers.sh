@@ -386,9 +386,12 @@ for s in $SCENARIOS; do
 		# holding a lock each, kept alive for KA_TIME by the Go keeper,
 		# the Python client's Sessions and the Java client's; the leader's
 		# CPU per keepalive with its idle CPU (measured first) taken off.
+		# Opened two at a time, so that the sessions fall due spread in
+		# time as a program's do (64 at a time, the Go keeper's fall due
+		# in clumps the leader serves in batches).
 		for kind in go python java; do
 			bench_client "$kind" --scenario sessions --sessions "${KA_SESSIONS:-2000}" \
-				--session-time "${KA_TIME:-20s}" --idle-baseline 5s
+				--session-time "${KA_TIME:-20s}" --idle-baseline 5s --workers 2
 		done
 		;;
 	*) echo "bench-vs-peers: unknown scenario $s" >&2; exit 2 ;;
