@@ -356,6 +356,20 @@ ceiling() {
 	fi
 	printf '{"system":"raftlock","scenario":"ceiling","clients":%d,"rate":%s,"unit":"pairs/s"}\n' "$n" "$rate" >>"$WORK/raftlock.jsonl"
 }
+# bench_client go|python|java ARGS...: one raftlock run with that client
+# (issue 34), JSON line appended to WORK/client-KIND.jsonl.
+bench_client() {
+	local kind=$1
+	shift
+	if ! (cd "$ROOT" && "$WORK/bin/raftlock-bench" --addr "$RL_ADDRS" --pids "$(pids_of raftlock)" --ttl "$TTL" --json \
+		--driver "$kind" "$@" >>"$WORK/client-$kind.jsonl"); then
+		log "raftlock $kind client $*: FAILED (see above); going on"
+	fi
+}
+if [[ " $SCENARIOS " == *" j"* ]] || [[ " $SCENARIOS " == *" k "* ]]; then
+	log "building the Java client's bench driver (mvn install)"
+	(cd "$ROOT/clients/java" && mvn -B -ntp -q install -DskipTests)
+fi
 
 log "$(nproc) cores; $(uptime | sed 's/.*load/load/')"
 for s in $SCENARIOS; do
@@ -384,12 +398,45 @@ for s in $SCENARIOS; do
 				--restart-cmd "WORK='$WORK' bash '$SELF' restart $sys {id}"
 		done
 		;;
+	p* | j*)
+		# Issue 34: the Python (p16) or Java (j16) client, uncontended, N
+		# clients, through its own API (raftlock-bench --driver), in
+		# rounds alternating with the Go client's (go against it in the
+		# client table below). The JVM gets CLIENT_WARMUP to compile.
+		kind=python
+		[ "${s:0:1}" = j ] && kind=java
+		for r in $(seq "${CLIENT_ROUNDS:-2}"); do
+			bench_client go --scenario uncontended --clients "${s#?}" --duration "$DURATION" --warmup "${CLIENT_WARMUP:-8s}"
+			bench_client "$kind" --scenario uncontended --clients "${s#?}" --duration "$DURATION" --warmup "${CLIENT_WARMUP:-8s}"
+		done
+		;;
+	k)
+		# Issue 34: the keepalive cost of each client: KA_SESSIONS sessions
+		# holding a lock each, kept alive for KA_TIME by the Go keeper,
+		# the Python client's Sessions and the Java client's; the leader's
+		# CPU per keepalive with its idle CPU (measured first) taken off.
+		# Opened two at a time, so that the sessions fall due spread in
+		# time as a program's do (64 at a time, the Go keeper's fall due
+		# in clumps the leader serves in batches).
+		for kind in go python java; do
+			bench_client "$kind" --scenario sessions --sessions "${KA_SESSIONS:-2000}" \
+				--session-time "${KA_TIME:-20s}" --idle-baseline 5s --workers 2
+		done
+		;;
 	*) echo "bench-vs-peers: unknown scenario $s" >&2; exit 2 ;;
 	esac
 done
 
-echo
 touch "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl"
+for kind in python java; do
+	# Issue 34: each client against the Go client (rounds of p16/j16, k).
+	if [ -s "$WORK/client-$kind.jsonl" ]; then
+		echo
+		echo "== the $kind client against the Go client"
+		"$WORK/bin/raftlock-bench" compare "$WORK/client-go.jsonl" "$WORK/client-$kind.jsonl" | tee "$WORK/table-$kind.txt"
+	fi
+done
+echo
 "$WORK/bin/raftlock-bench" compare "$WORK/etcd.jsonl" "$WORK/zookeeper.jsonl" "$WORK/raftlock.jsonl" | tee "$WORK/table.txt"
 # raftlock's 64 clients through its API against its in-process ceiling
 # (issue 34's target: 90 % or more).

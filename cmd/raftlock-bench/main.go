@@ -48,7 +48,7 @@ func main() {
 // of every client (HTTP/1.1, or HTTP/2: one multiplexed connection per
 // node for the whole run).
 func newCommand() *bench.Command {
-	var proto string
+	var proto, driverName, driverCmd string
 	return &bench.Command{
 		Name:        "raftlock-bench",
 		DefaultAddr: "127.0.0.1:7001",
@@ -58,16 +58,26 @@ func newCommand() *bench.Command {
 		Flags: func(fs *flag.FlagSet) {
 			fs.StringVar(&proto, "http", "1.1", "protocol of the clients: 1.1 (a connection per request in flight), 2 (h2c, or h2 over TLS: one multiplexed connection per node) "+
 				"or stream (the stream protocol where a node serves it: one connection per node, writes coalesced)")
+			fs.StringVar(&driverName, "driver", "go", "whose clients run (a)-(c): go (this process), python or java (a driver program, through that client's own API)")
+			fs.StringVar(&driverCmd, "driver-cmd", "", "the driver's program and leading arguments (default: the built-in one of --driver, relative to the repository root)")
 		},
 		Check: func(*bench.Options) error {
 			if proto != "1.1" && proto != "2" && proto != "stream" {
 				return fmt.Errorf("--http %q: want 1.1, 2 or stream", proto)
 			}
+			if _, err := newDriver(driverName, driverCmd); err != nil {
+				return err
+			}
 			return nil
 		},
 		Open: func(ctx context.Context, c bench.Config) (bench.System, error) {
 			conns := max(c.Clients, c.Workers) + 16
-			return newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto)
+			s, err := newSystem(ctx, c.Addrs, c.TTL, conns, c.Leader, proto)
+			if err != nil {
+				return nil, err
+			}
+			s.driver, _ = newDriver(driverName, driverCmd)
+			return s, nil
 		},
 	}
 }

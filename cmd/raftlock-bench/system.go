@@ -26,6 +26,9 @@ type system struct {
 	ttl time.Duration
 	// api serves the cluster queries and the session load.
 	api *client.Client
+	// driver, if set, runs the clients of (a)-(c) in another process
+	// (--driver).
+	driver *bench.Driver
 }
 
 var _ bench.System = (*system)(nil)
@@ -86,8 +89,14 @@ func (s *system) client(addrs ...string) (*client.Client, error) {
 	return c, nil
 }
 
-// Name implements bench.System.
-func (s *system) Name() string { return "raftlock" }
+// Name implements bench.System: "raftlock", or "raftlock-python" and the
+// like for a driver's clients.
+func (s *system) Name() string {
+	if s.driver != nil {
+		return "raftlock-" + s.driver.Name
+	}
+	return "raftlock"
+}
 
 // NewWorker implements bench.System: a client with its own Session.
 func (s *system) NewWorker(ctx context.Context, i int, lock string) (bench.Worker, error) {
@@ -149,6 +158,9 @@ func (s *system) WaitMember(ctx context.Context, id string) error {
 
 // NewSessionLoad implements bench.System.
 func (s *system) NewSessionLoad(o *bench.Options, lockPrefix string) bench.SessionLoad {
+	if s.driver != nil {
+		return bench.NewDriverSessions(s, o, lockPrefix)
+	}
 	return newKeeper(s.api, o.TTL, o.Workers, lockPrefix)
 }
 

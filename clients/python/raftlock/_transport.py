@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import random
+import select
 import socket
 import ssl
 import threading
@@ -19,6 +19,8 @@ LEADER_ADDR_HEADER = "X-Raftlock-Leader-Addr"
 #: How long one HTTP request may take, by default (seconds).
 DEFAULT_REQUEST_TIMEOUT = 10.0
 _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
+#: Idle connections kept per endpoint for reuse (more are closed).
+MAX_IDLE_PER_ENDPOINT = 64
 
 
 class _Endpoint:
@@ -50,6 +52,12 @@ class Transport:
     idempotent (an acquire with a holder id, a release, a keepalive).
     Answers name the leader (``X-Raftlock-Leader-Addr``); the next call goes
     there if it is one of the endpoints given.
+
+    Connections are kept alive and reused (HTTP/1.1): a pool per endpoint
+    of up to MAX_IDLE_PER_ENDPOINT idle connections, so that each thread
+    in a request takes one and gives it back, as Go's net/http does. An
+    idle connection the server closed is noticed before reuse (it polls
+    readable) and dropped.
     """
 
     def __init__(
@@ -64,10 +72,14 @@ class Transport:
             raise ValueError("no endpoints")
         self._eps = [_Endpoint(e) for e in endpoints]
         self._tls = tls
-        self.__token = token  # a secret: never logged, never in an exception or repr
         self.request_timeout = request_timeout
         self._mu = threading.Lock()
         self._cur = 0
+        self._pool_mu = threading.Lock()
+        self._idle: dict[int, list[_Conn]] = {i: [] for i in range(len(self._eps))}
+        # The fixed header lines of every request (the token a secret: never
+        # logged, never in an exception or repr).
+        self._head = "Accept: application/json\r\n" + (f"Authorization: Bearer {token}\r\n" if token else "")
 
     def __repr__(self) -> str:
         return f"Transport({self._eps!r})"
@@ -142,38 +154,212 @@ class Transport:
             time.sleep(min(backoff, max(0.0, (deadline - time.monotonic()) if deadline else backoff)) * random.uniform(0.5, 1.0))
             backoff = min(2 * backoff, _MAX_BACKOFF)
 
+    def close(self) -> None:
+        """Closes the idle connections. The transport stays usable: later
+        calls open new ones."""
+        with self._pool_mu:
+            conns = [c for idle in self._idle.values() for c in idle]
+            for idle in self._idle.values():
+                idle.clear()
+        for c in conns:
+            c.close()
+
+    def _take(self, ep: _Endpoint, timeout: float) -> _Conn:
+        """An idle connection to ep that the server has not closed, or a new
+        one (connected here: a failure is _NotSent)."""
+        key = self._eps.index(ep)
+        while True:
+            with self._pool_mu:
+                idle = self._idle[key]
+                conn = idle.pop() if idle else None
+            if conn is None:
+                break
+            if not conn.dropped():
+                conn.sock.settimeout(timeout)
+                return conn
+            conn.close()
+        try:
+            sock = socket.create_connection((ep.host, ep.port), timeout=timeout)
+        except (OSError, socket.timeout) as e:
+            raise _NotSent(_why(e)) from None
+        try:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ep.tls or self._tls is not None:
+                ctx = self._tls or ssl.create_default_context()
+                sock = ctx.wrap_socket(sock, server_hostname=ep.host)
+        except (OSError, socket.timeout) as e:
+            sock.close()
+            raise _NotSent(_why(e)) from None
+        return _Conn(sock, ep.hostport)
+
+    def _give(self, ep: _Endpoint, conn: _Conn) -> None:
+        key = self._eps.index(ep)
+        with self._pool_mu:
+            idle = self._idle[key]
+            if len(idle) < MAX_IDLE_PER_ENDPOINT:
+                idle.append(conn)
+                return
+        conn.close()
+
     def _attempt(
         self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None, timeout: float
     ) -> tuple[int, dict[str, Any], str | None]:
         timeout = max(timeout, 0.001)
-        if ep.tls or self._tls is not None:
-            ctx = self._tls or ssl.create_default_context()
-            conn: http.client.HTTPConnection = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=ctx)
-        else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.__token:
-            headers["Authorization"] = "Bearer " + self.__token
-        data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        conn = self._take(ep, timeout)
+        head = f"{method} {path} HTTP/1.1\r\nHost: {conn.hostport}\r\n{self._head}"
+        if body is not None:
+            head += f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n"
+        elif method in ("POST", "PUT", "DELETE"):
+            head += "Content-Length: 0\r\n"
         try:
-            try:
-                conn.connect()
-            except (OSError, socket.timeout) as e:
-                raise _NotSent(_why(e)) from None
-            try:
-                conn.request(method, path, body=data, headers=headers)
-                resp = conn.getresponse()
-                raw = resp.read()
-            except (OSError, socket.timeout, http.client.HTTPException) as e:
-                raise _Sent(_why(e)) from None
-            leader = resp.getheader(LEADER_ADDR_HEADER)
-            try:
-                answer = json.loads(raw) if raw else {}
-            except ValueError:
-                answer = {"error": {"code": "internal", "message": f"HTTP {resp.status}: an answer that is not JSON"}}
-            return resp.status, answer, leader
-        finally:
+            status, headers, raw, close = conn.exchange(head.encode("latin-1") + b"\r\n" + data)
+        except (OSError, socket.timeout, _BadAnswer) as e:
             conn.close()
+            raise _Sent(_why(e)) from None
+        except BaseException:
+            conn.close()
+            raise
+        if close:
+            conn.close()
+        else:
+            self._give(ep, conn)
+        leader = headers.get(LEADER_ADDR_HEADER.lower())
+        try:
+            answer = json.loads(raw) if raw else {}
+        except ValueError:
+            answer = {"error": {"code": "internal", "message": f"HTTP {status}: an answer that is not JSON"}}
+        return status, answer, leader
+
+
+class _BadAnswer(Exception):
+    """An answer that is not HTTP/1.x as the transport reads it."""
+
+
+class _Conn:
+    """One kept-alive HTTP/1.1 connection: a request is written with one
+    send and its answer read straight from the socket (status line,
+    headers, a Content-Length or chunked body), without http.client's
+    general machinery (its e-mail header parser, a buffered file per
+    answer, two sends per request)."""
+
+    __slots__ = ("sock", "hostport", "buf")
+
+    def __init__(self, sock: socket.socket, hostport: str) -> None:
+        self.sock = sock
+        self.hostport = hostport
+        self.buf = b""
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def dropped(self) -> bool:
+        """Whether the idle connection is unusable: bytes left over, or the
+        socket polls readable (the server closed it, or sent something
+        unasked)."""
+        if self.buf:
+            return True
+        if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
+            return True
+        p = select.poll()
+        p.register(self.sock, select.POLLIN)
+        return bool(p.poll(0))
+
+    def _fill(self) -> None:
+        chunk = self.sock.recv(65536)
+        if not chunk:
+            raise _BadAnswer("connection closed")
+        self.buf += chunk
+
+    def _line(self) -> bytes:
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line, self.buf = self.buf[:i], self.buf[i + 2 :]
+                return line
+            if len(self.buf) > _MAX_HEAD:
+                raise _BadAnswer("header line too long")
+            self._fill()
+
+    def _take(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            self._fill()
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def exchange(self, request: bytes) -> tuple[int, dict[str, str], bytes, bool]:
+        """Sends one request; returns the answer's status, headers (names in
+        lower case), body and whether the connection must be closed."""
+        self.sock.sendall(request)
+        while True:
+            while True:
+                i = self.buf.find(b"\r\n\r\n")
+                if i >= 0:
+                    break
+                if len(self.buf) > _MAX_HEAD:
+                    raise _BadAnswer("header too long")
+                self._fill()
+            lines = self.buf[:i].decode("latin-1").split("\r\n")
+            self.buf = self.buf[i + 4 :]
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+                raise _BadAnswer(f"status line {lines[0][:40]!r}")
+            status = int(parts[1])
+            headers: dict[str, str] = {}
+            for ln in lines[1:]:
+                k, sep, v = ln.partition(":")
+                if not sep:
+                    raise _BadAnswer("malformed header")
+                headers[k.strip().lower()] = v.strip()
+            if status >= 200 or status == 101:
+                break  # 1xx interim answers are skipped
+        conn = headers.get("connection", "").lower()
+        close = conn == "close" or (parts[0] == "HTTP/1.0" and conn != "keep-alive")
+        if status in (204, 304):
+            return status, headers, b"", close
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            body = bytearray()
+            while True:
+                size_line = self._line().split(b";", 1)[0].strip()
+                try:
+                    size = int(size_line, 16)
+                except ValueError:
+                    raise _BadAnswer("bad chunk size") from None
+                if size == 0:
+                    while self._line():  # trailers, then the empty line
+                        pass
+                    return status, headers, bytes(body), close
+                if len(body) + size > _MAX_BODY:
+                    raise _BadAnswer("answer too large")
+                body += self._take(size)
+                if self._take(2) != b"\r\n":
+                    raise _BadAnswer("bad chunk end")
+        if "content-length" in headers:
+            try:
+                n = int(headers["content-length"])
+            except ValueError:
+                raise _BadAnswer("bad Content-Length") from None
+            if n < 0 or n > _MAX_BODY:
+                raise _BadAnswer("bad Content-Length")
+            return status, headers, self._take(n), close
+        # No length: the body runs to the end of the connection.
+        while True:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                break
+            self.buf += chunk
+            if len(self.buf) > _MAX_BODY:
+                raise _BadAnswer("answer too large")
+        body, self.buf = self.buf, b""
+        return status, headers, body, True
+
+
+_MAX_HEAD = 64 << 10
+_MAX_BODY = 64 << 20
 
 
 class _Sent(Exception):
@@ -189,6 +375,8 @@ class _NotSent(Exception):
 def _why(e: BaseException) -> str:
     if isinstance(e, (socket.timeout, TimeoutError)):
         return "timed out"
+    if isinstance(e, _BadAnswer):
+        return f"not an HTTP/1.1 answer ({e})"
     return type(e).__name__ + (f" ({e.strerror})" if isinstance(e, OSError) and e.strerror else "")
 
 

@@ -369,3 +369,131 @@ def test_request_release_asks_for_the_lock_on_behalf_of_the_session(server):
     with pytest.raises(raftlock.RaftlockError) as e:
         s.request_release("jobs/b")
     assert e.value.code == "not_found"
+
+
+class KeepAliveHandler(Handler):
+    """Handler over HTTP/1.1: connections stay open between requests; the
+    server records each request's client port (one port: one connection).
+    With ``close_after_first`` the server closes a connection after its
+    first answer, without saying so (as an idle timeout does)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):
+        self.server.ports.append(self.client_address[1])
+        super().do_POST()
+        if self.server.close_after_first:
+            self.close_connection = True
+
+    do_DELETE = do_POST
+
+
+@pytest.fixture
+def keepalive_server():
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), KeepAliveHandler)
+    srv.script, srv.seen, srv.hold, srv.ports = [], [], threading.Event(), []
+    srv.auto_keepalive, srv.keepalive_extra, srv.keepalives = True, {}, 0
+    srv.close_after_first = False
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield srv
+    srv.hold.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_sequential_requests_reuse_one_connection(keepalive_server):
+    keepalive_server.script = [(200, {"ok": i}, {}) for i in range(5)]
+    t = Transport([addr(keepalive_server)])
+    for i in range(5):
+        assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 5)["ok"] == i
+    assert len(set(keepalive_server.ports)) == 1
+    t.close()
+
+
+def test_concurrent_requests_take_a_connection_each_and_give_it_back(keepalive_server):
+    keepalive_server.script = [(200, {}, {}) for _ in range(40)]
+    t = Transport([addr(keepalive_server)])
+    go = threading.Barrier(4)
+
+    def worker():
+        go.wait()
+        for _ in range(10):
+            t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 5)
+
+    ths = [threading.Thread(target=worker) for _ in range(4)]
+    for th in ths:
+        th.start()
+    for th in ths:
+        th.join()
+    assert len(keepalive_server.ports) == 40
+    assert len(set(keepalive_server.ports)) <= 4
+    t.close()
+
+
+def test_a_connection_the_server_closed_is_not_reused_for_a_non_idempotent_request(keepalive_server):
+    # The server drops each connection after one answer; the next request,
+    # not idempotent (an open), must go on a new connection and succeed,
+    # not fail as an unknown outcome.
+    keepalive_server.close_after_first = True
+    keepalive_server.script = [(200, {"n": 1}, {}), (200, {"n": 2}, {})]
+    t = Transport([addr(keepalive_server)])
+    assert t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)["n"] == 1
+    deadline = time.monotonic() + 5
+    while len(keepalive_server.ports) < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # Await the server's close: the idle socket turns readable (EOF).
+    idle = t._idle[0]
+    while idle and not idle[0].dropped() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)["n"] == 2
+    assert len(set(keepalive_server.ports)) == 2
+
+
+def raw_server(answers):
+    """A TCP server on 127.0.0.1 that reads one request per answer on one
+    connection and writes the answer's bytes as they are."""
+    import socket
+
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(1)
+
+    def serve():
+        c, _ = ls.accept()
+        with c:
+            for a in answers:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    got += c.recv(65536)
+                head, _, body = got.partition(b"\r\n\r\n")
+                n = 0
+                for ln in head.split(b"\r\n"):
+                    if ln.lower().startswith(b"content-length:"):
+                        n = int(ln.split(b":")[1])
+                while len(body) < n:
+                    body += c.recv(65536)
+                c.sendall(a)
+        ls.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"127.0.0.1:{ls.getsockname()[1]}"
+
+
+def test_chunked_answers_are_read_and_the_connection_kept():
+    a = raw_server(
+        [
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{"n"\r\n4;x=y\r\n: 1}\r\n0\r\n\r\n',
+            b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\nX-Raftlock-Leader-Addr: elsewhere\r\n\r\n{"n": 2}',
+        ]
+    )
+    t = Transport([a])
+    assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 5) == {"n": 1}
+    assert t.call("GET", "/v1/y", deadline=time.monotonic() + 5) == {"n": 2}  # same connection: the server accepts one
+
+
+def test_an_answer_that_is_not_http_is_an_unknown_outcome_not_a_crash():
+    a = raw_server([b"SSH-2.0-nonsense\r\n\r\n"])
+    t = Transport([a], request_timeout=1)
+    with pytest.raises(raftlock.UnknownOutcome) as e:
+        t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)
+    assert "status line" in str(e.value)

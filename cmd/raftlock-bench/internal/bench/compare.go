@@ -73,6 +73,8 @@ func rowsOf(r Result) []row {
 			{name + ": p50 ms", p50, lowerBetter},
 			{name + ": p99 ms", p99, lowerBetter},
 			{name + ": leader CPU %", metric(MetricLeaderCPU), lowerBetter},
+			{name + ": client CPU µs/op", metric(MetricClientCPUPerOp), lowerBetter},
+			{name + ": servers CPU µs/op", metric(MetricServersCPUPerOp), lowerBetter},
 		}
 	case Sessions:
 		name := fmt.Sprintf("sessions, %.0f", r.Metrics[MetricSessions])
@@ -85,6 +87,7 @@ func rowsOf(r Result) []row {
 			{name + ": bytes/held lock", metric(MetricBytesPerLock), lowerBetter},
 			{name + ": opens/s", rate, higherBetter},
 			{name + ": open p99 ms", p99, lowerBetter},
+			{name + ": leader CPU µs/keepalive", metric(MetricLeaderCPUPerKeepAlive), lowerBetter},
 		}
 	case Ceiling:
 		return []row{{fmt.Sprintf("in-process ceiling, %d clients: %s", r.Clients, r.Unit), rate, neither}}

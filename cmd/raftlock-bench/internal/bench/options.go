@@ -65,6 +65,10 @@ type Options struct {
 	JSON bool
 	// Label is copied into the result (e.g. a run id).
 	Label string
+	// IdleBaseline, when > 0, is how long (c) measures the idle leader's
+	// CPU before the opens: the baseline taken off the keepalive
+	// window's leader CPU for the CPU per keepalive.
+	IdleBaseline time.Duration
 }
 
 // Register defines the options' flags on fs with their defaults.
@@ -97,6 +101,7 @@ func (o *Options) Register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&o.Lock, "lock", "bench", "lock name prefix")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON line on stdout (the text line goes to stderr)")
 	fs.StringVar(&o.Label, "label", "", "free text copied into the result")
+	fs.DurationVar(&o.IdleBaseline, "idle-baseline", 0, "measure the idle leader's CPU this long before the opens, for leader_cpu_us_per_keepalive (c; 0: no baseline)")
 }
 
 // Validate checks the options after parsing and fills derived defaults.

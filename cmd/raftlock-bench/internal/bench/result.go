@@ -65,6 +65,7 @@ var metricOrder = []string{
 	MetricBytesPerSession, MetricBytesPerLock, MetricLeaderRSSMB, MetricLeaderCores, MetricLeaderCPUPerSession,
 	MetricFailoverMeanMs, MetricFailoverP50Ms, MetricFailoverMaxMs, MetricNewLeaderMeanMs,
 	MetricLeaderCPU, MetricServersCPU, MetricClientCPU, MetricMachineBusy,
+	MetricClientCPUPerOp, MetricServersCPUPerOp, MetricLeaderIdleCores, MetricLeaderCPUPerKeepAlive,
 }
 
 // SetMetric records a figure.

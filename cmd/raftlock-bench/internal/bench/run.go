@@ -16,6 +16,14 @@ func Run(ctx context.Context, sys System, o *Options) (Result, error) {
 		r   Result
 		err error
 	)
+	if x, ok := sys.(ExternalSystem); ok && x.Driver() != nil {
+		r, err = runExternal(ctx, x, o, prefix)
+		r.System, r.Scenario, r.Label = sys.Name(), o.Scenario, o.Label
+		if err != nil {
+			return r, fmt.Errorf("%s %s: %w", sys.Name(), o.Scenario, err)
+		}
+		return r, nil
+	}
 	switch o.Scenario {
 	case Uncontended:
 		r, err = runPairs(ctx, sys, o, func(i int) string { return fmt.Sprintf("%s/a/%d", prefix, i) })
@@ -78,6 +86,7 @@ func runPairs(ctx context.Context, sys System, o *Options, lockOf func(i int) st
 		return r, err
 	}
 	fillRate(&r, pairs, errs, elapsed, lat)
+	perOp(&r)
 	if id2, _ := leaderPID(ctx, sys, o); id != "" && id2 != id {
 		r.Notes = append(r.Notes, fmt.Sprintf("leader changed from %s to %s during the run", id, id2))
 	}

@@ -28,6 +28,7 @@ func runSessions(ctx context.Context, sys System, o *Options, lockPrefix string)
 		return v
 	}
 	rss0 := rss()
+	idleCores, idleOK := idleLeaderCores(ctx, pid, o.IdleBaseline)
 
 	sl := sys.NewSessionLoad(o, lockPrefix)
 	defer func() {
@@ -83,6 +84,7 @@ func runSessions(ctx context.Context, sys System, o *Options, lockPrefix string)
 	r.SetMetric(MetricRefusedAtLeaseEnd, float64(after.RefusedAtLeaseEnd))
 	r.SetMetric(MetricRefusedAtLeaseEndInWindow, float64(during.RefusedAtLeaseEnd-before.RefusedAtLeaseEnd))
 	r.SetMetric(MetricLapsedInWindow, float64(during.Lapsed-before.Lapsed))
+	reportKeepAliveCost(&r, idleCores, idleOK)
 	if pid != 0 && rss0 > 0 {
 		// The RSS of a Go server also holds garbage of earlier load that
 		// a GC may free meanwhile; a delta that went down says so.

@@ -4,20 +4,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
-import java.net.ConnectException;
-import java.net.URI;
 import java.net.URLEncoder;
-import java.net.http.HttpClient;
-import java.net.http.HttpConnectTimeoutException;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CancellationException;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -32,7 +23,10 @@ import javax.net.ssl.SSLContext;
  * reset after sending, {@code unknown_outcome}) only when it is idempotent (an
  * acquire with a holder id, a release, a keepalive). Answers name the leader
  * ({@code X-Raftlock-Leader-Addr}); the next call goes there if it is one of
- * the endpoints given.
+ * the endpoints given. Requests go over kept-alive HTTP/1.1 connections, a
+ * pool per endpoint ({@link Http1}), not {@code java.net.http.HttpClient}: its
+ * asynchronous pipeline cost ~500 µs of CPU per lock/unlock pair, against
+ * ~70 µs here (docs/RUNS.md, issue 34).
  */
 final class Transport {
     static final String LEADER_ADDR_HEADER = "X-Raftlock-Leader-Addr";
@@ -41,8 +35,13 @@ final class Transport {
     private static final long MAX_BACKOFF = TimeUnit.SECONDS.toNanos(1);
 
     private record Endpoint(String hostport, boolean tls) {
-        URI uri(String path) {
-            return URI.create((tls ? "https://" : "http://") + hostport + path);
+        String host() {
+            String h = hostport.substring(0, hostport.lastIndexOf(':'));
+            return h.startsWith("[") && h.endsWith("]") ? h.substring(1, h.length() - 1) : h;
+        }
+
+        int port() {
+            return Integer.parseInt(hostport.substring(hostport.lastIndexOf(':') + 1));
         }
 
         @Override
@@ -52,8 +51,10 @@ final class Transport {
     }
 
     private final List<Endpoint> eps = new ArrayList<>();
-    private final HttpClient http;
-    private final String token; // a secret: never logged, never in an exception or toString
+    private final Http1 http1;
+    // The fixed header lines of every request (the token a secret: never
+    // logged, never in an exception or toString).
+    private final String headers;
     final Duration requestTimeout;
     private final ReentrantLock mu = new ReentrantLock();
     private int cur;
@@ -79,15 +80,10 @@ final class Transport {
             }
             eps.add(new Endpoint(rest, scheme.equals("https") || tls != null));
         }
-        this.token = token;
         this.requestTimeout = requestTimeout;
-        HttpClient.Builder b = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .connectTimeout(requestTimeout);
-        if (tls != null) {
-            b.sslContext(tls);
-        }
-        this.http = b.build();
+        this.http1 = new Http1(tls);
+        this.headers = "Accept: application/json\r\n"
+                + (token != null && !token.isEmpty() ? "Authorization: Bearer " + token + "\r\n" : "");
     }
 
     @Override
@@ -166,6 +162,17 @@ final class Transport {
      * the JSON answer or throws the RaftlockException of its code.
      */
     JsonNode call(String method, String path, ObjectNode body, Call c) throws InterruptedException {
+        boolean[] interrupted = {false};
+        try {
+            return call(method, path, body, c, interrupted);
+        } finally {
+            if (interrupted[0]) {
+                Thread.currentThread().interrupt();
+            }
+        }
+    }
+
+    private JsonNode call(String method, String path, ObjectNode body, Call c, boolean[] interruptedBox) throws InterruptedException {
         long backoff = MIN_BACKOFF;
         RaftlockException last = null;
         boolean uncertain = false;
@@ -192,31 +199,33 @@ final class Transport {
                 per = Math.min(per, c.deadline - now);
             }
             Endpoint ep = pick();
-            HttpRequest.Builder rb = HttpRequest.newBuilder(ep.uri(path))
-                    .timeout(Duration.ofNanos(Math.max(per, 1_000_000)))
-                    .header("Accept", "application/json");
-            if (token != null && !token.isEmpty()) {
-                rb.header("Authorization", "Bearer " + token);
+            Http1.Answer resp = null;
+            boolean wasInterrupted = Thread.currentThread().isInterrupted();
+            if (wasInterrupted && c.interruptible) {
+                Thread.interrupted();
+                throw new InterruptedException();
             }
-            if (data != null) {
-                rb.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofByteArray(data));
-            } else {
-                rb.method(method, HttpRequest.BodyPublishers.noBody());
+            if (wasInterrupted) {
+                Thread.interrupted(); // uninterruptible: set again when the call ends
+                interruptedBox[0] = true;
             }
-            HttpResponse<byte[]> resp = null;
-            CompletableFuture<HttpResponse<byte[]>> f = http.sendAsync(rb.build(), HttpResponse.BodyHandlers.ofByteArray());
             try {
-                resp = await(f, per + TimeUnit.SECONDS.toNanos(1), c.interruptible);
-            } catch (ExecutionException | TimeoutException e) {
-                Throwable cause = e instanceof ExecutionException ? e.getCause() : e;
+                resp = http1.exchange(ep.host(), ep.port(), ep.tls, method, path, headers, data, Math.max(per, 1_000_000));
+            } catch (IOException e) {
+                if (Thread.interrupted()) {
+                    // The interrupt closed the channel (ClosedByInterruptException).
+                    if (c.interruptible) {
+                        throw new InterruptedException();
+                    }
+                    interruptedBox[0] = true;
+                }
                 rotate(ep);
-                if (cause instanceof ConnectException || cause instanceof HttpConnectTimeoutException
-                        || (cause != null && cause.getCause() instanceof ConnectException)) {
+                if (e instanceof Http1.NotSentException) {
                     last = new RaftlockException(RaftlockException.UNREACHABLE,
-                            method + " " + publicPath(path) + ": no answer at " + ep + " (" + why(cause) + ")");
+                            method + " " + publicPath(path) + ": no answer at " + ep + " (" + e.getMessage() + ")");
                 } else {
                     last = new RaftlockException(RaftlockException.UNKNOWN_OUTCOME,
-                            method + " " + publicPath(path) + " via " + ep + ": " + why(cause));
+                            method + " " + publicPath(path) + " via " + ep + ": " + why(e));
                     if (!c.idempotent) {
                         throw last;
                     }
@@ -224,7 +233,7 @@ final class Transport {
                 }
             }
             if (resp != null) {
-                follow(resp.headers().firstValue(LEADER_ADDR_HEADER).orElse(null));
+                follow(resp.headers().get(LEADER_ADDR_HEADER.toLowerCase(java.util.Locale.ROOT)));
                 JsonNode answer;
                 try {
                     byte[] raw = resp.body();
@@ -232,7 +241,7 @@ final class Transport {
                 } catch (IOException e) {
                     answer = null;
                 }
-                int status = resp.statusCode();
+                int status = resp.status();
                 if (status >= 200 && status < 300 && answer != null) {
                     return answer;
                 }
@@ -254,34 +263,6 @@ final class Transport {
             sleep = (long) (sleep * ThreadLocalRandom.current().nextDouble(0.5, 1.0));
             sleepNanos(sleep, c.interruptible);
             backoff = Math.min(2 * backoff, MAX_BACKOFF);
-        }
-    }
-
-    private static <T> T await(CompletableFuture<T> f, long nanos, boolean interruptible)
-            throws InterruptedException, ExecutionException, TimeoutException {
-        boolean interrupted = false;
-        long end = System.nanoTime() + nanos;
-        try {
-            while (true) {
-                try {
-                    return f.get(Math.max(0, end - System.nanoTime()), TimeUnit.NANOSECONDS);
-                } catch (InterruptedException e) {
-                    if (interruptible) {
-                        f.cancel(true);
-                        throw e;
-                    }
-                    interrupted = true;
-                } catch (TimeoutException e) {
-                    f.cancel(true);
-                    throw e;
-                } catch (CancellationException e) {
-                    throw new ExecutionException(e);
-                }
-            }
-        } finally {
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
         }
     }
 
@@ -314,7 +295,7 @@ final class Transport {
         if (e == null) {
             return "failed";
         }
-        if (e instanceof TimeoutException || e instanceof java.net.http.HttpTimeoutException) {
+        if (e instanceof TimeoutException || e instanceof java.net.SocketTimeoutException) {
             return "timed out";
         }
         String m = e.getMessage();
