@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -86,8 +88,9 @@ func (in *injector) kinds() []string {
 }
 
 // loop injects faults until ctx ends: a quiet gap, a fault (each kind in
-// turn, in an order shuffled every round; one that cannot be injected now
-// is tried once more at the end of the round), its heal, then it waits
+// turn, in an order shuffled every round, the kinds never injected yet
+// first; one that cannot be injected now is tried once more at the end of
+// the round), its heal, then it waits
 // for the cluster to settle and asks every holder to verify its lock.
 func (in *injector) loop(ctx context.Context) {
 	kinds := in.kinds()
@@ -103,6 +106,13 @@ func (in *injector) loop(ctx context.Context) {
 		if len(order) == 0 {
 			order = append([]string(nil), kinds...)
 			in.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+			// The kinds not injected yet (skipped each time so far) go
+			// first, so that a run long enough for two rounds tries each
+			// of them early in the second, not only where the shuffle
+			// happens to put it.
+			slices.SortStableFunc(order, func(a, b string) int {
+				return cmp.Compare(min(in.counts[a], 1), min(in.counts[b], 1))
+			})
 			retried = map[string]bool{}
 		}
 		kind := order[0]
