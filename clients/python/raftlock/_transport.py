@@ -44,6 +44,7 @@ class _Endpoint:
         self.host = host.strip("[]")
         self.port = int(port)
         self.hostport = f"{host}:{port}"
+        self.key = 0  # its place in the transport's list (set there)
 
     def __repr__(self) -> str:
         return ("https://" if self.tls else "http://") + self.hostport
@@ -78,6 +79,8 @@ class Transport:
         if not endpoints:
             raise ValueError("no endpoints")
         self._eps = [_Endpoint(e) for e in endpoints]
+        for i, e in enumerate(self._eps):
+            e.key = i
         self._tls = tls
         self.request_timeout = request_timeout
         self._mu = threading.Lock()
@@ -174,7 +177,7 @@ class Transport:
     def _take(self, ep: _Endpoint, timeout: float) -> _Conn:
         """An idle connection to ep that the server has not closed, or a new
         one (connected here: a failure is _NotSent)."""
-        key = self._eps.index(ep)
+        key = ep.key
         while True:
             with self._pool_mu:
                 idle = self._idle[key]
@@ -203,7 +206,7 @@ class Transport:
         return conn
 
     def _give(self, ep: _Endpoint, conn: _Conn) -> None:
-        key = self._eps.index(ep)
+        key = ep.key
         with self._pool_mu:
             idle = self._idle[key]
             if len(idle) < MAX_IDLE_PER_ENDPOINT:
@@ -235,6 +238,8 @@ class Transport:
         else:
             self._give(ep, conn)
         leader = headers.get(_LEADER_KEY)
+        if leader is not None:
+            leader = leader.strip()
         try:
             answer = _decode(raw.decode("utf-8")) if raw else {}
         except ValueError:
@@ -384,19 +389,21 @@ class _Conn:
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
                 raise _BadAnswer(f"status line {lines[0][:40]!r}")
             status = int(parts[1])
+            # Values are kept as sent (stripped where read): an answer
+            # has eight headers, of which four are read.
             headers: dict[str, str] = {}
             for ln in lines[1:]:
                 k, sep, v = ln.partition(":")
                 if not sep:
                     raise _BadAnswer("malformed header")
-                headers[k.strip().lower()] = v.strip()
+                headers[k.strip().lower()] = v
             if status >= 200 or status == 101:
                 break  # 1xx interim answers are skipped
-        conn = headers.get("connection", "").lower()
+        conn = headers.get("connection", "").strip().lower()
         close = conn == "close" or (parts[0] == "HTTP/1.0" and conn != "keep-alive")
         if status in (204, 304):
             return status, headers, b"", close
-        if headers.get("transfer-encoding", "").lower() == "chunked":
+        if headers.get("transfer-encoding", "").strip().lower() == "chunked":
             body = bytearray()
             while True:
                 size_line = self._line().split(b";", 1)[0].strip()
@@ -415,7 +422,7 @@ class _Conn:
                     raise _BadAnswer("bad chunk end")
         if "content-length" in headers:
             try:
-                n = int(headers["content-length"])
+                n = int(headers["content-length"])  # int() takes the spaces
             except ValueError:
                 raise _BadAnswer("bad Content-Length") from None
             if n < 0 or n > _MAX_BODY:

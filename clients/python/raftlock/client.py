@@ -257,7 +257,10 @@ class Session:
         self.lock_delay = _opened.lock_delay
         self.grace = _opened.grace
         self._on_state = _opened.on_state
-        self._cv = threading.Condition()
+        # _mu is _cv's lock: the callers' paths take it bare (a Condition's
+        # own __enter__ and __exit__ are Python calls).
+        self._mu = threading.RLock()
+        self._cv = threading.Condition(self._mu)
         self._state = SAFE
         self._acked_sent = _opened.sent  # send time of the last acknowledged request
         self._last_send = _opened.sent  # send time of the last keepalive
@@ -521,7 +524,7 @@ class Session:
         self._t.call("POST", "/v1/locks/request-release", body, deadline=_deadline(timeout), idempotent=True)
 
     def _check_open(self) -> None:
-        with self._cv:
+        with self._mu:
             if self._state in (EXPIRED, CLOSED):
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
 
@@ -530,7 +533,7 @@ class Session:
         while the session holds that name (a Lock not yet released, lost or
         not) or acquires it already: locks are not re-entrant, and a second
         grant to the same session would wait on the first forever."""
-        with self._cv:
+        with self._mu:
             for other in self._locks:
                 if other.name == lk.name:
                     raise AlreadyHeld(
@@ -545,11 +548,11 @@ class Session:
             self._acquiring.add(lk.name)
 
     def _unclaim(self, name: str) -> None:
-        with self._cv:
+        with self._mu:
             self._acquiring.discard(name)
 
     def _register(self, lk: Lock) -> None:
-        with self._cv:
+        with self._mu:
             if self._state in (EXPIRED, CLOSED):
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
             self._locks.add(lk)
@@ -563,7 +566,7 @@ class Session:
             lk._lose()
 
     def _forget(self, lk: Lock) -> None:
-        with self._cv:
+        with self._mu:
             self._locks.discard(lk)
 
     def _new_holder(self) -> str:
@@ -815,7 +818,7 @@ class Lock:
         self._lose()
         if not self._held:
             return
-        with self.session._cv:
+        with self.session._mu:
             over = self.session._state in (EXPIRED, CLOSED)
         if not over:
             self._send_release()
