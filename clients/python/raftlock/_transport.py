@@ -7,6 +7,8 @@ import random
 import select
 import socket
 import ssl
+import struct
+import sys
 import threading
 import time
 from typing import Any
@@ -15,6 +17,11 @@ from urllib.parse import quote
 from .errors import NoLeader, RaftlockError, UnknownOutcome, Unreachable, from_code
 
 LEADER_ADDR_HEADER = "X-Raftlock-Leader-Addr"
+_LEADER_KEY = LEADER_ADDR_HEADER.lower()
+# One encoder and decoder for every request (json.dumps with options builds
+# an encoder per call; loads of bytes detects their encoding first).
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
 
 #: How long one HTTP request may take, by default (seconds).
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -37,6 +44,7 @@ class _Endpoint:
         self.host = host.strip("[]")
         self.port = int(port)
         self.hostport = f"{host}:{port}"
+        self.key = 0  # its place in the transport's list (set there)
 
     def __repr__(self) -> str:
         return ("https://" if self.tls else "http://") + self.hostport
@@ -71,6 +79,8 @@ class Transport:
         if not endpoints:
             raise ValueError("no endpoints")
         self._eps = [_Endpoint(e) for e in endpoints]
+        for i, e in enumerate(self._eps):
+            e.key = i
         self._tls = tls
         self.request_timeout = request_timeout
         self._mu = threading.Lock()
@@ -167,7 +177,7 @@ class Transport:
     def _take(self, ep: _Endpoint, timeout: float) -> _Conn:
         """An idle connection to ep that the server has not closed, or a new
         one (connected here: a failure is _NotSent)."""
-        key = self._eps.index(ep)
+        key = ep.key
         while True:
             with self._pool_mu:
                 idle = self._idle[key]
@@ -175,7 +185,7 @@ class Transport:
             if conn is None:
                 break
             if not conn.dropped():
-                conn.sock.settimeout(timeout)
+                conn.arm(timeout)
                 return conn
             conn.close()
         try:
@@ -191,10 +201,12 @@ class Transport:
         except (OSError, socket.timeout) as e:
             sock.close()
             raise _NotSent(_why(e)) from None
-        return _Conn(sock, ep.hostport)
+        conn = _Conn(sock, ep.hostport)
+        conn.arm(timeout)
+        return conn
 
     def _give(self, ep: _Endpoint, conn: _Conn) -> None:
-        key = self._eps.index(ep)
+        key = ep.key
         with self._pool_mu:
             idle = self._idle[key]
             if len(idle) < MAX_IDLE_PER_ENDPOINT:
@@ -206,7 +218,7 @@ class Transport:
         self, ep: _Endpoint, method: str, path: str, body: dict[str, Any] | None, timeout: float
     ) -> tuple[int, dict[str, Any], str | None]:
         timeout = max(timeout, 0.001)
-        data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        data = b"" if body is None else _encode(body).encode("utf-8")
         conn = self._take(ep, timeout)
         head = f"{method} {path} HTTP/1.1\r\nHost: {conn.hostport}\r\n{self._head}"
         if body is not None:
@@ -225,9 +237,11 @@ class Transport:
             conn.close()
         else:
             self._give(ep, conn)
-        leader = headers.get(LEADER_ADDR_HEADER.lower())
+        leader = headers.get(_LEADER_KEY)
+        if leader is not None:
+            leader = leader.strip()
         try:
-            answer = json.loads(raw) if raw else {}
+            answer = _decode(raw.decode("utf-8")) if raw else {}
         except ValueError:
             answer = {"error": {"code": "internal", "message": f"HTTP {status}: an answer that is not JSON"}}
         return status, answer, leader
@@ -242,14 +256,29 @@ class _Conn:
     send and its answer read straight from the socket (status line,
     headers, a Content-Length or chunked body), without http.client's
     general machinery (its e-mail header parser, a buffered file per
-    answer, two sends per request)."""
+    answer, two sends per request).
 
-    __slots__ = ("sock", "hostport", "buf")
+    A plain TCP connection is a blocking socket whose reads and writes are
+    bounded by the kernel (SO_RCVTIMEO, SO_SNDTIMEO), not by a Python
+    timeout: with one, every recv and send is preceded by a poll, each a
+    system call that gives up the interpreter lock, which 16 threads then
+    hand to each other. The kernel timeout is only lowered when an
+    attempt's bound is shorter, and a read it ends early is re-armed up to
+    the attempt's own bound (``until``). A TLS connection keeps the socket
+    module's timeout."""
+
+    __slots__ = ("sock", "hostport", "buf", "plain", "until", "armed", "nread")
 
     def __init__(self, sock: socket.socket, hostport: str) -> None:
         self.sock = sock
         self.hostport = hostport
         self.buf = b""
+        self.plain = not isinstance(sock, ssl.SSLSocket)
+        self.until = 0.0  # time.monotonic() bound of the current attempt
+        self.armed = 0.0  # the kernel timeout set on a plain socket (0: none yet)
+        self.nread = 0  # bytes read off a plain socket: compared with the kernel's count
+        if self.plain:
+            sock.settimeout(None)
 
     def close(self) -> None:
         try:
@@ -257,12 +286,63 @@ class _Conn:
         except OSError:
             pass
 
+    def arm(self, timeout: float) -> None:
+        """Bounds the next exchange by ``timeout`` seconds."""
+        if not self.plain:
+            self.sock.settimeout(timeout)
+            return
+        self.until = time.monotonic() + timeout
+        if self.armed == 0.0 or timeout < self.armed:
+            self._kernel_timeout(timeout)
+
+    def _kernel_timeout(self, t: float) -> None:
+        t = max(t, 0.001)
+        tv = _timeval(t)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        self.armed = t
+
+    def _recv(self) -> bytes:
+        """One read off the socket, within the attempt's bound."""
+        if not self.plain:
+            return self.sock.recv(65536)
+        while True:
+            try:
+                chunk = self.sock.recv(65536)
+            except BlockingIOError:  # the kernel timeout ran out
+                left = self.until - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout("timed out") from None
+                self._kernel_timeout(left)
+                continue
+            self.nread += len(chunk)
+            return chunk
+
+    def _send(self, data: bytes) -> None:
+        if not self.plain:
+            self.sock.sendall(data)
+            return
+        try:
+            self.sock.sendall(data)
+        except BlockingIOError:
+            # A partial write may have gone out: the request is not resent.
+            raise socket.timeout("timed out") from None
+
     def dropped(self) -> bool:
         """Whether the idle connection is unusable: bytes left over, or the
-        socket polls readable (the server closed it, or sent something
-        unasked)."""
+        server closed it or sent something unasked. A plain socket asks the
+        kernel (TCP_INFO: the connection's state and the bytes it received,
+        against those read), which takes no poll and keeps the interpreter
+        lock; a TLS socket polls readable."""
         if self.buf:
             return True
+        if self.plain and _TCP_INFO_OK:
+            try:
+                info = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+            except OSError:
+                return True
+            if len(info) >= _TCP_INFO_LEN:
+                return info[0] != _TCP_ESTABLISHED or int.from_bytes(info[128:136], "little") != self.nread
         if isinstance(self.sock, ssl.SSLSocket) and self.sock.pending():
             return True
         p = select.poll()
@@ -270,7 +350,7 @@ class _Conn:
         return bool(p.poll(0))
 
     def _fill(self) -> None:
-        chunk = self.sock.recv(65536)
+        chunk = self._recv()
         if not chunk:
             raise _BadAnswer("connection closed")
         self.buf += chunk
@@ -294,7 +374,7 @@ class _Conn:
     def exchange(self, request: bytes) -> tuple[int, dict[str, str], bytes, bool]:
         """Sends one request; returns the answer's status, headers (names in
         lower case), body and whether the connection must be closed."""
-        self.sock.sendall(request)
+        self._send(request)
         while True:
             while True:
                 i = self.buf.find(b"\r\n\r\n")
@@ -309,19 +389,21 @@ class _Conn:
             if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
                 raise _BadAnswer(f"status line {lines[0][:40]!r}")
             status = int(parts[1])
+            # Values are kept as sent (stripped where read): an answer
+            # has eight headers, of which four are read.
             headers: dict[str, str] = {}
             for ln in lines[1:]:
                 k, sep, v = ln.partition(":")
                 if not sep:
                     raise _BadAnswer("malformed header")
-                headers[k.strip().lower()] = v.strip()
+                headers[k.strip().lower()] = v
             if status >= 200 or status == 101:
                 break  # 1xx interim answers are skipped
-        conn = headers.get("connection", "").lower()
+        conn = headers.get("connection", "").strip().lower()
         close = conn == "close" or (parts[0] == "HTTP/1.0" and conn != "keep-alive")
         if status in (204, 304):
             return status, headers, b"", close
-        if headers.get("transfer-encoding", "").lower() == "chunked":
+        if headers.get("transfer-encoding", "").strip().lower() == "chunked":
             body = bytearray()
             while True:
                 size_line = self._line().split(b";", 1)[0].strip()
@@ -340,7 +422,7 @@ class _Conn:
                     raise _BadAnswer("bad chunk end")
         if "content-length" in headers:
             try:
-                n = int(headers["content-length"])
+                n = int(headers["content-length"])  # int() takes the spaces
             except ValueError:
                 raise _BadAnswer("bad Content-Length") from None
             if n < 0 or n > _MAX_BODY:
@@ -348,7 +430,7 @@ class _Conn:
             return status, headers, self._take(n), close
         # No length: the body runs to the end of the connection.
         while True:
-            chunk = self.sock.recv(65536)
+            chunk = self._recv()
             if not chunk:
                 break
             self.buf += chunk
@@ -360,6 +442,18 @@ class _Conn:
 
 _MAX_HEAD = 64 << 10
 _MAX_BODY = 64 << 20
+
+# TCP_INFO (Linux): struct tcp_info's first byte is the state, and
+# tcpi_bytes_received (since Linux 4.1) the u64 at offset 128.
+_TCP_ESTABLISHED = 1
+_TCP_INFO_LEN = 136
+_TCP_INFO_OK = hasattr(socket, "TCP_INFO") and sys.platform.startswith("linux") and sys.byteorder == "little"
+
+
+def _timeval(t: float) -> bytes:
+    """A struct timeval of t seconds (the platform's longs)."""
+    sec = int(t)
+    return struct.pack("@ll", sec, int((t - sec) * 1e6))
 
 
 class _Sent(Exception):

@@ -12,6 +12,7 @@ requests set ``Lock.release_requested``.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import ssl
 import threading
@@ -256,7 +257,10 @@ class Session:
         self.lock_delay = _opened.lock_delay
         self.grace = _opened.grace
         self._on_state = _opened.on_state
-        self._cv = threading.Condition()
+        # _mu is _cv's lock: the callers' paths take it bare (a Condition's
+        # own __enter__ and __exit__ are Python calls).
+        self._mu = threading.RLock()
+        self._cv = threading.Condition(self._mu)
         self._state = SAFE
         self._acked_sent = _opened.sent  # send time of the last acknowledged request
         self._last_send = _opened.sent  # send time of the last keepalive
@@ -268,6 +272,10 @@ class Session:
         self._revoked: list[dict[str, Any]] = []
         self._stop = False
         self._events: list[str] = []
+        # Holder ids: a random prefix per session and a counter, unique
+        # without a read of the system's randomness (a system call) per lock.
+        self._holder_prefix = secrets.token_hex(8)
+        self._holder_seq = itertools.count(1)
         for target, name in ((self._keep, "keepalive"), (self._watch, "lease"), (self._notify, "events")):
             threading.Thread(target=target, name="raftlock-" + name, daemon=True).start()
 
@@ -411,7 +419,7 @@ class Session:
                 if recovered:
                     self._lapsed = False
                     self._set_state(SAFE)
-                    stale = [lk for lk in self._locks if lk.lost.is_set()]
+                    stale = [lk for lk in self._locks if lk._is_lost]
                 else:
                     stale = []
                 self._cv.notify_all()
@@ -516,7 +524,7 @@ class Session:
         self._t.call("POST", "/v1/locks/request-release", body, deadline=_deadline(timeout), idempotent=True)
 
     def _check_open(self) -> None:
-        with self._cv:
+        with self._mu:
             if self._state in (EXPIRED, CLOSED):
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
 
@@ -525,7 +533,7 @@ class Session:
         while the session holds that name (a Lock not yet released, lost or
         not) or acquires it already: locks are not re-entrant, and a second
         grant to the same session would wait on the first forever."""
-        with self._cv:
+        with self._mu:
             for other in self._locks:
                 if other.name == lk.name:
                     raise AlreadyHeld(
@@ -540,11 +548,11 @@ class Session:
             self._acquiring.add(lk.name)
 
     def _unclaim(self, name: str) -> None:
-        with self._cv:
+        with self._mu:
             self._acquiring.discard(name)
 
     def _register(self, lk: Lock) -> None:
-        with self._cv:
+        with self._mu:
             if self._state in (EXPIRED, CLOSED):
                 raise SessionNotFound(f"session {self.name!r} is {self._state}")
             self._locks.add(lk)
@@ -558,8 +566,13 @@ class Session:
             lk._lose()
 
     def _forget(self, lk: Lock) -> None:
-        with self._cv:
+        with self._mu:
             self._locks.discard(lk)
+
+    def _new_holder(self) -> str:
+        """A holder id not used before: 32 hex digits, the session's random
+        prefix and a counter (next() of itertools.count is atomic)."""
+        return f"{self._holder_prefix}{next(self._holder_seq):016x}"
 
     def _lease_budget(self) -> float:
         """How long a request may take before the lease could lapse."""
@@ -582,10 +595,16 @@ class Lock:
         self.name = name
         self.mode = mode
         self.value = value
-        self.holder = secrets.token_hex(16)
-        self.lost = threading.Event()
+        self.holder = session._new_holder()
+        # lost and release_requested are threading.Events made when first
+        # asked for (most grants are released without anyone looking: two
+        # Events are most of a Lock's cost); the flags are the truth, kept
+        # under _mu, and an Event made later starts set when its flag is.
+        self._is_lost = False
+        self._lost_ev: threading.Event | None = None
         self.revoked: LockRevoked | None = None
-        self.release_requested = threading.Event()
+        self._is_asked = False
+        self._asked_ev: threading.Event | None = None
         self.requested_by: ReleaseRequest | None = None
         self._asked_callbacks: list[Callable[[Lock], None]] = []
         self.sequencer: Sequencer | None = None
@@ -605,6 +624,26 @@ class Lock:
         self.release()
 
     @property
+    def lost(self) -> threading.Event:
+        """Set when the grant can no longer be trusted (see the class)."""
+        with self._mu:
+            if self._lost_ev is None:
+                self._lost_ev = threading.Event()
+                if self._is_lost:
+                    self._lost_ev.set()
+            return self._lost_ev
+
+    @property
+    def release_requested(self) -> threading.Event:
+        """Set when another session asked the holder to release the lock."""
+        with self._mu:
+            if self._asked_ev is None:
+                self._asked_ev = threading.Event()
+                if self._is_asked:
+                    self._asked_ev.set()
+            return self._asked_ev
+
+    @property
     def token(self) -> int:
         """The grant's fencing token (0 before the grant)."""
         return self.sequencer.token if self.sequencer else 0
@@ -612,7 +651,7 @@ class Lock:
     def on_lost(self, f: Callable[[Lock], None]) -> None:
         """Calls f(lock) when the lock is lost (at once if it already is)."""
         with self._mu:
-            if not self.lost.is_set():
+            if not self._is_lost:
                 self._callbacks.append(f)
                 return
         f(self)
@@ -621,7 +660,7 @@ class Lock:
         """Calls f(lock) when another session asks the holder to release the
         lock (at once if one has), from the session's thread."""
         with self._mu:
-            if not self.release_requested.is_set():
+            if not self._is_asked:
                 self._asked_callbacks.append(f)
                 return
         f(self)
@@ -646,7 +685,7 @@ class Lock:
     def _ask(self, g: dict[str, Any]) -> None:
         """Sets release_requested, once, with who asked."""
         with self._mu:
-            if self.release_requested.is_set():
+            if self._is_asked:
                 return
             self.requested_by = ReleaseRequest(
                 str(g.get("by_session_handle", "")),
@@ -654,7 +693,9 @@ class Lock:
                 str(g.get("by_holder", "")),
                 str(g.get("at", "")),
             )
-            self.release_requested.set()
+            self._is_asked = True
+            if self._asked_ev is not None:
+                self._asked_ev.set()
             cbs, self._asked_callbacks = self._asked_callbacks, []
         for f in cbs:
             try:
@@ -664,9 +705,11 @@ class Lock:
 
     def _lose(self) -> None:
         with self._mu:
-            if self.lost.is_set():
+            if self._is_lost:
                 return
-            self.lost.set()
+            self._is_lost = True
+            if self._lost_ev is not None:
+                self._lost_ev.set()
             cbs, self._callbacks = self._callbacks, []
         for f in cbs:
             try:
@@ -735,11 +778,11 @@ class Lock:
                 if uncertain:
                     self._abandon(True)
                 raise
-            self.sequencer = Sequencer(
-                ans.get("name", self.name), ans.get("mode", self.mode), int(ans["token"])
-            )
-            if ans.get("sequencer"):
-                self.sequencer = Sequencer.parse(ans["sequencer"])
+            seq = ans.get("sequencer")
+            if seq:
+                self.sequencer = Sequencer.parse(seq)
+            else:
+                self.sequencer = Sequencer(ans.get("name", self.name), ans.get("mode", self.mode), int(ans["token"]))
             self._held = True
             s._register(self)
             return self
@@ -775,7 +818,7 @@ class Lock:
         self._lose()
         if not self._held:
             return
-        with self.session._cv:
+        with self.session._mu:
             over = self.session._state in (EXPIRED, CLOSED)
         if not over:
             self._send_release()

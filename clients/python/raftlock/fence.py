@@ -42,6 +42,8 @@ def check_name(name: str) -> None:
         raise MalformedSequencer("lock name is not valid UTF-8") from e
     if n > MAX_NAME_BYTES:
         raise MalformedSequencer(f"lock name is {n} bytes; the limit is {MAX_NAME_BYTES}")
+    if name.isascii() and name.isprintable():
+        return  # all of U+0020..U+007E: no control character
     for ch in name:
         if unicodedata.category(ch) == "Cc":
             raise MalformedSequencer(f"lock name contains control character U+{ord(ch):04X}")

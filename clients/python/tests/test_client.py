@@ -497,3 +497,131 @@ def test_an_answer_that_is_not_http_is_an_unknown_outcome_not_a_crash():
     with pytest.raises(raftlock.UnknownOutcome) as e:
         t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5)
     assert "status line" in str(e.value)
+
+
+def test_holder_ids_are_unique_per_lock_and_across_sessions(server):
+    # A holder id is the session's random prefix and a counter: every Lock
+    # gets its own (32 hex digits, as before), and two sessions never share one.
+    s1, s2 = open_session(server), open_session(server)
+    ids = [s.lock(f"h/{i}").holder for s in (s1, s2) for i in range(50)]
+    assert len(set(ids)) == len(ids)
+    assert all(len(h) == 32 and int(h, 16) >= 0 for h in ids)
+
+
+def script_server(steps):
+    """A TCP server on 127.0.0.1 that accepts connections one after another
+    and serves each request as the next step says: (delay in seconds before
+    the answer, the answer's bytes or None for none, bytes sent unasked
+    after it). Records the number of the connection of each request."""
+    import socket
+
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(4)
+    conns: list[int] = []
+    kept: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve():
+        steps_left = list(steps)
+        n = 0
+        while steps_left and not stop.is_set():
+            c, _ = ls.accept()
+            n += 1
+            kept.append(c)
+            while steps_left:
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+                if not got:
+                    break
+                conns.append(n)
+                delay, answer, extra = steps_left.pop(0)
+                if answer is None:
+                    stop.wait(10)
+                    return
+                time.sleep(delay)
+                c.sendall(answer + extra)
+                if extra:
+                    break  # unasked bytes sent, the connection left open: serve the next one
+        stop.wait(10)
+        for c in kept:
+            c.close()
+        ls.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"127.0.0.1:{ls.getsockname()[1]}", conns, stop
+
+
+_OK = b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"n": 1}'
+
+
+def test_an_attempt_is_bounded_by_its_own_timeout_after_a_longer_one_on_the_connection():
+    # The connection's kernel timeout was armed for a 30 s attempt; the next
+    # attempt, bounded by 0.5 s, must not wait for the kernel's 30.
+    a, _, stop = script_server([(0, _OK, b""), (0, None, b"")])
+    t = Transport([a], request_timeout=30)
+    assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 30) == {"n": 1}
+    started = time.monotonic()
+    with pytest.raises(raftlock.UnknownOutcome):
+        t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 0.5)
+    assert time.monotonic() - started < 5
+    stop.set()
+
+
+def test_a_shorter_kernel_timeout_left_by_an_earlier_attempt_does_not_cut_a_longer_one():
+    # A 0.2 s attempt leaves the kernel timeout at 0.2 s; the next attempt
+    # may take 10 s, and its answer, 0.6 s later, is read.
+    a, conns, stop = script_server([(0, _OK, b""), (0.6, _OK, b"")])
+    t = Transport([a], request_timeout=10)
+    assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 0.2) == {"n": 1}
+    assert t.call("POST", "/v1/x", {}, deadline=time.monotonic() + 10) == {"n": 1}
+    assert conns == [1, 1]
+    stop.set()
+
+
+def test_an_idle_connection_with_bytes_nobody_asked_for_is_not_reused():
+    # The server writes past its answer: those bytes must not be read as the
+    # next request's answer; the next request goes on a new connection.
+    a, conns, stop = script_server([(0, _OK, b"HTTP/1.1 408 Request Timeout\r\n\r\n"), (0, _OK, b"")])
+    t = Transport([a])
+    assert t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5) == {"n": 1}
+    deadline = time.monotonic() + 5
+    while not t._idle[0][0].dropped() and time.monotonic() < deadline:
+        time.sleep(0.01)  # await the unasked bytes' arrival
+    assert t.call("POST", "/v1/sessions", {}, deadline=time.monotonic() + 5) == {"n": 1}
+    assert conns == [1, 2]
+    stop.set()
+
+
+def test_the_lost_event_is_set_whether_taken_before_or_after_the_loss(server):
+    # lost is made when first asked for: one taken before the release is set
+    # by it, one first asked for after it starts set; callbacks run once.
+    s = open_session(server)
+    grant = (200, {"name": "a", "mode": "exclusive", "token": 3, "sequencer": "rl1:x:3:a"}, {})
+    server.script.extend([grant, (200, {"released": True}, {}), grant, (200, {"released": True}, {})])
+    before, after, calls = s.try_lock("a"), None, []
+    ev = before.lost
+    before.on_lost(calls.append)
+    assert not ev.is_set() and not before.release_requested.is_set()
+    before.release()
+    assert ev.is_set() and before.lost is ev and calls == [before]
+    after = s.try_lock("a")
+    after.release()
+    assert after.lost.is_set()
+    after.on_lost(calls.append)
+    assert calls == [before, after]
+    assert not after.release_requested.is_set()
+
+
+def test_lock_names_of_printable_ascii_and_of_other_text_are_checked_alike():
+    from raftlock.fence import MalformedSequencer, check_name
+
+    for ok in ("jobs/a", "a b~", "caf\u00e9", "\u65e5\u672c"):
+        check_name(ok)
+    for bad in ("a\x00", "a\x1fb", "\x7f", "a\u0085"):
+        with pytest.raises(MalformedSequencer):
+            check_name(bad)
