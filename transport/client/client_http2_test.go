@@ -1,14 +1,11 @@
 package client
 
 import (
-	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/transport/httpapi"
 	"github.com/raftlock/raftlock/transport/httpapi/httpapitest"
 )
@@ -50,30 +47,7 @@ func TestWithHTTP2MultiplexesOneConnection(t *testing.T) {
 	if _, err := c.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name, holder := fmt.Sprintf("l%d", i), fmt.Sprintf("h%d", i)
-			info, err := c.OpenSession(ctx, api.OpenRequest{})
-			if err == nil {
-				_, err = c.Acquire(ctx, api.AcquireRequest{Name: name, Session: info.ID, Holder: holder})
-			}
-			if err == nil {
-				err = c.Release(ctx, api.ReleaseRequest{Name: name, Session: info.ID, Holder: holder})
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	lockInParallel(t, ctx, c, 16)
 	if n, h1 := conns.Load(), notH2.Load(); n != 1 || h1 != 0 {
 		t.Fatalf("%d connections and %d requests not in HTTP/2, want 1 and 0", n, h1)
 	}

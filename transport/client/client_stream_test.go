@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,30 +154,7 @@ func TestStreamProtocolMultiplexesOneConnection(t *testing.T) {
 	if _, err := c.Health(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for i := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name, holder := "l"+string(rune('a'+i)), "h"
-			info, err := c.OpenSession(ctx, api.OpenRequest{})
-			if err == nil {
-				_, err = c.Acquire(ctx, api.AcquireRequest{Name: name, Session: info.ID, Holder: holder})
-			}
-			if err == nil {
-				err = c.Release(ctx, api.ReleaseRequest{Name: name, Session: info.ID, Holder: holder})
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	lockInParallel(t, ctx, c, 16)
 	// One HTTP connection (the first request), one stream connection.
 	if d, h := dials.Load(), n.overHTTP.Load(); d != 2 || h != 1 {
 		t.Fatalf("%d dials and %d requests over HTTP, want 2 and 1", d, h)
