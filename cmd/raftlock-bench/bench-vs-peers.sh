@@ -34,6 +34,10 @@
 #   RL_PROTO=stream (raftlock's clients: stream, the stream protocol its
 #   nodes serve on --stream-addr; 1.1 for HTTP/1.1; docs/RUNS.md, "The
 #   stream protocol against HTTP/1.1")
+#   Scenarios of the other clients (cmd/raftlock-bench/README.md, "Other
+#   clients"): p16 and j16 (CLIENT_ROUNDS=2 CLIENT_WARMUP=8s) and k
+#   (KA_SESSIONS=2000 KA_TIME=20s KA_OPEN_RATE=KA_SESSIONS/(TTL/3)
+#   KA_CLIENTS="go python java")
 # Internal: bench-vs-peers.sh restart etcd|zookeeper|raftlock ID  (the
 #   --restart-cmd)
 set -euo pipefail
@@ -415,12 +419,20 @@ for s in $SCENARIOS; do
 		# holding a lock each, kept alive for KA_TIME by the Go keeper,
 		# the Python client's Sessions and the Java client's; the leader's
 		# CPU per keepalive with its idle CPU (measured first) taken off.
-		# Opened two at a time, so that the sessions fall due spread in
-		# time as a program's do (64 at a time, the Go keeper's fall due
-		# in clumps the leader serves in batches).
-		for kind in go python java; do
-			bench_client "$kind" --scenario sessions --sessions "${KA_SESSIONS:-2000}" \
-				--session-time "${KA_TIME:-20s}" --idle-baseline 5s --workers 2
+		# Opened two at a time and paced, KA_OPEN_RATE a second (default:
+		# KA_SESSIONS over one keepalive interval, TTL/3), so that every
+		# client's keepalives arrive evenly spread in time, at the same
+		# rate, as a program's do. Unpaced, each client's keepalives came
+		# in waves as fast as it had opened its sessions, and the leader,
+		# which confirms keepalives that arrive together with one
+		# leadership round (node/keepalive_confirm.go), served the
+		# fastest opener's for the least CPU each (docs/RUNS.md, "The
+		# keepalive cost of each client").
+		ka_sessions=${KA_SESSIONS:-2000}
+		ka_rate=${KA_OPEN_RATE:-$(awk -v n="$ka_sessions" -v t="${TTL%s}" 'BEGIN { printf "%g", n / (t / 3) }')}
+		for kind in ${KA_CLIENTS:-go python java}; do
+			bench_client "$kind" --scenario sessions --sessions "$ka_sessions" \
+				--session-time "${KA_TIME:-20s}" --idle-baseline 5s --workers 2 --open-rate "$ka_rate"
 		done
 		;;
 	*) echo "bench-vs-peers: unknown scenario $s" >&2; exit 2 ;;

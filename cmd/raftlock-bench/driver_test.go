@@ -39,13 +39,13 @@ func TestPythonDriverThroughTheClientsAPI(t *testing.T) {
 	}
 
 	c := runJSON(t, append(common, "--scenario", "c", "--sessions", "10", "--session-time", "2500ms",
-		"--ttl", "1s", "--workers", "4")...)
+		"--ttl", "1s", "--workers", "4", "--open-rate", "20")...)
 	if c.Ops != 10 || c.Metrics[bench.MetricLapsed] != 0 || c.Metrics[bench.MetricKeepAlivesPerS] <= 0 {
 		t.Errorf("sessions: %+v", c)
 	}
 }
 
-// TestJavaDriverThroughTheClientsAPI runs scenario a with the Java
+// TestJavaDriverThroughTheClientsAPI runs scenarios a and c with the Java
 // client's driver (clients/java/bench-driver; needs what `mvn install`
 // built: RAFTLOCK_JAVA_WORKER=1, as CI sets after it).
 func TestJavaDriverThroughTheClientsAPI(t *testing.T) {
@@ -61,5 +61,10 @@ func TestJavaDriverThroughTheClientsAPI(t *testing.T) {
 		"--scenario", "a", "--clients", "2", "--duration", "1s", "--warmup", "500ms")
 	if a.System != "raftlock-java" || a.Ops == 0 || a.Errors != 0 || a.P50ms <= 0 {
 		t.Errorf("uncontended: %+v", a)
+	}
+	c := runJSON(t, "--addr", cl.AddrList(), "--pids", cl.PIDList(), "--driver", "java", "--driver-cmd", driver,
+		"--scenario", "c", "--sessions", "10", "--session-time", "2500ms", "--ttl", "1s", "--workers", "4", "--open-rate", "20")
+	if c.Ops != 10 || c.Metrics[bench.MetricLapsed] != 0 || c.Metrics[bench.MetricKeepAlivesPerS] <= 0 {
+		t.Errorf("sessions: %+v", c)
 	}
 }

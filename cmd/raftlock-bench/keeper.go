@@ -26,6 +26,8 @@ type keeper struct {
 	ttl     time.Duration
 	workers int
 	prefix  string
+	// openRate paces the opens (Options.OpenRate).
+	openRate float64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -58,9 +60,9 @@ type kaSession struct {
 
 var _ bench.SessionLoad = (*keeper)(nil)
 
-func newKeeper(c *client.Client, ttl time.Duration, workers int, prefix string) *keeper {
+func newKeeper(c *client.Client, ttl time.Duration, workers int, openRate float64, prefix string) *keeper {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &keeper{c: c, ttl: ttl, workers: workers, prefix: prefix, ctx: ctx, cancel: cancel,
+	return &keeper{c: c, ttl: ttl, workers: workers, openRate: openRate, prefix: prefix, ctx: ctx, cancel: cancel,
 		work: make(chan *kaSession), wake: make(chan struct{}, 1)}
 }
 
@@ -86,7 +88,7 @@ func (k *keeper) Open(ctx context.Context, n int, lat *bench.Latencies) (int64, 
 	k.sessions = make([]*kaSession, n)
 	k.mu.Unlock()
 	var errs atomic.Int64
-	_, err := bench.ForEach(ctx, n, k.workers, func(ctx context.Context, i int) error {
+	_, err := bench.ForEachPaced(ctx, n, k.workers, k.openRate, func(ctx context.Context, i int) error {
 		for {
 			sent := time.Now()
 			info, err := k.c.OpenSession(ctx, api.OpenRequest{TTL: k.ttl, LockDelay: api.NoLockDelay})

@@ -161,7 +161,7 @@ func (s *system) NewSessionLoad(o *bench.Options, lockPrefix string) bench.Sessi
 	if s.driver != nil {
 		return bench.NewDriverSessions(s, o, lockPrefix)
 	}
-	return newKeeper(s.api, o.TTL, o.Workers, lockPrefix)
+	return newKeeper(s.api, o.TTL, o.Workers, o.OpenRate, lockPrefix)
 }
 
 // openOptions are the options of every benchmark session: the same TTL as

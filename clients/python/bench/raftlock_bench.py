@@ -9,7 +9,8 @@ stdout, one command per line on stdin. Standard library only.
                    on its own lock (NAME/i; --shared: all on NAME). Prints
                    {"event":"ready"}; counts from "measure" until "stop",
                    then prints {"event":"result","pairs","errors","lat_us"}.
-  --mode sessions  --sessions S sessions opened (--workers at a time), each
+  --mode sessions  --sessions S sessions opened (--workers at a time, at
+                   most --open-rate a second, spread evenly), each
                    kept alive by its own Session; prints {"event":"ready",
                    "lat_us": opens, "errors"}; "hold N": the first N take a
                    lock each ({"event":"held"}); "stats": {"event":"stats",
@@ -136,7 +137,11 @@ class Sessions:
         self.locks: list[raftlock.Lock] = []
         lat: list[int] = []
 
+        start = time.monotonic()
+
         def open_one(i: int) -> raftlock.Session:
+            if args.open_rate > 0:  # session i opens no earlier than i/rate s in
+                time.sleep(max(0.0, start + i / args.open_rate - time.monotonic()))
             while True:
                 t0 = time.perf_counter_ns()
                 try:
@@ -232,6 +237,12 @@ def main() -> int:
     ap.add_argument("--ttl", type=_duration, default=15.0)
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=64)
+    ap.add_argument(
+        "--open-rate",
+        type=float,
+        default=0.0,
+        help="sessions mode: sessions opened per second at most, spread evenly (0: as fast as --workers go)",
+    )
     ap.add_argument(
         "--procs",
         type=int,

@@ -25,6 +25,7 @@ type leases struct {
 	endpoints []string
 	ttl       time.Duration
 	workers   int
+	openRate  float64 // paces the opens (bench.Options.OpenRate)
 	prefix    string
 
 	ctx    context.Context
@@ -48,9 +49,9 @@ type lease struct {
 
 var _ bench.SessionLoad = (*leases)(nil)
 
-func newLeases(endpoints []string, ttl time.Duration, workers int, prefix string) *leases {
+func newLeases(endpoints []string, ttl time.Duration, workers int, openRate float64, prefix string) *leases {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &leases{endpoints: endpoints, ttl: ttl, workers: workers, prefix: prefix, ctx: ctx, cancel: cancel}
+	return &leases{endpoints: endpoints, ttl: ttl, workers: workers, openRate: openRate, prefix: prefix, ctx: ctx, cancel: cancel}
 }
 
 // Open implements bench.SessionLoad.
@@ -64,7 +65,7 @@ func (l *leases) Open(ctx context.Context, n int, lat *bench.Latencies) (int64, 
 	l.list = make([]*lease, n)
 	l.mu.Unlock()
 	var errs atomic.Int64
-	_, err = bench.ForEach(ctx, n, l.workers, func(ctx context.Context, i int) error {
+	_, err = bench.ForEachPaced(ctx, n, l.workers, l.openRate, func(ctx context.Context, i int) error {
 		for {
 			start := time.Now()
 			resp, err := c.Grant(ctx, int64(l.ttl/time.Second))

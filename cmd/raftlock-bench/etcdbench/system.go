@@ -202,5 +202,5 @@ func (s *system) WaitMember(ctx context.Context, name string) error {
 
 // NewSessionLoad implements bench.System.
 func (s *system) NewSessionLoad(o *bench.Options, lockPrefix string) bench.SessionLoad {
-	return newLeases(s.endpoints, o.TTL, o.Workers, "/"+lockPrefix)
+	return newLeases(s.endpoints, o.TTL, o.Workers, o.OpenRate, "/"+lockPrefix)
 }

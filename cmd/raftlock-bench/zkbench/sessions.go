@@ -23,6 +23,7 @@ type conns struct {
 	endpoints []string
 	ttl       time.Duration
 	workers   int
+	openRate  float64 // paces the opens (bench.Options.OpenRate)
 	prefix    string
 
 	mu     sync.Mutex
@@ -48,8 +49,8 @@ type zsession struct {
 
 var _ bench.SessionLoad = (*conns)(nil)
 
-func newConns(endpoints []string, ttl time.Duration, workers int, prefix string) *conns {
-	return &conns{endpoints: endpoints, ttl: ttl, workers: workers, prefix: prefix}
+func newConns(endpoints []string, ttl time.Duration, workers int, openRate float64, prefix string) *conns {
+	return &conns{endpoints: endpoints, ttl: ttl, workers: workers, openRate: openRate, prefix: prefix}
 }
 
 // Open implements bench.SessionLoad.
@@ -58,7 +59,7 @@ func (cs *conns) Open(ctx context.Context, n int, lat *bench.Latencies) (int64, 
 	cs.list = make([]*zsession, n)
 	cs.mu.Unlock()
 	var errs atomic.Int64
-	_, err := bench.ForEach(ctx, n, cs.workers, func(ctx context.Context, i int) error {
+	_, err := bench.ForEachPaced(ctx, n, cs.workers, cs.openRate, func(ctx context.Context, i int) error {
 		for {
 			s := &zsession{cs: cs}
 			start := time.Now()

@@ -173,7 +173,7 @@ func (s *system) NewWorker(ctx context.Context, i int, name string) (bench.Worke
 
 // NewSessionLoad implements bench.System.
 func (s *system) NewSessionLoad(o *bench.Options, lockPrefix string) bench.SessionLoad {
-	return newConns(s.endpoints, o.TTL, o.Workers, "/"+lockPrefix)
+	return newConns(s.endpoints, o.TTL, o.Workers, o.OpenRate, "/"+lockPrefix)
 }
 
 // Buffer sizes of a connection (the library's default is 1.5 MB each way

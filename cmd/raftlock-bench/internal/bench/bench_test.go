@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -86,6 +87,42 @@ func TestForEach(t *testing.T) {
 	cancel()
 	if _, err := ForEach(ctx, 5, 2, func(context.Context, int) error { return nil }); err == nil {
 		t.Fatal("cancelled: no error")
+	}
+}
+
+// Paced, call i starts no earlier than i/rate after the start (a lower
+// bound, which sleeping guarantees whatever the load), every call is made
+// once, and an invalid rate is refused.
+func TestForEachPacedStartsCallINoEarlierThanIOverRate(t *testing.T) {
+	const n, rate = 20, 400.0
+	var starts [n]time.Duration
+	var calls atomic.Int64
+	begin := time.Now()
+	failed, err := ForEachPaced(context.Background(), n, 4, rate, func(_ context.Context, i int) error {
+		starts[i] = time.Since(begin)
+		calls.Add(1)
+		return nil
+	})
+	if failed != 0 || err != nil || calls.Load() != n {
+		t.Fatalf("failed %d err %v calls %d", failed, err, calls.Load())
+	}
+	for i, s := range starts {
+		if due := time.Duration(float64(i) * float64(time.Second) / rate); s < due {
+			t.Errorf("call %d started %v in, before %v", i, s, due)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ForEachPaced(ctx, 5, 2, 1, func(context.Context, int) error { return nil }); err == nil {
+		t.Fatal("cancelled: no error")
+	}
+	o := Options{Addrs: []string{"x:1"}, Scenario: "c", Clients: 1, Duration: time.Second, TTL: time.Second,
+		SessionCount: 5, HeldLocks: -1, SessionTime: time.Second, Workers: 1, Rounds: 1, Lock: "l"}
+	for _, bad := range []float64{-1, math.NaN(), math.Inf(1)} {
+		o.OpenRate = bad
+		if err := o.Validate(); err == nil {
+			t.Errorf("--open-rate %v: no error", bad)
+		}
 	}
 }
 

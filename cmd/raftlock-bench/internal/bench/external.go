@@ -316,8 +316,12 @@ func NewDriverSessions(sys ExternalSystem, o *Options, lockPrefix string) Sessio
 }
 
 func (d *driverSessions) Open(ctx context.Context, n int, lat *Latencies) (int64, error) {
-	p, err := startDriver(d.sys.Driver(), []string{"--mode", "sessions", "--addr", strings.Join(d.sys.Addrs(), ","),
-		"--sessions", strconv.Itoa(n), "--workers", strconv.Itoa(d.o.Workers), "--lock", d.prefix, "--ttl", d.o.TTL.String()})
+	args := []string{"--mode", "sessions", "--addr", strings.Join(d.sys.Addrs(), ","),
+		"--sessions", strconv.Itoa(n), "--workers", strconv.Itoa(d.o.Workers), "--lock", d.prefix, "--ttl", d.o.TTL.String()}
+	if d.o.OpenRate > 0 {
+		args = append(args, "--open-rate", strconv.FormatFloat(d.o.OpenRate, 'g', -1, 64))
+	}
+	p, err := startDriver(d.sys.Driver(), args)
 	if err != nil {
 		return 0, err
 	}

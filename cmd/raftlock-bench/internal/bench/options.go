@@ -9,6 +9,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,12 @@ type Options struct {
 	// CPU before the opens: the baseline taken off the keepalive
 	// window's leader CPU for the CPU per keepalive.
 	IdleBaseline time.Duration
+	// OpenRate, when > 0, paces the opens of (c): at most this many
+	// sessions a second, spread evenly. Keepalives fall due when their
+	// session was opened, so this fixes how they arrive at the leader
+	// (OpenRate = sessions / (TTL/3): evenly over each interval),
+	// whichever client opens them.
+	OpenRate float64
 }
 
 // Register defines the options' flags on fs with their defaults.
@@ -101,6 +108,7 @@ func (o *Options) Register(fs *flag.FlagSet, defaultAddr string) {
 	fs.StringVar(&o.Lock, "lock", "bench", "lock name prefix")
 	fs.BoolVar(&o.JSON, "json", false, "print the result as one JSON line on stdout (the text line goes to stderr)")
 	fs.StringVar(&o.Label, "label", "", "free text copied into the result")
+	fs.Float64Var(&o.OpenRate, "open-rate", 0, "sessions opened per second at most, spread evenly (c; 0: as fast as --workers go)")
 	fs.DurationVar(&o.IdleBaseline, "idle-baseline", 0, "measure the idle leader's CPU this long before the opens, for leader_cpu_us_per_keepalive (c; 0: no baseline)")
 }
 
@@ -147,6 +155,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 {
 		return fmt.Errorf("--workers %d: want at least 1", o.Workers)
+	}
+	if o.OpenRate < 0 || math.IsNaN(o.OpenRate) || math.IsInf(o.OpenRate, 0) {
+		return fmt.Errorf("--open-rate %v: want a number of sessions per second, or 0", o.OpenRate)
 	}
 	if o.Rounds < 1 {
 		return fmt.Errorf("--rounds %d: want at least 1", o.Rounds)

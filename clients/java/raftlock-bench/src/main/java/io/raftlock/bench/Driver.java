@@ -33,7 +33,8 @@ import java.util.regex.Pattern;
  * NAME); prints {"event":"ready"}, counts from "measure" until "stop", then
  * prints {"event":"result","pairs","errors","lat_us"}.</li>
  * <li>{@code --mode sessions}: {@code --sessions S} sessions opened
- * ({@code --workers} at a time), each kept alive by its own Session; "hold N":
+ * ({@code --workers} at a time, at most {@code --open-rate} a second, spread
+ * evenly), each kept alive by its own Session; "hold N":
  * the first N take a lock each; "stats": the sessions seen expired and the
  * times one entered jeopardy.</li>
  * </ul>
@@ -96,7 +97,8 @@ public final class Driver {
             pairs(client, ttl, lock, Integer.parseInt(a.getOrDefault("clients", "1")), a.containsKey("shared"), in);
         } else {
             sessions(client, ttl, lock, Integer.parseInt(a.getOrDefault("sessions", "1000")),
-                    Integer.parseInt(a.getOrDefault("workers", "64")), in);
+                    Integer.parseInt(a.getOrDefault("workers", "64")),
+                    Double.parseDouble(a.getOrDefault("open-rate", "0")), in);
         }
         System.exit(0);
     }
@@ -210,8 +212,8 @@ public final class Driver {
         closeAll(sessions, 16);
     }
 
-    private static void sessions(RaftlockClient client, Duration ttl, String lock, int n, int workers, BufferedReader in)
-            throws Exception {
+    private static void sessions(RaftlockClient client, Duration ttl, String lock, int n, int workers, double openRate,
+            BufferedReader in) throws Exception {
         AtomicLong expired = new AtomicLong();
         AtomicLong jeopardy = new AtomicLong();
         AtomicLong openErrors = new AtomicLong();
@@ -226,9 +228,16 @@ public final class Driver {
         long[] lat = new long[n];
         ExecutorService ex = Executors.newFixedThreadPool(workers);
         List<Future<?>> fs = new ArrayList<>();
+        long start = System.nanoTime();
         for (int i = 0; i < n; i++) {
             int id = i;
             fs.add(ex.submit(() -> {
+                if (openRate > 0) { // session id opens no earlier than id/rate s in
+                    long wait = start + (long) (id * 1e9 / openRate) - System.nanoTime();
+                    if (wait > 0) {
+                        Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                    }
+                }
                 while (true) {
                     long t0 = System.nanoTime();
                     try {
