@@ -12,19 +12,21 @@
 #   env: RAFTLOCKD, BENCH (binaries), WORK (default /tmp/onepair), DUR (8s),
 #        CLIENTS (1), ENVS / BENVS (environment of the nodes / of the bench,
 #        e.g. GOMAXPROCS=1), PERF (empty: no perf stat), HOOK (shell run
-#        at the start of the measured window; sees PIDS, BP, LEADER, DP).
+#        at the start of the measured window; sees PIDS, BP, LEADER, DP),
+#        STREAM (1: the nodes serve the stream protocol and the bench's
+#        clients use it, --http stream).
 set -u
 LABEL=$1; shift
 : "${RAFTLOCKD:?set RAFTLOCKD to a raftlockd binary}" "${BENCH:?set BENCH to a raftlock-bench binary}"
 WORK=${WORK:-/tmp/onepair}; DUR=${DUR:-8s}; CLIENTS=${CLIENTS:-1}
 W=$WORK/run; rm -rf "$W"; mkdir -p "$W"
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-HP=$(freeport); RP=$(freeport); DP=$(freeport)
+HP=$(freeport); RP=$(freeport); DP=$(freeport); SP=$(freeport)
 PEERS="n1=127.0.0.81:$RP,n2=127.0.0.82:$RP,n3=127.0.0.83:$RP"
 PIDS=()
 for n in 1 2 3; do
 	env ${ENVS:-} "$RAFTLOCKD" --id n$n --data-dir "$W/n$n" --raft-addr 127.0.0.8$n:$RP --http-addr 127.0.0.8$n:$HP \
-		--debug-addr 127.0.0.8$n:$DP --peers "$PEERS" --log-level warn "$@" >"$W/n$n.log" 2>&1 &
+		--debug-addr 127.0.0.8$n:$DP --peers "$PEERS" --log-level warn ${STREAM:+--stream-addr 127.0.0.8$n:$SP} "$@" >"$W/n$n.log" 2>&1 &
 	PIDS+=($!)
 done
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
@@ -38,7 +40,7 @@ for _ in $(seq 100); do
 done
 sleep 1
 cpu() { awk '{print $14+$15}' "/proc/$1/stat"; }
-env ${BENVS:-} "$BENCH" --addr "$ADDR" --scenario uncontended --clients "$CLIENTS" --duration "$DUR" --warmup 2s --json \
+env ${BENVS:-} "$BENCH" --addr "$ADDR" ${STREAM:+--http stream} --scenario uncontended --clients "$CLIENTS" --duration "$DUR" --warmup 2s --json \
 	--pids "n1=${PIDS[0]},n2=${PIDS[1]},n3=${PIDS[2]}" >"$W/res.json" 2>"$W/bench.err" &
 BP=$!
 sleep 2.5

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -360,4 +361,76 @@ func TestRequestOnAnEndedConnectionIsNotSent(t *testing.T) {
 		t.Fatalf("the next request, on a new connection: %v", err)
 	}
 	resp.Body.Close()
+}
+
+// goroutineID is the running goroutine's number, from its stack header.
+func goroutineID() string {
+	var b [64]byte
+	s := string(b[:runtime.Stack(b[:], false)])
+	s = strings.TrimPrefix(s, "goroutine ")
+	return s[:strings.IndexByte(s, ' ')]
+}
+
+// workers counts the goroutines in Server.worker.
+func workers() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "stream.(*Server).worker(")
+}
+
+// Requests run on goroutines that served earlier ones (their grown stacks
+// kept; a handler that panicked does not end its goroutine's service),
+// and the waiting ones end when the server closes.
+func TestRequestGoroutinesAreReusedAndEndWithTheServer(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
+		}
+		_, _ = io.WriteString(w, goroutineID())
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	c := dialRaw(t, ln.Addr().String(), goodPreface)
+	ids := map[string]bool{}
+	const n = 50
+	for i := uint32(1); i <= n; i++ {
+		path := "/"
+		if i%10 == 0 {
+			path = "/panic"
+		}
+		c.write(appendRequest(nil, i, "GET", path, nil, nil))
+		_, p, err := c.frame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := decodeAnswer(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path == "/" {
+			ids[string(a.body)] = true
+		}
+	}
+	// One request at a time: a worker is back waiting for the next well
+	// before it comes, bar a scheduling hiccup, which adds a worker.
+	if len(ids) > n/4 {
+		t.Fatalf("%d requests one at a time ran on %d goroutines", n, len(ids))
+	}
+	if workers() == 0 {
+		t.Fatal("no worker waits for the next request")
+	}
+	s.Close()
+	if err := <-done; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	deadline := time.Now().Add(workerIdle / 2) // sooner than they would end idle
+	for workers() > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers still wait after Close", workers())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
