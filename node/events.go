@@ -19,9 +19,14 @@ const maxGrantTimes = 1 << 17
 // never blocks nor reads the FSM. Session ids stay inside: answers name
 // sessions by handle and name.
 type eventLog struct {
-	mu   sync.Mutex
-	ring []recorded // the last MaxOverviewEvents, oldest first
-	seq  uint64
+	mu sync.Mutex
+	// ring holds the last MaxOverviewEvents, oldest first from ring[start]
+	// on (a circular buffer: a full log overwrites its oldest entry
+	// instead of moving the others down, which every replica did for
+	// every event).
+	ring  []recorded
+	start int
+	seq   uint64
 	// changed is closed and replaced on every recorded event (nil until
 	// first asked for).
 	changed chan struct{}
@@ -94,11 +99,13 @@ func (l *eventLog) record(e fsm.Event) {
 		name = l.names[e.Session]
 	}
 	l.seq++
-	if len(l.ring) == api.MaxOverviewEvents {
-		copy(l.ring, l.ring[1:])
-		l.ring = l.ring[:len(l.ring)-1]
+	r := recorded{seq: l.seq, at: now, e: e, session: name}
+	if len(l.ring) < api.MaxOverviewEvents {
+		l.ring = append(l.ring, r)
+		return
 	}
-	l.ring = append(l.ring, recorded{seq: l.seq, at: now, e: e, session: name})
+	l.ring[l.start] = r
+	l.start = (l.start + 1) % len(l.ring)
 }
 
 // grantTimes returns when the grants in held (the tokens held now) were
@@ -121,7 +128,8 @@ func (l *eventLog) grantTimes(held map[uint64]bool) map[uint64]time.Time {
 // the name of a session the log did not see opened (nil: none).
 func (l *eventLog) replies(sessionName func(id string) string) []api.EventReply {
 	l.mu.Lock()
-	rs := append([]recorded(nil), l.ring...)
+	rs := make([]recorded, 0, len(l.ring))
+	rs = append(append(rs, l.ring[l.start:]...), l.ring[:l.start]...)
 	l.mu.Unlock()
 	out := make([]api.EventReply, 0, len(rs))
 	for i := len(rs) - 1; i >= 0; i-- {
