@@ -73,17 +73,22 @@ func NewestSettledCommandInWAL(path string, n int, rng *rand.Rand) error {
 		return fmt.Errorf("damage: %s holds %d append batch(es), not two", path, len(starts))
 	}
 	final := starts[len(starts)-1]
-	var at, end int
-	if ats := NewestCommand(data[:final]); len(ats) > 0 {
-		at, end = ats[len(ats)-1], min(len(data), ats[len(ats)-1]+n)
-	} else if cmds := walCommands(data, final); len(cmds) > 0 {
-		// Binary commands carry no marker to search for: the newest
-		// command entry's data, past its version and type bytes and
-		// short of its CRC-32C (damage anywhere in it fails the CRC).
-		c := cmds[len(cmds)-1]
-		at, end = commandSpan(c.at, c.n, n)
-	} else {
+	// The newest command entry, in either format: a log written before
+	// every member read the binary format starts with JSON commands, and
+	// the oldest of those may lie below the log's first index by now
+	// (compaction moves raft-wal's first index, not the bytes), where
+	// damage is met by nothing (it once chose the newest JSON command
+	// whenever there was one, and the damaged follower ran on).
+	cmds := walCommands(data, final)
+	if len(cmds) == 0 {
 		return fmt.Errorf("damage: no command before the final batch of %s", path)
+	}
+	c := cmds[len(cmds)-1]
+	at, end := c.at, min(c.at+c.n, c.at+n)
+	if data[c.at] != '{' {
+		// A binary command: past its version and type bytes, short of
+		// its CRC-32C (damage anywhere in it fails the CRC).
+		at, end = commandSpan(c.at, c.n, n)
 	}
 	rng.Read(data[at:end])
 	if err := os.WriteFile(path, data, 0o600); err != nil {

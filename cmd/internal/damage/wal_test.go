@@ -81,3 +81,53 @@ func TestWALDamageFindsBinaryCommands(t *testing.T) {
 		t.Fatal("the damage reached outside the command's data")
 	}
 }
+
+// A log written before every member read the binary format starts with
+// JSON commands, and compaction leaves their bytes in the segment below
+// the log's first index: the damage goes to the newest command of either
+// format, never to an older JSON one because it has a marker to find.
+func TestWALDamageHitsTheNewestCommandOfEitherFormat(t *testing.T) {
+	cmd := func(now int64, v byte) []byte {
+		c := fsm.Command{Type: fsm.CmdCloseSession, Now: now, CloseSession: &fsm.SessionRef{ID: "0123456789abcdef0123456789abcdef"}}
+		b, err := c.EncodeAs(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name                string
+		older, newer, final []byte
+	}{
+		{"old JSON, newest binary", cmd(1, fsm.VersionJSON), cmd(2, fsm.VersionBinary), cmd(3, fsm.VersionBinary)},
+		{"all JSON", cmd(1, fsm.VersionJSON), cmd(2, fsm.VersionJSON), cmd(3, fsm.VersionJSON)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := segment(t,
+				[]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: tc.older}},
+				[]*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: tc.newer}},
+				[]*raft.Log{{Index: 3, Term: 1, Type: raft.LogCommand, Data: tc.final}})
+			path := filepath.Join(t.TempDir(), "seg.wal")
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := NewestSettledCommandInWAL(path, 32, rand.New(rand.NewSource(1))); err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := bytes.Index(data, tc.newer)
+			if _, err := fsm.Decode(got[at : at+len(tc.newer)]); err == nil {
+				t.Fatal("the newest settled command still decodes after the damage")
+			}
+			for _, keep := range [][]byte{tc.older, tc.final} {
+				i := bytes.Index(data, keep)
+				if !bytes.Equal(got[i:i+len(keep)], keep) {
+					t.Fatal("the damage reached another command than the newest settled one")
+				}
+			}
+		})
+	}
+}
