@@ -7,45 +7,12 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 )
-
-// commandStart begins the JSON envelope of every raftlock command.
-var commandStart = []byte(`{"now":`)
-
-// NewestCommand returns the offsets in data of every copy of the newest
-// command in the JSON envelope (the highest stamped clock), such as the
-// copy in a log and the stale ones a store leaves in free pages.
-func NewestCommand(data []byte) []int {
-	newest, ats := int64(-1), []int(nil)
-	for at := 0; ; at++ {
-		i := bytes.Index(data[at:], commandStart)
-		if i < 0 {
-			return ats
-		}
-		at += i
-		end := at + len(commandStart)
-		j := end
-		for j < len(data) && j < end+20 && data[j] >= '0' && data[j] <= '9' {
-			j++
-		}
-		now, err := strconv.ParseInt(string(data[end:j]), 10, 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case now > newest:
-			newest, ats = now, []int{at}
-		case now == newest:
-			ats = append(ats, at)
-		}
-	}
-}
 
 // NewestCommandInFile overwrites n bytes of every copy of the newest
 // command in the raft.db at path with random bytes from rng: the copy in

@@ -37,25 +37,22 @@ func segment(t *testing.T, batches ...[]*raft.Log) []byte {
 	return out
 }
 
-// TestWALDamageFindsBinaryCommands: with the binary command format there is
-// no JSON envelope to search for; the damage finds the newest command entry
-// before the final batch through raft-wal's codec and damages its data
-// between the version and type bytes and the CRC, so that the command's
-// checksum fails.
-func TestWALDamageFindsBinaryCommands(t *testing.T) {
-	cmd := func(now int64) []byte {
-		c := fsm.Command{Type: fsm.CmdCloseSession, Now: now, CloseSession: &fsm.SessionRef{ID: "0123456789abcdef0123456789abcdef"}}
-		b, err := c.EncodeAs(fsm.VersionBinary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+// closeCommand is a command encoded in format v, told apart by now.
+func closeCommand(t *testing.T, now int64, v byte) []byte {
+	t.Helper()
+	c := fsm.Command{Type: fsm.CmdCloseSession, Now: now, CloseSession: &fsm.SessionRef{ID: "0123456789abcdef0123456789abcdef"}}
+	b, err := c.EncodeAs(v)
+	if err != nil {
+		t.Fatal(err)
 	}
-	older, newer, last := cmd(1), cmd(2), cmd(3)
-	data := segment(t,
-		[]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: older}, {Index: 2, Term: 1, Type: raft.LogNoop}},
-		[]*raft.Log{{Index: 3, Term: 1, Type: raft.LogCommand, Data: newer}},
-		[]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: last}})
+	return b
+}
+
+// damagedSegment writes data as a segment file, damages it with
+// NewestSettledCommandInWAL (32 bytes, seed 1) and returns what it holds
+// then.
+func damagedSegment(t *testing.T, data []byte) []byte {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "seg.wal")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -67,6 +64,21 @@ func TestWALDamageFindsBinaryCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return got
+}
+
+// TestWALDamageFindsBinaryCommands: with the binary command format there is
+// no JSON envelope to search for; the damage finds the newest command entry
+// before the final batch through raft-wal's codec and damages its data
+// between the version and type bytes and the CRC, so that the command's
+// checksum fails.
+func TestWALDamageFindsBinaryCommands(t *testing.T) {
+	older, newer, last := closeCommand(t, 1, fsm.VersionBinary), closeCommand(t, 2, fsm.VersionBinary), closeCommand(t, 3, fsm.VersionBinary)
+	data := segment(t,
+		[]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: older}, {Index: 2, Term: 1, Type: raft.LogNoop}},
+		[]*raft.Log{{Index: 3, Term: 1, Type: raft.LogCommand, Data: newer}},
+		[]*raft.Log{{Index: 4, Term: 1, Type: raft.LogCommand, Data: last}})
+	got := damagedSegment(t, data)
 	at := bytes.Index(data, newer)
 	if _, err := fsm.Decode(got[at : at+len(newer)]); err == nil {
 		t.Fatal("the newest settled command still decodes after the damage")
@@ -87,14 +99,7 @@ func TestWALDamageFindsBinaryCommands(t *testing.T) {
 // the log's first index: the damage goes to the newest command of either
 // format, never to an older JSON one because it has a marker to find.
 func TestWALDamageHitsTheNewestCommandOfEitherFormat(t *testing.T) {
-	cmd := func(now int64, v byte) []byte {
-		c := fsm.Command{Type: fsm.CmdCloseSession, Now: now, CloseSession: &fsm.SessionRef{ID: "0123456789abcdef0123456789abcdef"}}
-		b, err := c.EncodeAs(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	cmd := func(now int64, v byte) []byte { return closeCommand(t, now, v) }
 	for _, tc := range []struct {
 		name                string
 		older, newer, final []byte
@@ -107,17 +112,7 @@ func TestWALDamageHitsTheNewestCommandOfEitherFormat(t *testing.T) {
 				[]*raft.Log{{Index: 1, Term: 1, Type: raft.LogCommand, Data: tc.older}},
 				[]*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: tc.newer}},
 				[]*raft.Log{{Index: 3, Term: 1, Type: raft.LogCommand, Data: tc.final}})
-			path := filepath.Join(t.TempDir(), "seg.wal")
-			if err := os.WriteFile(path, data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			if err := NewestSettledCommandInWAL(path, 32, rand.New(rand.NewSource(1))); err != nil {
-				t.Fatal(err)
-			}
-			got, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
+			got := damagedSegment(t, data)
 			at := bytes.Index(data, tc.newer)
 			if _, err := fsm.Decode(got[at : at+len(tc.newer)]); err == nil {
 				t.Fatal("the newest settled command still decodes after the damage")
