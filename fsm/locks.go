@@ -74,7 +74,8 @@ type Lock struct {
 	Grants      []PastGrant `json:"grants,omitempty"`
 	GrantsSince uint64      `json:"grants_since,omitempty"`
 	// Revoked are the grants revoked while the lock's delay runs
-	// (RevokeGrant): kept until it ends, for their clients' keepalives.
+	// (RevokeGrant; on a semaphore, each while its slot's delay runs):
+	// kept until that delay ends, for their clients' keepalives.
 	Revoked []Revocation `json:"revoked,omitempty"`
 	// Permits, when above 0, makes the lock a semaphore of that many
 	// slots: at most Permits holders (exclusive mode), each in its own
@@ -397,6 +398,7 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 		if len(l.SlotDelays) == 0 {
 			l.SlotDelays = nil
 		}
+		f.clearRevoked(l, c.Slot)
 		f.changed(index, l)
 		return StatusOK
 	}
@@ -404,7 +406,7 @@ func (f *FSM) endDelay(index uint64, c *EndDelay) Status {
 		return StatusOK // already ended, or extended by a later expiry
 	}
 	l.Delayed, l.DelayUntil, l.DelayFor = false, 0, 0
-	f.clearRevoked(l)
+	f.clearRevoked(l, 0)
 	f.changed(index, l)
 	return StatusOK
 }

@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -13,22 +15,33 @@ import (
 
 // semModel is what TestRandomSemaphoreCommands knows of one semaphore,
 // independently of the FSM: its permits (0: not stored), its holders'
-// slots and tokens, its FIFO queue and its slots' lock-delays.
+// slots and tokens, its FIFO queue, its slots' lock-delays and the
+// revocations each slot's delay keeps.
 type semModel struct {
 	permits uint64
 	holders map[hkey]Holder
 	queue   []hkey
 	delays  map[uint64]int64 // until, by slot
 	lastTok map[uint64]uint64
+	revoked map[uint64][]Revocation // by slot, while its delay runs
 }
 
+// semTTL is the ttl of every session of the randomized semaphore test
+// (openCmd's).
+const semTTL = int64(10 * time.Second)
+
 // TestRandomSemaphoreCommands applies random mixes of acquires (try and
-// wait, right and wrong permits), releases, cancels, expiries, closes and
-// ends of slot delays (current and stale) to two semaphores, and checks
-// every entry against a model: at most permits holders, each in its own
-// slot, the lowest free slot out of lock-delay granted, FIFO across
-// permits, an expiry delaying only its slots, per-slot tokens increasing,
-// and replicas (one restored from a snapshot midway) agreeing.
+// wait, right and wrong permits), releases, cancels, expiries, closes,
+// revocations (an operator's and hold limits', current and stale),
+// closes by handle and ends of slot delays (current and stale) to two
+// semaphores, and checks every entry against a model: at most permits
+// holders, each in its own slot (none held twice), the lowest free slot
+// out of lock-delay granted, FIFO across permits, an expiry or a
+// revocation delaying only its slots (a revoked slot is never granted
+// before its delay ends, ttl + lock-delay), each session's keepalive
+// naming exactly its revocations whose slot delay still runs, per-slot
+// tokens increasing, and replicas (one restored from a snapshot midway)
+// agreeing.
 func TestRandomSemaphoreCommands(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
@@ -50,11 +63,12 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 	locks := []string{"m", "n"}
 	models := map[string]*semModel{}
 	for _, l := range locks {
-		models[l] = &semModel{holders: map[hkey]Holder{}, delays: map[uint64]int64{}, lastTok: map[uint64]uint64{}}
+		models[l] = &semModel{holders: map[hkey]Holder{}, delays: map[uint64]int64{}, lastTok: map[uint64]uint64{},
+			revoked: map[uint64][]Revocation{}}
 	}
 	open := map[string]int64{} // lock-delay of open sessions
 	now := t0
-	var grants, delays, mismatches int
+	var grants, delays, mismatches, revocations int
 	for step := 0; step < steps; step++ {
 		idx := uint64(step + 1)
 		now += rng.Int64N(int64(time.Second))
@@ -63,7 +77,7 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 		m := models[name]
 		sess := sessions[rng.IntN(len(sessions))]
 		holder := []string{"h0", "h1"}[rng.IntN(2)]
-		switch k := rng.IntN(20); {
+		switch k := rng.IntN(23); {
 		case k < 3:
 			c = openCmd(sess, []time.Duration{0, time.Second, 3 * time.Second}[rng.IntN(3)])
 		case k < 10:
@@ -80,11 +94,23 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 			c = expireCmd(sess)
 		case k < 17:
 			c = closeCmd(sess)
+		case k < 19:
+			kind := []string{RevokeKindAdmin, RevokeKindMaxHold}[rng.IntN(2)]
+			c = revokeKindCmd(name, sess, holder, uint64(rng.IntN(idxOr1(step))), kind)
+			if keys := slices.SortedFunc(maps.Keys(m.holders), cmpHkey); len(keys) > 0 && rng.IntN(4) > 0 {
+				hk := keys[rng.IntN(len(keys))]
+				c = revokeKindCmd(name, hk.s, hk.h, m.holders[hk].Token, kind)
+				if rng.IntN(5) == 0 {
+					c.RevokeGrant.Token-- // stale
+				}
+			}
+		case k < 20:
+			c = Command{Type: CmdRevokeSession, RevokeSession: &RevokeSession{ID: sess, Reason: "r"}}
 		default:
 			slot, until := uint64(rng.IntN(3)), now
-			for s, u := range m.delays {
+			for _, s := range slices.Sorted(maps.Keys(m.delays)) {
 				if rng.IntN(2) == 0 {
-					slot, until = s, u
+					slot, until = s, m.delays[s]
 				}
 			}
 			if rng.IntN(5) == 0 {
@@ -128,6 +154,12 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 					}
 				}
 				mm.queue = slices.DeleteFunc(mm.queue, func(w hkey) bool { return w.s == id })
+				for slot, rs := range mm.revoked {
+					// Its revocations go with it; the delays run on.
+					if mm.revoked[slot] = slices.DeleteFunc(rs, func(r Revocation) bool { return r.Session == id }); len(mm.revoked[slot]) == 0 {
+						delete(mm.revoked, slot)
+					}
+				}
 			}
 		}
 		switch c.Type {
@@ -135,14 +167,40 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 			if _, ok := open[sess]; !ok {
 				open[sess] = c.OpenSession.LockDelay
 			}
-		case CmdExpireSession, CmdCloseSession:
+		case CmdExpireSession, CmdCloseSession, CmdRevokeSession:
 			if d, ok := open[sess]; ok {
-				if c.Type == CmdCloseSession {
+				switch c.Type {
+				case CmdCloseSession:
 					d = 0
+				case CmdRevokeSession:
+					d += semTTL
 				}
 				removeSession(sess, d)
 				delete(open, sess)
+			} else if c.Type == CmdRevokeSession && ra.Status != StatusSessionNotFound {
+				fail("closing an unknown session by handle: %s", ra.Status)
 			}
+		case CmdRevokeGrant:
+			rg := c.RevokeGrant
+			rk := hkey{rg.Session, rg.Holder}
+			hd, held := m.holders[rk]
+			ld, isOpen := open[rg.Session]
+			if !held || !isOpen || hd.Token != rg.Token || rg.Token == 0 {
+				if ra.Status != StatusNotHolder && ra.Status != StatusInvalid {
+					fail("revocation of no grant: %s, want not_holder", ra.Status)
+				}
+				break
+			}
+			if ra.Status != StatusOK {
+				fail("revocation of %+v: %s, want ok", hd, ra.Status)
+			}
+			delete(m.holders, rk)
+			if u := now + semTTL + ld; u > m.delays[hd.Slot] {
+				m.delays[hd.Slot] = u
+			}
+			m.revoked[hd.Slot] = append(m.revoked[hd.Slot], Revocation{Session: rg.Session, Holder: rg.Holder,
+				Token: rg.Token, Kind: rg.Kind, Reason: rg.Reason, Slot: hd.Slot})
+			revocations++
 		case CmdAcquire:
 			_, isOpen := open[sess]
 			_, held := m.holders[key]
@@ -198,6 +256,7 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 		case CmdEndDelay:
 			if u, ok := m.delays[c.EndDelay.Slot]; ok && u == c.EndDelay.Until {
 				delete(m.delays, c.EndDelay.Slot)
+				delete(m.revoked, c.EndDelay.Slot) // told, or lost by its lease
 			}
 		}
 		// Grant from the head of every queue, lowest free slot first.
@@ -222,10 +281,45 @@ func runRandomSemaphore(t *testing.T, seed uint64, steps int) {
 			}
 			mm.check(fail, a, ln)
 		}
+		// Each session's keepalive names exactly its revocations whose
+		// slot delay still runs, on both replicas.
+		for _, id := range sessions {
+			var want []RevokedGrant
+			for _, ln := range locks {
+				for _, rs := range models[ln].revoked {
+					for _, r := range rs {
+						if r.Session == id {
+							want = append(want, RevokedGrant{Lock: ln, Holder: r.Holder, Token: r.Token, Kind: r.Kind, Reason: r.Reason})
+						}
+					}
+				}
+			}
+			for _, f := range []*FSM{a, b} {
+				if got := sortRevoked(f.Revoked(id)); !slices.Equal(got, sortRevoked(want)) {
+					fail("Revoked(%s) = %+v, the model's %+v", id, got, want)
+				}
+			}
+		}
 	}
-	if grants == 0 || delays == 0 || mismatches == 0 {
-		t.Fatalf("seed %d exercised too little: %d grants, %d delays, %d mismatches", seed, grants, delays, mismatches)
+	if grants == 0 || delays == 0 || mismatches == 0 || revocations == 0 {
+		t.Fatalf("seed %d exercised too little: %d grants, %d delays, %d mismatches, %d revocations", seed, grants, delays,
+			mismatches, revocations)
 	}
+	t.Logf("seed %d: %d grants, %d delays, %d mismatches, %d revocations", seed, grants, delays, mismatches, revocations)
+}
+
+func idxOr1(step int) int { return max(step, 1) }
+
+func cmpHkey(x, y hkey) int { return cmp.Or(cmp.Compare(x.s, y.s), cmp.Compare(x.h, y.h)) }
+
+// sortRevoked sorts a session's revocations (their order on a replica
+// restored from a snapshot is the locks', not the revocations').
+func sortRevoked(rs []RevokedGrant) []RevokedGrant {
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(x, y RevokedGrant) int {
+		return cmp.Or(cmp.Compare(x.Lock, y.Lock), cmp.Compare(x.Holder, y.Holder), cmp.Compare(x.Token, y.Token))
+	})
+	return rs
 }
 
 // free returns the lowest slot neither held nor delayed, or -1.
@@ -256,8 +350,29 @@ func (m *semModel) check(fail func(string, ...any), f *FSM, name string) {
 		}
 		return
 	}
-	if l.Permits != m.permits || uint64(len(l.Holders)) > l.Permits {
-		fail("%s: permits %d and %d holders; the model's permits %d", name, l.Permits, len(l.Holders), m.permits)
+	if l.Permits != m.permits || uint64(len(l.Holders)) > l.Permits || l.Delayed {
+		fail("%s: permits %d, %d holders, delayed %v; the model's permits %d", name, l.Permits, len(l.Holders), l.Delayed, m.permits)
+	}
+	delayed := map[uint64]bool{}
+	for _, d := range l.SlotDelays {
+		delayed[d.Slot] = true
+	}
+	held := map[uint64]bool{}
+	for _, h := range l.Holders {
+		if held[h.Slot] || delayed[h.Slot] || h.Slot >= l.Permits {
+			fail("%s: slot %d granted twice, in its delay or out of range: %+v", name, h.Slot, l)
+		}
+		held[h.Slot] = true
+	}
+	rv := map[uint64][]Revocation{}
+	for _, r := range l.Revoked {
+		if !delayed[r.Slot] {
+			fail("%s: revocation %+v kept out of its slot's delay", name, r)
+		}
+		rv[r.Slot] = append(rv[r.Slot], r)
+	}
+	if !reflect.DeepEqual(rv, m.revoked) && (len(rv) > 0 || len(m.revoked) > 0) {
+		fail("%s revocations %+v, the model's %+v", name, rv, m.revoked)
 	}
 	got := map[hkey]Holder{}
 	for _, h := range l.Holders {

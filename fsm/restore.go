@@ -338,7 +338,8 @@ func (f *FSM) raiseTo(floor uint64) {
 // reconcileSlots carries semaphore cl of the running cluster into f (as
 // reconcile does for a plain lock): each slot whose grant is revoked
 // waits out its holder's ttl + lock-delay, each slot delay cl runs goes
-// on in full, and the other slots are untouched.
+// on in full (a revoked slot's with it, its revocation still named to a
+// kept session), and the other slots are untouched.
 func (f *FSM) reconcileSlots(cur *FSM, cl *Lock, kept map[string]bool, rep *RestoreReport) {
 	delays := make(map[uint64]int64)
 	for _, sd := range cl.SlotDelays {
@@ -369,6 +370,13 @@ func (f *FSM) reconcileSlots(cur *FSM, cl *Lock, kept map[string]bool, rep *Rest
 	for _, slot := range slots {
 		if delays[slot] > 0 {
 			f.delaySlot(l, slot, delays[slot])
+		}
+	}
+	// A kept session's revoked slot grant is still named at its
+	// keepalives while that slot's delay runs (Lock.Revoked).
+	for _, r := range cl.Revoked {
+		if kept[r.Session] && delays[r.Slot] > 0 {
+			l.Revoked = append(l.Revoked, r)
 		}
 	}
 }

@@ -37,19 +37,23 @@ const (
 	RevokeKindMaxHold = "max_hold"
 )
 
-// Revocation is a grant revoked while its lock's delay runs: kept on the
-// lock (Lock.Revoked) until that delay ends, so that every keepalive its
-// session's client has answered until then names it (FSM.Revoked). A
-// client whose keepalives are all answered before the revocation loses
-// the lock by its lease end + lock-delay anyway, which is before the
-// delay ends; any keepalive answered later tells it. So the client's
-// Lost() always closes before the lock can be granted again.
+// Revocation is a grant revoked while its lock's delay (on a semaphore:
+// its slot's delay) runs: kept on the lock (Lock.Revoked) until that delay
+// ends, so that every keepalive its session's client has answered until
+// then names it (FSM.Revoked). A client whose keepalives are all answered
+// before the revocation loses the lock by its lease end + lock-delay
+// anyway, which is before the delay ends; any keepalive answered later
+// tells it. So the client's Lost() always closes before the lock (the
+// slot) can be granted again.
 type Revocation struct {
 	Session string `json:"session"`
 	Holder  string `json:"holder"`
 	Token   uint64 `json:"token"`
 	Kind    string `json:"kind"`
 	Reason  string `json:"reason,omitempty"`
+	// Slot is the semaphore slot the grant held, whose delay ends the
+	// revocation (0 on a plain lock).
+	Slot uint64 `json:"slot,omitempty"`
 }
 
 // RevokedGrant is a revocation as its session's keepalive answer names
@@ -64,9 +68,11 @@ type RevokedGrant struct {
 
 // revoke applies a RevokeGrant: the grant ends at once (its sequencer is
 // no longer valid), its session stays open, and the lock (for a
-// semaphore: its slot) stays unavailable for the session's ttl +
-// lock-delay, the longest its client can go on believing it holds it
-// (DESIGN.md, "Server actions never outrun the holder").
+// semaphore: its slot alone, the other slots staying grantable) stays
+// unavailable for the session's ttl + lock-delay, the longest its client
+// can go on believing it holds it (DESIGN.md, "Server actions never
+// outrun the holder"). No waiter is granted the revoked lock or slot by
+// this entry.
 func (f *FSM) revoke(index uint64, c *RevokeGrant) Status {
 	if c.Lock == "" || c.Session == "" || c.Holder == "" || c.Token == 0 {
 		return StatusInvalid
@@ -86,30 +92,43 @@ func (f *FSM) revoke(index uint64, c *RevokeGrant) Status {
 	l.Holders = append(l.Holders[:i:i], l.Holders[i+1:]...)
 	f.count(s, -1, 0)
 	f.forget(l, c.Session)
-	l.Revoked = append(l.Revoked, Revocation{Session: c.Session, Holder: c.Holder, Token: c.Token, Kind: c.Kind, Reason: c.Reason})
+	l.Revoked = append(l.Revoked, Revocation{Session: c.Session, Holder: c.Holder, Token: c.Token, Kind: c.Kind, Reason: c.Reason,
+		Slot: h.Slot})
 	s.Revoked = append(s.Revoked, RevokedGrant{Lock: c.Lock, Holder: c.Holder, Token: c.Token, Kind: c.Kind, Reason: c.Reason})
 	f.emit(Event{Kind: EventRevoked, Lock: l.Name, Session: h.Session, Holder: h.Holder, Token: h.Token, Mode: l.Mode,
 		RevokeKind: c.Kind, RevokeReason: c.Reason, By: c.By})
-	f.delay(l, s.TTL+s.LockDelay)
+	if d := s.TTL + s.LockDelay; l.Permits > 0 {
+		f.delaySlot(l, h.Slot, d)
+	} else {
+		f.delay(l, d)
+	}
 	f.changed(index, l)
 	return StatusOK
 }
 
-// clearRevoked forgets the revocations of l once its delay has ended:
-// every client that held them has learnt it, or lost the lock by its
-// lease.
-func (f *FSM) clearRevoked(l *Lock) {
-	for _, r := range l.Revoked {
-		s := f.sessions[r.Session]
-		if s == nil {
-			continue
+// clearRevoked forgets the revocations of l whose delay has ended: on a
+// semaphore those of slot, on a plain lock (slot 0) all of them. Every
+// client that held them has learnt it, or lost the lock by its lease.
+func (f *FSM) clearRevoked(l *Lock, slot uint64) {
+	l.Revoked = slices.DeleteFunc(l.Revoked, func(r Revocation) bool {
+		if r.Slot != slot {
+			return false
 		}
-		s.Revoked = slices.DeleteFunc(s.Revoked, func(g RevokedGrant) bool { return g.Lock == l.Name && g.Token == r.Token })
-		if len(s.Revoked) == 0 {
-			s.Revoked = nil
+		if s := f.sessions[r.Session]; s != nil {
+			// (lock, holder id, token) names one grant of the session:
+			// two slots granted by one entry share its token.
+			s.Revoked = slices.DeleteFunc(s.Revoked, func(g RevokedGrant) bool {
+				return g.Lock == l.Name && g.Holder == r.Holder && g.Token == r.Token
+			})
+			if len(s.Revoked) == 0 {
+				s.Revoked = nil
+			}
 		}
+		return true
+	})
+	if len(l.Revoked) == 0 {
+		l.Revoked = nil
 	}
-	l.Revoked = nil
 }
 
 // Revoked returns the grants of session id revoked while their locks'
