@@ -310,3 +310,149 @@ func TestSemaphoreQueuedRetryWithOtherPermitsIsRefused(t *testing.T) {
 		t.Fatalf("the queued holder's retry with other permits: %v, want invalid_argument naming 1 and 2", err)
 	}
 }
+
+// TestRevokedSlotIsNotGrantedBeforeTTLPlusLockDelay: over HTTP, revoking
+// slot 0 of a semaphore of 2 keeps that slot alone from the waiter for
+// the holder's ttl + lock-delay (a slot delay, timed by the leader; slot
+// 1 stays held), the holder's keepalive answers name the revocation
+// until then, the waiter is then granted slot 0 and the keepalive stops
+// naming it; once every holder is gone the name is forgotten and a
+// plain acquire of it is granted.
+func TestRevokedSlotIsNotGrantedBeforeTTLPlusLockDelay(t *testing.T) {
+	c := newTestCluster(t, 3, nil, withHTTP)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	ctx := ctxT(t)
+	cl := c.client(t)
+	holder := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: time.Second, LockDelay: 2 * time.Second})
+	other := mustOpen(t, c, api.OpenRequest{Name: "other", TTL: 10 * time.Second})
+	waiter := mustOpen(t, c, api.OpenRequest{Name: "waiter", TTL: 10 * time.Second})
+	for _, id := range []string{holder.ID, other.ID, waiter.ID} {
+		stop := c.keepAlive(id, 200*time.Millisecond)
+		defer stop()
+	}
+	g0 := mustAcquire(t, c, api.AcquireRequest{Name: "pool", Session: holder.ID, Holder: "h", Permits: 2})
+	g1 := mustAcquire(t, c, api.AcquireRequest{Name: "pool", Session: other.ID, Holder: "o", Permits: 2})
+	if g0.Slot != 0 || g1.Slot != 1 {
+		t.Fatalf("grants in slots %d and %d, want 0 and 1", g0.Slot, g1.Slot)
+	}
+	type grantAt struct {
+		g   api.Grant
+		at  time.Time
+		err error
+	}
+	granted := make(chan grantAt, 1)
+	go func() {
+		g, err := cl.Acquire(ctx, api.AcquireRequest{Name: "pool", Session: waiter.ID, Holder: "w", Permits: 2, Wait: time.Minute})
+		granted <- grantAt{g, time.Now(), err}
+	}()
+	eventually(t, 10*time.Second, "the waiter to queue", func() error {
+		if st, err := cl.LockState(ctx, "pool"); err != nil || st.Waiters != 1 {
+			return fmt.Errorf("%+v %v", st, err)
+		}
+		return nil
+	})
+
+	start := time.Now()
+	rv, err := cl.RevokeGrant(ctx, api.RevokeRequest{Name: "pool", Holder: "h", SessionHandle: api.SessionHandle(holder.ID), Reason: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const unavailable = 3 * time.Second // ttl + lock-delay
+	if rv.Token != g0.Token || rv.Unavailable != unavailable {
+		t.Fatalf("revocation %+v", rv)
+	}
+	st, err := cl.LockState(ctx, "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.SlotDelays) != 1 || st.SlotDelays[0].Slot != 0 || !st.DelayUntil.IsZero() || len(st.Holders) != 1 ||
+		st.Holders[0].Slot != 1 || st.Waiters != 1 {
+		t.Fatalf("after the revocation: %+v, want slot 0 delayed, slot 1 held and the waiter queued", st)
+	}
+	ka, err := cl.KeepAlive(ctx, holder.ID)
+	want := api.RevokedGrant{Name: "pool", Holder: "h", Token: g0.Token, Kind: "admin", Reason: "stuck"}
+	if err != nil || len(ka.Revoked) != 1 || ka.Revoked[0] != want {
+		t.Fatalf("keepalive answer %+v %v, want it to name %+v", ka.Revoked, err, want)
+	}
+
+	var w grantAt
+	select {
+	case w = <-granted:
+	case <-ctx.Done():
+		t.Fatal("the waiter was never granted")
+	}
+	if w.err != nil {
+		t.Fatal(w.err)
+	}
+	if d := w.at.Sub(start); d < unavailable {
+		t.Errorf("the waiter was granted the revoked slot %v after the revocation, before ttl + lock-delay (%v)", d, unavailable)
+	}
+	if w.g.Slot != 0 || w.g.Token <= g1.Token {
+		t.Errorf("the waiter's grant %+v, want slot 0 with a token above %d", w.g, g1.Token)
+	}
+	ka, err = cl.KeepAlive(ctx, holder.ID)
+	if err != nil || len(ka.Revoked) != 0 {
+		t.Errorf("keepalive after the slot's delay: %+v %v, want no revocation named", ka.Revoked, err)
+	}
+
+	for _, r := range []api.ReleaseRequest{{Name: "pool", Session: waiter.ID, Holder: "w"}, {Name: "pool", Session: other.ID, Holder: "o"}} {
+		if err := cl.Release(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := cl.LockState(ctx, "pool"); err != nil || st.Permits != 0 || len(st.Holders) != 0 || len(st.SlotDelays) != 0 {
+		t.Fatalf("the free semaphore: %+v %v, want forgotten", st, err)
+	}
+	if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: "pool", Session: other.ID, Holder: "plain"}); err != nil {
+		t.Fatalf("a plain acquire of the freed name: %v", err)
+	}
+}
+
+// TestNewLeaderRestartsARevokedSlotsDelayInFull: a revoked slot's delay
+// is a slot delay like an expiry's, so a new leader times it again in
+// full from its promotion: the slot is not granted before ttl +
+// lock-delay from the old leader's stop, and is granted after it.
+func TestNewLeaderRestartsARevokedSlotsDelayInFull(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	c.awaitRecords(t, fsm.Version, fsm.Version, fsm.Version)
+	const ttl, lockDelay = time.Second, 1500 * time.Millisecond
+	holder := mustOpen(t, c, api.OpenRequest{Name: "holder", TTL: ttl, LockDelay: lockDelay})
+	live := mustOpen(t, c, api.OpenRequest{Name: "live", TTL: 20 * time.Second})
+	for _, id := range []string{holder.ID, live.ID} {
+		stop := c.keepAlive(id, 200*time.Millisecond)
+		defer stop()
+	}
+	g0 := mustAcquire(t, c, api.AcquireRequest{Name: "pool", Session: holder.ID, Holder: "h", Permits: 2})
+	mustAcquire(t, c, api.AcquireRequest{Name: "pool", Session: live.ID, Holder: "a", Permits: 2})
+	err := c.do(func(n *Node) error {
+		_, err := n.RevokeGrant(ctxT(t), api.RevokeRequest{Name: "pool", Holder: "h", Reason: "stuck"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, li := c.leader()
+	c.stop(li)
+	stoppedAt := time.Now()
+	try := func() (g api.Grant, err error) {
+		err = c.do(func(n *Node) (err error) {
+			g, err = n.Acquire(ctxT(t), api.AcquireRequest{Name: "pool", Session: live.ID, Holder: "b", Permits: 2})
+			return err
+		})
+		return g, err
+	}
+	if _, err := try(); !errors.Is(err, api.ErrLockBusy) {
+		t.Fatalf("a try while slot 0's revocation delay runs and slot 1 is held: %v, want lock_busy", err)
+	}
+	var g api.Grant
+	eventually(t, 20*time.Second, "slot 0 granted after its delay", func() (err error) {
+		g, err = try()
+		return err
+	})
+	if el := time.Since(stoppedAt); el < ttl+lockDelay {
+		t.Fatalf("the revoked slot was granted %v after the failover, before ttl + lock-delay %v", el, ttl+lockDelay)
+	}
+	if g.Slot != 0 || g.Token <= g0.Token {
+		t.Fatalf("grant %+v, want slot 0 with a token above %d", g, g0.Token)
+	}
+}
