@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 	"time"
@@ -162,17 +163,34 @@ func TestEachRevokedSlotIsForgottenWhenItsOwnDelayEnds(t *testing.T) {
 	if len(l.SlotDelays) != 2 || len(l.Revoked) != 2 || l.Revoked[0].Slot != 0 || l.Revoked[1].Slot != 1 {
 		t.Fatalf("after both revocations: %+v", l)
 	}
-	h.must(StatusOK, endSlotCmd(S, 0, l.SlotDelays[0].Until))
+	// A replica restored from a snapshot here keeps each revocation's
+	// slot, and goes on the same.
+	data := snapshotBytes(t, h.f)
+	if data[0] != snapshotVersionLockOptions {
+		t.Fatalf("snapshot version %d, want %d", data[0], snapshotVersionLockOptions)
+	}
+	g := newHarness(t)
+	restoreInto(t, g.f, data)
+	if !bytes.Equal(g.f.Dump(), h.f.Dump()) {
+		t.Fatalf("restored state differs:\n%s\n%s", g.f.Dump(), h.f.Dump())
+	}
+	g.idx, g.now = h.idx, h.now
 	want := []RevokedGrant{{Lock: S, Holder: "h2", Token: tok, Kind: RevokeKindAdmin, Reason: "r"}}
-	if got := h.f.Revoked("a"); !reflect.DeepEqual(got, want) {
-		t.Fatalf("Revoked(a) = %+v after slot 0's delay, want only slot 1's %+v", got, want)
+	for _, r := range []*harness{h, g} {
+		r.must(StatusOK, endSlotCmd(S, 0, l.SlotDelays[0].Until))
+		if got := r.f.Revoked("a"); !reflect.DeepEqual(got, want) {
+			t.Fatalf("Revoked(a) = %+v after slot 0's delay, want only slot 1's %+v", got, want)
+		}
+		r.must(StatusOK, endSlotCmd(S, 1, l.SlotDelays[1].Until))
+		if got := r.f.Revoked("a"); got != nil {
+			t.Fatalf("Revoked(a) = %+v after both delays, want none", got)
+		}
+		if _, ok := r.f.Lock(S); ok {
+			t.Fatal("the free semaphore is still stored")
+		}
 	}
-	h.must(StatusOK, endSlotCmd(S, 1, l.SlotDelays[1].Until))
-	if got := h.f.Revoked("a"); got != nil {
-		t.Fatalf("Revoked(a) = %+v after both delays, want none", got)
-	}
-	if _, ok := h.f.Lock(S); ok {
-		t.Fatal("the free semaphore is still stored")
+	if !bytes.Equal(g.f.Dump(), h.f.Dump()) {
+		t.Fatal("the restored replica diverged")
 	}
 }
 
