@@ -832,6 +832,12 @@ func (s *Session) revokeLocked(l *Lock, g api.RevokedGrant) {
 // already, Lock, TryLock, RLock and TryRLock of name fail at once with an
 // error matching api.ErrAlreadyHeld (code already_held) naming the lock
 // and the holder id, instead of waiting on the session's own grant.
+//
+// A grant answered LostAfter(ttl, lockDelay) or more after its request was
+// sent is not trusted (a revocation may have come and gone from the
+// keepalive answers meanwhile): the request is sent again, and only an
+// answer in time counts. If the grant is gone by then, Lock waits on and
+// TryLock (TryRLock) returns lock_busy.
 func (s *Session) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, name, sequencer.Exclusive, true, opts)
 }

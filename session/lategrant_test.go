@@ -248,3 +248,47 @@ func TestMaxHoldWaiterComesBackHeldAfterAWaitLongerThanTheLimit(t *testing.T) {
 		}
 	})
 }
+
+// TestMaxHoldShorterThanASliceLeavesHalfTheLimit: a waiter whose hold
+// limit is shorter than a wait slice waits in slices of half the limit,
+// each ending in a probe, so its grant comes back held with at least half
+// the limit left; its place in the queue is kept throughout.
+func TestMaxHoldShorterThanASliceLeavesHalfTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRig(t)
+		holder := r.open(TTL(30 * time.Second))
+		waiter := r.open(TTL(30 * time.Second))
+		late := r.open(TTL(30 * time.Second))
+		hl, err := holder.TryLock(context.Background(), "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan acquired, 1)
+		go func() {
+			l, err := waiter.Lock(context.Background(), "a", MaxHold(4*time.Second))
+			done <- acquired{l, err}
+		}()
+		r.settle(waiter)
+		go func() { _, _ = late.Lock(context.Background(), "a") }()
+		r.runTo(waiter, at(25*time.Second)) // slices of 2 s: the last probe at 24 s
+		if err := hl.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r.settle(waiter)
+		got := <-done
+		if got.err != nil {
+			t.Fatal(got.err)
+		}
+		if isClosed(got.l.Lost()) {
+			t.Fatal("came back lost: less than half the hold limit was left")
+		}
+		r.runTo(waiter, at(27900*time.Millisecond))
+		if isClosed(got.l.Lost()) {
+			t.Fatal("lost before 24 s + 4 s less 1%")
+		}
+		r.runTo(waiter, at(27960*time.Millisecond))
+		if !isClosed(got.l.Lost()) {
+			t.Fatal("Lost() still open at 24 s + 4 s less 1%")
+		}
+	})
+}
