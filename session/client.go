@@ -682,9 +682,13 @@ type lockConfig struct {
 
 // MaxHold sets the grant's hold limit (api.MinMaxHold to api.MaxMaxHold):
 // the cluster revokes the grant d after it was made. The client closes
-// the lock's Lost() first, d − 1% after it sent its first acquire request
-// (which came before the grant), with a *RevokedError of Kind "max_hold"
-// from Err. Every member must run a build that reads command version 5.
+// the lock's Lost() first, d − 1% after the send time of the latest
+// acquire request the cluster answered "not granted" (else of the first),
+// which came before the grant, with a *RevokedError of Kind "max_hold"
+// from Err. A wait with a hold limit asks once without waiting (a probe)
+// at the end of each slice of at most d/2, so at least half of d is left
+// when the grant comes. Every member must run a build that reads command
+// version 5.
 func MaxHold(d time.Duration) LockOption { return func(c *lockConfig) { c.maxHold = d } }
 
 // Value sets the value the holder attaches to the lock (up to
@@ -828,6 +832,12 @@ func (s *Session) revokeLocked(l *Lock, g api.RevokedGrant) {
 // already, Lock, TryLock, RLock and TryRLock of name fail at once with an
 // error matching api.ErrAlreadyHeld (code already_held) naming the lock
 // and the holder id, instead of waiting on the session's own grant.
+//
+// A grant answered LostAfter(ttl, lockDelay) or more after its request was
+// sent is not trusted (a revocation may have come and gone from the
+// keepalive answers meanwhile): the request is sent again, and only an
+// answer in time counts. If the grant is gone by then, Lock waits on and
+// TryLock (TryRLock) returns lock_busy.
 func (s *Session) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, name, sequencer.Exclusive, true, opts)
 }
@@ -847,94 +857,6 @@ func (s *Session) RLock(ctx context.Context, name string, opts ...LockOption) (*
 // returns an error matching ErrLockBusy.
 func (s *Session) TryRLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return s.acquire(ctx, name, sequencer.Shared, false, opts)
-}
-
-// acquire runs the acquire protocol: one holder id for the whole attempt, so
-// that every request is idempotent; a wait is a series of requests, each
-// bounded by lockPollSlice, re-issued when the slice ends or the server
-// answers wait_timeout. Transient failures are the Backend's to retry
-// (api.Backend): any other error is the answer.
-func (s *Session) acquire(ctx context.Context, name string, mode sequencer.Mode, wait bool, opts []LockOption) (*Lock, error) {
-	var cfg lockConfig
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if s.State().over() {
-		return nil, s.overErr()
-	}
-	if err := s.claim(name); err != nil {
-		return nil, err
-	}
-	defer s.unclaim(name)
-	actx, stop := s.link(ctx)
-	defer stop()
-	req := api.AcquireRequest{Name: name, Session: s.id, Holder: newHolderID(), Mode: mode, Value: cfg.value, MaxHold: cfg.maxHold,
-		Permits: cfg.permits}
-	// The hold limit runs on the cluster from the grant, which comes
-	// after this: the client's from here ends first.
-	firstSent := s.clock.Now()
-	uncertain := false // a request may have been granted without our knowing
-	giveUp := func() (*Lock, error) {
-		if uncertain {
-			s.releaseAbandoned(name, req.Holder)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if s.State().over() {
-			return nil, s.overErr()
-		}
-		return nil, context.DeadlineExceeded
-	}
-	for {
-		rctx, rcancel := actx, context.CancelFunc(func() {})
-		if wait {
-			req.Wait = api.MaxWait
-			if dl, ok := ctx.Deadline(); ok {
-				rem := time.Until(dl)
-				if rem <= 0 {
-					return giveUp()
-				}
-				if rem < req.Wait {
-					req.Wait = rem
-				}
-			}
-			rctx, rcancel = withTimeout(actx, s.clock, lockPollSlice)
-		}
-		g, err := s.b.Acquire(rctx, req)
-		sliceEnded := rctx.Err() != nil && actx.Err() == nil
-		rcancel()
-		if err == nil {
-			return s.register(req, g, firstSent)
-		}
-		if actx.Err() != nil {
-			// A wait may have queued us: give the place (or a grant) back.
-			uncertain = true
-			return giveUp()
-		}
-		if sliceEnded {
-			// The place is kept; asking again renews its wait.
-			uncertain = true
-			continue
-		}
-		switch code := api.CodeOf(err); {
-		case code == api.CodeWaitTimeout && wait:
-			uncertain = false
-			continue
-		default:
-			if code == api.CodeLockBusy {
-				uncertain = false
-			}
-			if sessionGone(err) {
-				s.reportGone(err)
-				return nil, err
-			}
-			if uncertain {
-				s.releaseAbandoned(name, req.Holder)
-			}
-			return nil, err
-		}
-	}
 }
 
 // claim marks an acquire of name under way, or refuses it at once
@@ -970,8 +892,10 @@ func (s *Session) unclaim(name string) {
 	delete(s.acquiring, name)
 }
 
-// register turns a grant into a Lock handle of the session.
-func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.Time) (*Lock, error) {
+// register turns a grant into a Lock handle of the session. notBefore is
+// a moment the grant cannot have been made before (acquire): its hold
+// limit counts from there.
+func (s *Session) register(req api.AcquireRequest, g api.Grant, notBefore time.Time) (*Lock, error) {
 	if g.Name == "" {
 		g.Name = req.Name
 	}
@@ -1008,7 +932,7 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant, firstSent time.T
 	}
 	if req.MaxHold > 0 {
 		s.wg.Add(1)
-		go s.holdLimit(l, firstSent.Add(req.MaxHold-req.MaxHold/100))
+		go s.holdLimit(l, notBefore.Add(req.MaxHold-req.MaxHold/100))
 	}
 	return l, nil
 }

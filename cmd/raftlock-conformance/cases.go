@@ -55,6 +55,7 @@ func cases(cfg config) []testCase {
 		testCase{name: "election/campaign-is-fifo", run: caseCampaign},
 		testCase{name: "secure/mutual-tls-and-acl-token", cluster: true, run: caseSecure},
 		testCase{name: "revoke/holder-told-before-next-grant", run: caseRevokedBeforeGrant},
+		testCase{name: "revoke/late-grant-after-revocation", run: caseLateGrantAfterRevocation},
 		testCase{name: "release-request/holder-told-lock-kept", run: caseReleaseRequested},
 	)
 	return cs

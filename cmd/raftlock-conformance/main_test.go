@@ -101,6 +101,15 @@ func TestSuiteFailsAClientIgnoringRevocations(t *testing.T) {
 	}
 }
 
+// TestSuiteFailsALateGrantClient: a client that takes a grant answer as
+// held however late it comes fails the late-grant case.
+func TestSuiteFailsALateGrantClient(t *testing.T) {
+	code, out := suiteRun(t, "-run", "revoke/late-grant", "-broken", "late-grant")
+	if code != 1 || !strings.Contains(out, "FAIL  revoke/late-grant-after-revocation") {
+		t.Fatalf("exit code %d, want 1 with the late-grant case failed", code)
+	}
+}
+
 // TestProxyRecordsRequestsWithoutSessionIDs: the request lines the proxy
 // keeps (for the keepalive cadence) never hold a session id.
 func TestProxyRecordsRequestsWithoutSessionIDs(t *testing.T) {

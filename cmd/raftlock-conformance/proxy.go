@@ -21,7 +21,11 @@ import (
 //   - latency: each chunk is held for a while before it is forwarded;
 //   - lost answer: the next request whose first line starts with a given
 //     prefix is forwarded (so the cluster applies it) and its answer, and
-//     everything after it on that connection, is dropped without a close.
+//     everything after it on that connection, is dropped without a close;
+//   - held answer: the next request whose first line starts with a given
+//     prefix is forwarded at once and its answer held back for a while
+//     (a stalled follower, for that one answer: the client's other
+//     requests, on its other connections, pass on time).
 //
 // The proxy also records when each request line passed (requests), which is
 // how the suite sees a client's keepalive cadence. It reads HTTP/1.1 request
@@ -36,6 +40,9 @@ type proxy struct {
 	latency  time.Duration
 	dropNext string // request-line prefix whose answer is dropped; "" none
 	dropped  int    // answers dropped so far
+	holdNext string // request-line prefix whose answer is held back; "" none
+	holdFor  time.Duration
+	held     int // held-back answers passed on so far
 	conns    map[*proxyConn]struct{}
 	requests []request
 	closed   bool
@@ -55,6 +62,9 @@ type proxyConn struct {
 	// mute: answers on this connection are dropped (lost answer).
 	mu   sync.Mutex
 	mute bool
+	// holdUntil: the next answer chunk on this connection is passed on
+	// no sooner (held answer); zero none.
+	holdUntil time.Time
 	// cutDuring: the connection was open during a black hole; heal
 	// closes it, since its streams lost bytes.
 	cutDuring bool
@@ -159,6 +169,22 @@ func (p *proxy) DropAnswerTo(prefix string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dropNext = prefix
+}
+
+// HoldAnswerTo makes the proxy hold back the answer to the next request
+// whose request line starts with prefix (e.g. "POST /v1/acquire") for d
+// after the request passed, forwarding the request itself at once.
+func (p *proxy) HoldAnswerTo(prefix string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holdNext, p.holdFor = prefix, d
+}
+
+// Held returns how many held-back answers the proxy has passed on.
+func (p *proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
 }
 
 // Dropped returns how many answers the proxy has dropped.
@@ -271,6 +297,12 @@ func (p *proxy) pump(c *proxyConn, src, dst net.Conn, upstream bool) {
 						c.mute = true
 						c.mu.Unlock()
 					}
+					if p.holdNext != "" && bytes.HasPrefix(line, []byte(p.holdNext)) {
+						p.holdNext = ""
+						c.mu.Lock()
+						c.holdUntil = time.Now().Add(p.holdFor)
+						c.mu.Unlock()
+					}
 				}
 			}
 			p.mu.Unlock()
@@ -279,11 +311,23 @@ func (p *proxy) pump(c *proxyConn, src, dst net.Conn, upstream bool) {
 			}
 			c.mu.Lock()
 			mute := c.mute && !upstream
+			var hold time.Time
+			if !upstream {
+				hold, c.holdUntil = c.holdUntil, time.Time{}
+			}
 			c.mu.Unlock()
+			if !hold.IsZero() {
+				time.Sleep(time.Until(hold)) // the fault itself: this answer is late
+			}
 			if !cut && !mute {
 				if _, werr := dst.Write(chunk); werr != nil {
 					return
 				}
+			}
+			if !hold.IsZero() {
+				p.mu.Lock()
+				p.held++
+				p.mu.Unlock()
 			}
 		}
 		if err != nil {

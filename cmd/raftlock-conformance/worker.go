@@ -33,7 +33,11 @@ import (
 //     new holder id, as a client without holder-id retries would;
 //   - "ignore-revoked": a lock whose grant the cluster revoked is never
 //     reported lost, as a client that ignores a keepalive answer's
-//     "revoked" would.
+//     "revoked" would;
+//   - "late-grant": a waiting lock is asked for over HTTP by the worker
+//     itself, and its grant answer is taken as held however late it
+//     comes, as a client that checks a grant only against the last
+//     keepalive answer would once the revocation has left those answers.
 type goWorker struct {
 	out    *json.Encoder
 	outMu  sync.Mutex
@@ -322,6 +326,9 @@ func (w *goWorker) lock(ctx context.Context, m message) message {
 	if w.broken == "new-holder" {
 		return w.lockNewHolder(ctx, s, m, mode)
 	}
+	if w.broken == "late-grant" && m.Wait > 0 {
+		return w.lockLateGrant(ctx, s, m, mode)
+	}
 	switch {
 	case m.Wait > 0:
 		wctx, cancel := context.WithTimeout(ctx, seconds(m.Wait))
@@ -419,6 +426,48 @@ func (w *goWorker) lockNewHolder(ctx context.Context, s *session.Session, m mess
 		holder := fmt.Sprintf("broken-%d-%d", time.Now().UnixNano(), attempt)
 		body, _ := json.Marshal(map[string]string{"name": m.Name, "session": s.ID(), "holder": holder, "mode": mode.String()})
 		resp, err := hc.Post("http://"+addrs[attempt%len(addrs)]+"/v1/acquire", "application/json", bytes.NewReader(body))
+		if err != nil {
+			last = err
+			continue
+		}
+		var ans struct {
+			Token     uint64
+			Sequencer string
+			Error     *struct{ Code, Message string }
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ans)
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			last = err
+		case ans.Error != nil && ans.Error.Code != string(api.CodeUnknownOutcome) && ans.Error.Code != string(api.CodeNoLeader):
+			return w.fail(m, api.Errorf(api.Code(ans.Error.Code), "%s", ans.Error.Message))
+		case ans.Error == nil:
+			return message{ID: m.ID, OK: ptr(true), Sequencer: ans.Sequencer, Token: ans.Token, Holder: holder}
+		}
+	}
+	return w.fail(m, api.Errorf(api.CodeUnknownOutcome, "gave up after 5 attempts: %v", last))
+}
+
+// lockLateGrant is the broken "late-grant" variant of a waiting lock: it
+// speaks HTTP itself, one holder id, and takes the first grant answer as
+// held, however long after its request it came. The lock is never
+// reported lost.
+func (w *goWorker) lockLateGrant(ctx context.Context, s *session.Session, m message, mode sequencer.Mode) message {
+	w.mu.Lock()
+	addrs := w.endpoints
+	w.mu.Unlock()
+	hc := &http.Client{Timeout: seconds(m.Wait) + 5*time.Second}
+	holder := fmt.Sprintf("broken-%d", time.Now().UnixNano())
+	body, _ := json.Marshal(map[string]string{"name": m.Name, "session": s.ID(), "holder": holder, "mode": mode.String(),
+		"wait": seconds(m.Wait).String()})
+	var last error
+	for attempt := range 5 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addrs[attempt%len(addrs)]+"/v1/acquire", bytes.NewReader(body))
+		if err != nil {
+			return w.fail(m, err)
+		}
+		resp, err := hc.Do(req)
 		if err != nil {
 			last = err
 			continue

@@ -723,7 +723,13 @@ class Lock:
         WaitTimeout (the wait ran out), SessionNotFound (the session is over),
         InvalidArgument, or AlreadyHeld at once, without asking the cluster,
         when the session holds the name already or acquires it (locks are
-        not re-entrant: one grant per session and name)."""
+        not re-entrant: one grant per session and name).
+
+        A grant answered lost_after(ttl, lock_delay) or more after its
+        request was sent is not trusted (a revocation may have come and gone
+        meanwhile): the request is sent again, and only an answer in time is
+        taken. If the grant is gone by then, a try raises LockBusy and a
+        wait waits on."""
         s = self.session
         try:
             check_name(self.name)
@@ -758,6 +764,7 @@ class Lock:
                 slice_end = time.monotonic() + attempt
             else:
                 slice_end = time.monotonic() + max(s._lease_budget(), s._t.request_timeout)
+            sent = time.monotonic()
             try:
                 ans = s._t.call(
                     "POST", "/v1/acquire", body, deadline=slice_end, idempotent=True, attempt_timeout=attempt
@@ -778,6 +785,12 @@ class Lock:
                 if uncertain:
                     self._abandon(True)
                 raise
+            if time.monotonic() - sent >= lost_after(s.ttl, s.lock_delay):
+                # Too late to trust: a revocation may have come and left
+                # the keepalive answers meanwhile. Ask again (same holder:
+                # the same grant if still held); only a timely answer counts.
+                uncertain = True
+                continue
             seq = ans.get("sequencer")
             if seq:
                 self.sequencer = Sequencer.parse(seq)

@@ -51,7 +51,9 @@ def test_session_ids_are_left_out_of_paths_in_errors():
 
 class Handler(http.server.BaseHTTPRequestHandler):
     """Answers as scripted by the server's ``script``: a list of (status,
-    body, headers) consumed per request; records requests."""
+    body, headers) consumed per request, or (status, body, headers, hook)
+    whose hook(server) runs before the answer is sent (to hold it back);
+    records requests."""
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", 0))
@@ -61,7 +63,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             status, ans, hdrs = 200, {"ttl": "1s", **self.server.keepalive_extra}, {}
             self.server.keepalives += 1
         else:
-            status, ans, hdrs = self.server.script.pop(0)
+            step = self.server.script.pop(0)
+            status, ans, hdrs = step[:3]
+            if len(step) > 3:
+                step[3](self.server)
         if status is None:
             self.server.hold.wait(5)  # an answer that never comes (until the test ends)
             return
@@ -338,6 +343,68 @@ def test_a_grant_answered_after_a_keepalive_named_it_revoked_is_lost_at_once(ser
     grant(server, "a", 6)
     lk.acquire()
     assert lk.lost.is_set() and lk.revoked.reason == "r"
+
+
+def session_with(server, request_timeout):
+    """A session (ttl 1 s, no lock-delay: lost_after 0.89 s) whose requests
+    may take up to request_timeout."""
+    server.script.append((200, {"id": "sid-secret", "ttl": "1s", "lock_delay": "0s"}, {}))
+    c = raftlock.Client([addr(server)], request_timeout=request_timeout)
+    return c.session(ttl=1.0, lock_delay=0, grace=0.5)
+
+
+def held_back(seconds, first=None):
+    """A script step's hook: the answer goes out ``seconds`` after the
+    request came, first() having run meanwhile."""
+
+    def hook(srv):
+        start = time.monotonic()
+        if first:
+            first(srv)
+        left = seconds - (time.monotonic() - start)
+        if left > 0:
+            time.sleep(left)  # the fault itself: a stalled answer
+
+    return hook
+
+
+def test_a_late_grant_answer_after_a_revocation_is_not_held(server):
+    # The grant's answer comes 1.5 s after its request (lost_after 0.89 s):
+    # meanwhile keepalive answers named its revocation, then no longer (its
+    # ttl + lock-delay over), and the lock went to another session. The
+    # client asks again (same holder), and its try finds the lock busy.
+    s = session_with(server, 5.0)
+    lk = s.lock("a", wait=0)
+
+    def revoked_then_forgotten(srv):
+        srv.keepalive_extra = {"revoked": [{"name": "a", "holder": lk.holder, "token": 6, "kind": "admin", "reason": "r"}]}
+        keepalives_answered(srv, 2)
+        srv.keepalive_extra = {}
+        keepalives_answered(srv, 2)
+
+    server.script.append(
+        (200, {"name": "a", "mode": "exclusive", "token": 6, "sequencer": "rl1:x:6:a"}, {}, held_back(1.5, revoked_then_forgotten))
+    )
+    server.script.append((409, {"error": {"code": "lock_busy", "message": "lock 'a' is held by session 'other'"}}, {}))
+    with pytest.raises(raftlock.LockBusy):
+        lk.acquire()
+    acquires = [b for p, b, _ in server.seen if p == "/v1/acquire"]
+    assert len(acquires) == 2 and acquires[0]["holder"] == acquires[1]["holder"] == lk.holder
+    assert not [p for p, _, _ in server.seen if p == "/v1/release"]  # nothing of ours to give back
+
+
+def test_a_late_grant_answer_of_a_held_grant_is_confirmed(server):
+    # Too late to trust, but still held: asking again (same holder) gets
+    # the same grant in time, and the lock is held.
+    s = session_with(server, 5.0)
+    lk = s.lock("a", wait=0)
+    server.script.append((200, {"name": "a", "mode": "exclusive", "token": 6, "sequencer": "rl1:x:6:a"}, {}, held_back(1.5)))
+    grant(server, "a", 6)
+    lk.acquire()
+    assert lk.token == 6 and not lk.lost.is_set()
+    assert len([p for p, _, _ in server.seen if p == "/v1/acquire"]) == 2
+    server.script.append((200, {"released": True}, {}))
+    lk.release()
 
 
 def test_a_release_request_is_shown_and_the_lock_kept(server):

@@ -143,7 +143,11 @@ public final class Grant {
      * as it takes ({@code wait} null). Waits run as slices of at most
      * {@link Session#LOCK_POLL_SLICE}, re-issued with the same holder id, so
      * the FIFO place is kept; an attempt whose outcome is unknown is retried
-     * with the same holder id.
+     * with the same holder id. A grant answered {@link Session#lostAfter} or
+     * more after its request was sent is not trusted (a revocation may have
+     * come and gone meanwhile): the request is sent again, and only an answer
+     * in time is taken; if the grant is gone by then, a try throws
+     * {@code lock_busy} and a wait waits on.
      */
     void acquire(Duration wait, boolean interruptible) throws InterruptedException {
         Session s = session;
@@ -184,6 +188,7 @@ public final class Grant {
                 c.deadline(System.nanoTime() + Math.max(s.leaseBudget(), s.t.requestTimeout.toNanos()));
             }
             JsonNode ans;
+            long sent = System.nanoTime();
             try {
                 ans = s.t.call("POST", "/v1/acquire", body, c);
             } catch (InterruptedException e) {
@@ -212,6 +217,13 @@ public final class Grant {
                     abandon(true);
                 }
                 throw e;
+            }
+            if (System.nanoTime() - sent >= Session.lostAfter(s.ttl(), s.lockDelay()).toNanos()) {
+                // Too late to trust: a revocation may have come and left the
+                // keepalive answers meanwhile. Ask again (same holder: the same
+                // grant if still held); only a timely answer counts.
+                uncertain = true;
+                continue;
             }
             Sequencer seq;
             String text = ans.path("sequencer").asText("");

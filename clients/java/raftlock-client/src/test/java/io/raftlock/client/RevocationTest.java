@@ -2,6 +2,7 @@ package io.raftlock.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.sun.net.httpserver.HttpExchange;
@@ -14,6 +15,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
@@ -33,6 +35,11 @@ class RevocationTest {
     private final AtomicInteger releases = new AtomicInteger();
     private final AtomicInteger nextToken = new AtomicInteger(3);
     private final List<String> requests = new CopyOnWriteArrayList<>();
+    private final AtomicInteger acquires = new AtomicInteger();
+    /** Runs before the next acquire's answer (once): it holds the answer back. */
+    private final AtomicReference<Runnable> beforeNextAcquire = new AtomicReference<>();
+    /** Whether the acquires after a held-back one are answered lock_busy. */
+    private volatile boolean busyAfterHeld;
 
     private String serve() throws IOException {
         server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 0);
@@ -42,6 +49,15 @@ class RevocationTest {
             if (p.equals("/v1/sessions")) {
                 reply(ex, "{\"id\":\"sid-secret\",\"ttl\":\"1s\",\"lock_delay\":\"0s\"}");
             } else if (p.equals("/v1/acquire")) {
+                acquires.incrementAndGet();
+                Runnable before = beforeNextAcquire.getAndSet(null);
+                if (before != null) {
+                    before.run();
+                } else if (busyAfterHeld) {
+                    reply(ex, 409, "{\"error\":{\"code\":\"lock_busy\",\"message\":\"lock a is held by session other\"}}");
+                    ex.close();
+                    return;
+                }
                 int t = nextToken.get();
                 reply(ex, "{\"name\":\"a\",\"mode\":\"exclusive\",\"token\":" + t + ",\"sequencer\":\"rl1:x:" + t + ":a\"}");
             } else if (p.equals("/v1/locks/request-release")) {
@@ -58,14 +74,19 @@ class RevocationTest {
             }
             ex.close();
         });
+        server.setExecutor(Executors.newCachedThreadPool()); // a held-back answer must not hold the keepalives
         server.start();
         return "127.0.0.1:" + server.getAddress().getPort();
     }
 
     private static void reply(HttpExchange ex, String json) throws IOException {
+        reply(ex, 200, json);
+    }
+
+    private static void reply(HttpExchange ex, int status, String json) throws IOException {
         byte[] b = json.getBytes(StandardCharsets.UTF_8);
         ex.getResponseHeaders().set("Content-Type", "application/json");
-        ex.sendResponseHeaders(200, b.length);
+        ex.sendResponseHeaders(status, b.length);
         ex.getResponseBody().write(b);
     }
 
@@ -92,7 +113,71 @@ class RevocationTest {
     }
 
     private Session open() throws Exception {
-        return RaftlockClient.builder().endpoints(serve()).requestTimeout(Duration.ofMillis(300)).build().session().open();
+        return open(Duration.ofMillis(300));
+    }
+
+    /** A session (ttl 1 s, no lock-delay: lostAfter 0.89 s) whose requests may take up to requestTimeout. */
+    private Session open(Duration requestTimeout) throws Exception {
+        return RaftlockClient.builder().endpoints(serve()).requestTimeout(requestTimeout).build().session().open();
+    }
+
+    /** A hook that holds an answer back until millis after the request came, first having run meanwhile. */
+    private static Runnable heldBack(long millis, Interruptible first) {
+        return () -> {
+            long start = System.nanoTime();
+            try {
+                if (first != null) {
+                    first.run();
+                }
+                long left = TimeUnit.MILLISECONDS.toNanos(millis) - (System.nanoTime() - start);
+                if (left > 0) {
+                    Thread.sleep(TimeUnit.NANOSECONDS.toMillis(left) + 1); // the fault itself: a stalled answer
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        };
+    }
+
+    private interface Interruptible {
+        void run() throws InterruptedException;
+    }
+
+    @Test
+    void aLateGrantAnswerAfterARevocationIsNotHeld() throws Exception {
+        // The grant's answer comes 1.5 s after its request (lostAfter 0.89 s):
+        // meanwhile keepalive answers named its revocation, then no longer (its
+        // ttl + lock-delay over), and the lock went to another session. The
+        // client asks again (same holder), and its try finds the lock busy.
+        try (Session s = open(Duration.ofSeconds(5))) {
+            Grant g = new Grant(s, "a", Mode.EXCLUSIVE, "");
+            nextToken.set(6);
+            busyAfterHeld = true;
+            beforeNextAcquire.set(heldBack(1500, () -> {
+                keepaliveExtra.set(revoked(g.holder(), 6, "admin", "r"));
+                keepalivesAnswered(2);
+                keepaliveExtra.set("");
+                keepalivesAnswered(2);
+            }));
+            RaftlockException e = assertThrows(RaftlockException.class, () -> g.acquire(Duration.ZERO, true));
+            assertEquals(RaftlockException.LOCK_BUSY, e.code());
+            assertEquals(2, acquires.get(), "the late answer, then one asking again");
+            assertEquals(0, releases.get(), "nothing of ours to give back");
+        }
+    }
+
+    @Test
+    void aLateGrantAnswerOfAHeldGrantIsConfirmed() throws Exception {
+        // Too late to trust, but still held: asking again (same holder) gets
+        // the same grant in time, and the lock is held.
+        try (Session s = open(Duration.ofSeconds(5))) {
+            nextToken.set(6);
+            beforeNextAcquire.set(heldBack(1500, null));
+            Grant g = s.acquire("a", Mode.EXCLUSIVE, Duration.ZERO, "");
+            assertEquals(6, g.token());
+            assertFalse(g.isLost());
+            assertEquals(2, acquires.get(), "the late answer, then one asking again");
+        }
     }
 
     @Test
