@@ -109,12 +109,13 @@ func okHandler() http.Handler {
 
 // Each way a connection breaks the protocol ends it with a goaway frame
 // carrying a stable code: a wrong preface or version, a frame over the
-// size limit, headers over their limit, a malformed request, an unknown
+// size limit, headers (or one header value) over their limit, a malformed request, an unknown
 // frame type, a request on stream 0.
 func TestProtocolErrorsCloseTheConnectionWithACode(t *testing.T) {
 	addr := startServer(t, &Server{Handler: okHandler()})
 	oversized := appendHeader(nil, typeRequest, 1, api.MaxStreamFrameBytes+1)
 	bigHeaders := appendRequest(nil, 1, "GET", "/", http.Header{"A": {strings.Repeat("x", api.MaxStreamHeaderBytes)}}, nil)
+	bigValue := appendRequest(nil, 1, "GET", "/", http.Header{"A": {strings.Repeat("x", api.MaxStreamHeaderBytes+1)}}, nil)
 	for _, tc := range []struct {
 		name    string
 		preface []byte
@@ -125,6 +126,7 @@ func TestProtocolErrorsCloseTheConnectionWithACode(t *testing.T) {
 		{"another version", []byte{'R', 'L', 'S', 'P', 9}, nil, api.CodeInvalidArgument},
 		{"oversized frame", goodPreface, oversized, api.CodeTooLarge},
 		{"headers over the limit", goodPreface, bigHeaders, api.CodeTooLarge},
+		{"one header value over the limit", goodPreface, bigValue, api.CodeTooLarge},
 		{"malformed request", goodPreface, appendRequest(nil, 1, "G T", "/", nil, nil), api.CodeInvalidArgument},
 		{"unknown type", goodPreface, appendHeader(nil, 9, 1, 0), api.CodeInvalidArgument},
 		{"stream 0", goodPreface, appendRequest(nil, 0, "GET", "/", nil, nil), api.CodeInvalidArgument},
