@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -434,5 +437,64 @@ func TestRequestGoroutinesAreReusedAndEndWithTheServer(t *testing.T) {
 			t.Fatalf("%d workers still wait after Close", workers())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// failingListener fails its first n accepts with err, then accepts from
+// the real listener.
+type failingListener struct {
+	net.Listener
+	mu  sync.Mutex
+	n   int
+	err error
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.n > 0 {
+		l.n--
+		l.mu.Unlock()
+		return nil, l.err
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+// TestServeOutlivesAcceptsThatFail pins issue 40 item 1: an accept that
+// fails because the process is out of file descriptors (EMFILE, ENFILE)
+// or the connection was aborted does not end Serve (raftlockd stops when
+// a listener's Serve returns): the server waits, accepts again and
+// serves the next connection.
+func TestServeOutlivesAcceptsThatFail(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl := &failingListener{Listener: ln, n: 3,
+				err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
+			s := &Server{Handler: okHandler()}
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(fl) }()
+			c := dialRaw(t, ln.Addr().String(), goodPreface)
+			c.write(appendRequest(nil, 1, "GET", "/v1/health", nil, nil))
+			fh, p, err := c.frame()
+			if err != nil || fh.typ != typeAnswer {
+				t.Fatalf("after failed accepts: frame type %d, %v; want an answer", fh.typ, err)
+			}
+			if a, err := decodeAnswer(p); err != nil || a.status != http.StatusOK {
+				t.Fatalf("answer %+v, %v after failed accepts, want 200", a, err)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Serve returned %v after a failed accept", err)
+			default:
+			}
+			s.Close()
+			if err := <-done; !errors.Is(err, ErrServerClosed) {
+				t.Errorf("Serve after Close: %v", err)
+			}
+		})
 	}
 }
