@@ -175,6 +175,7 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &serverConn{s: s, nc: nc, ctx: ctx, cancel: cancel, streams: map[uint32]context.CancelFunc{}}
+	c.w.nc, c.w.timeout = nc, writeTimeout // nc becomes the TLS conn after the handshake
 	c.idle = s.IdleTimeout
 	if c.idle <= 0 {
 		c.idle = api.DefaultIdleTimeout
@@ -238,7 +239,7 @@ func (c *serverConn) serve() {
 		c.tls = &st
 		c.nc = tc
 	}
-	c.w = connWriter{nc: c.nc, timeout: writeTimeout}
+	c.w.nc = c.nc
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	var hdr [headerLen]byte
 	if _, err := io.ReadFull(br, hdr[:len(preface)+1]); err != nil {
@@ -255,6 +256,11 @@ func (c *serverConn) serve() {
 	_ = c.nc.SetWriteDeadline(time.Time{})
 	c.setReadDeadline()
 	for {
+		// A client that does not read its answers is not read either
+		// once api.MaxStreamQueuedBytes of them wait (connWriter.waitRoom).
+		if c.w.waitRoom(api.MaxStreamQueuedBytes) != nil {
+			return
+		}
 		fh, err := readHeader(br, hdr[:])
 		if err != nil {
 			return // closed, idle, or cut

@@ -498,3 +498,76 @@ func TestServeOutlivesAcceptsThatFail(t *testing.T) {
 		})
 	}
 }
+
+// TestAClientThatNeverReadsHoldsABoundedQueue pins issue 40 item 5: a
+// client that sends requests and never reads their answers used to grow
+// the connection's queue of answers without bound in the node's memory
+// (167 MB per 3,000 requests). Once api.MaxStreamQueuedBytes wait, the
+// node reads no more of its requests, so what it holds for the client
+// stays within that plus the answers of the requests in flight, however
+// many requests the client sends. The client sends 90 requests at a time
+// (below the in-flight cap, so none is refused) once the node has
+// answered the ones before, up to 40 MB of answers; the queue is then
+// watched for two seconds.
+func TestAClientThatNeverReadsHoldsABoundedQueue(t *testing.T) {
+	const answer = 4 << 10
+	body := []byte(strings.Repeat("x", answer))
+	var served atomic.Int64
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+		served.Add(1)
+	})}
+	addr := startServer(t, s)
+	c := dialRaw(t, addr, goodPreface)
+	bound := api.MaxStreamQueuedBytes + api.MaxStreamsInFlight*(answer+256)
+	// state returns the requests in flight and the bytes queued.
+	state := func() (inFlight, queued int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for sc := range s.conns {
+			sc.mu.Lock()
+			inFlight += len(sc.streams)
+			sc.mu.Unlock()
+			queued += sc.w.queued()
+		}
+		return inFlight, queued
+	}
+	peak := 0
+	var batch []byte
+	for id := uint32(1); id < 10000; id += 90 {
+		batch = batch[:0]
+		for i := id; i < id+90; i++ {
+			batch = appendRequest(batch, i, "GET", "/v1/health", nil, nil)
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.nc.Write(batch); err != nil {
+			t.Logf("write after %d requests: %v", id-1, err)
+			break // the node reads no more, and the kernel's buffers are full
+		}
+		// Until the node has answered every request sent, or holds a
+		// full queue (and so reads no more).
+		for end := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+			inFlight, queued := state()
+			peak = max(peak, queued)
+			if queued > bound {
+				t.Fatalf("%d bytes of answers queued for a client that never reads; the bound is %d", queued, bound)
+			}
+			if (inFlight == 0 && served.Load() == int64(id+89)) || queued >= api.MaxStreamQueuedBytes || time.Now().After(end) {
+				break
+			}
+		}
+	}
+	// Then watch the queue for two seconds: the node, not reading, must
+	// not grow it past the bound (a node that reads on grows it in ms).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); runtime.Gosched() {
+		_, queued := state()
+		peak = max(peak, queued)
+		if queued > bound {
+			t.Fatalf("%d bytes of answers queued for a client that never reads; the bound is %d", queued, bound)
+		}
+	}
+	t.Logf("peak queue for the client that never reads: %d bytes (bound %d)", peak, bound)
+	if peak < api.MaxStreamQueuedBytes {
+		t.Errorf("the queue peaked at %d bytes: the client's answers were never held back, the test proves nothing", peak)
+	}
+}
