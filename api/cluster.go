@@ -184,6 +184,12 @@ type DivergedNotice struct {
 // far below a node's file descriptors.
 const DefaultMaxConnsPerIP = 1024
 
+// MetricsConnsPerIP bounds the connections one source IP holds open on
+// a node's metrics port (raftlockd --metrics-addr): it serves health and
+// metrics without authentication, and a Prometheus server or a prober
+// keeps one or two.
+const MetricsConnsPerIP = 16
+
 // Bounds of the per-IP connection cap.
 const (
 	MinMaxConnsPerIP = 16

@@ -184,4 +184,10 @@ const (
 	// carries at once, as MaxStreamsPerConn does for HTTP/2; one more is
 	// answered resource_exhausted (429) and the connection stays.
 	MaxStreamsInFlight = MaxStreamsPerConn
+	// MaxStreamQueuedBytes bounds the answers a stream connection's
+	// client has not read yet: while this many bytes wait to be written,
+	// the node reads no more requests from it (the client's writes
+	// block), so a client that never reads holds at most this, plus the
+	// answers of its requests in flight and the write in progress.
+	MaxStreamQueuedBytes = 1 << 20
 )

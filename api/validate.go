@@ -12,36 +12,35 @@ import (
 // MaxSessionIDBytes bounds a session id on input (ids are 32 hex digits).
 const MaxSessionIDBytes = 64
 
-// CheckText validates an identifier-like string by raftlock's one rule
-// for names and ids (sequencer.CheckText: valid UTF-8, no control
-// characters, min to max bytes): the error is an invalid_argument *Error
-// naming what. Lock names, prefixes, session ids and names, holder ids and
-// member fields all pass through it, so that two different byte strings
-// are never taken for one name.
+// CheckText validates an identifier-like string in a request by
+// raftlock's one rule for names and ids (sequencer.CheckText: valid
+// UTF-8, no control characters, min to max bytes), plus no bidirectional
+// embedding, override or isolate character (U+202A to U+202E, U+2066 to
+// U+2069), which make a text display as another ("xss/\u202egnp.exe"
+// shows as "xss/exe.png" on the status page and in `lock get`). The error
+// is an invalid_argument *Error naming what. Lock names, prefixes,
+// session ids and names, holder ids, token names, reasons and member
+// fields all pass through it, so that two different byte strings are
+// never taken for one name, nor shown as one. It checks requests: the
+// state machine applies what its log holds, texts from before this rule
+// included.
 func CheckText(what, s string, min, max int) error {
 	if err := sequencer.CheckText(what, s, min, max); err != nil {
 		return Errorf(CodeInvalidArgument, "%v", err)
 	}
-	return nil
-}
-
-// ValidateLockName checks a lock name (sequencer.CheckName): path-like
-// UTF-8, 1 to sequencer.MaxNameBytes bytes, no control characters, and no
-// bidirectional embedding, override or isolate character (U+202A to
-// U+202E, U+2066 to U+2069), which make a name display as another
-// ("xss/\u202egnp.exe" shows as "xss/exe.png"). It checks requests: the
-// state machine applies what its log holds, names from before this rule
-// included.
-func ValidateLockName(name string) error {
-	if err := CheckText("lock name", name, 1, sequencer.MaxNameBytes); err != nil {
-		return err
-	}
-	for i, r := range name {
+	for i, r := range s {
 		if isBidiControl(r) {
-			return Errorf(CodeInvalidArgument, "lock name contains bidirectional control character %U at byte %d", r, i)
+			return Errorf(CodeInvalidArgument, "%s contains bidirectional control character %U at byte %d", what, r, i)
 		}
 	}
 	return nil
+}
+
+// ValidateLockName checks a lock name in a request: path-like UTF-8, 1 to
+// sequencer.MaxNameBytes bytes, no control characters and no
+// bidirectional controls (CheckText).
+func ValidateLockName(name string) error {
+	return CheckText("lock name", name, 1, sequencer.MaxNameBytes)
 }
 
 // isBidiControl reports whether r is a bidirectional embedding, override

@@ -182,3 +182,29 @@ func TestLockNamesRefuseBidiControls(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryNameAndIDRefusesBidiControls pins issue 40 item 15: session
+// names, holder ids, token names and revocation reasons are shown on the
+// status page and in `lock get` as lock names are, so a bidirectional
+// control character is invalid_argument in each, naming the field.
+func TestEveryNameAndIDRefusesBidiControls(t *testing.T) {
+	for _, r := range []rune{0x202A, 0x202E, 0x2066, 0x2069} {
+		text := "ops/" + string(r) + "gnp.exe"
+		open := OpenRequest{Name: text}
+		acquire := AcquireRequest{Name: "a", Session: "0123456789abcdef0123456789abcdef", Holder: text}
+		for what, err := range map[string]error{
+			"session name": open.Resolve(),
+			"holder":       acquire.Resolve(),
+			"release":      ReleaseRequest{Name: "a", Session: "0123456789abcdef0123456789abcdef", Holder: text}.Check(),
+			"reason":       CheckText("reason", text, 1, MaxRevokeReasonBytes),
+		} {
+			if CodeOf(err) != CodeInvalidArgument || !strings.Contains(err.Error(), "bidirectional") {
+				t.Errorf("%s with %U: %v, want invalid_argument naming the bidirectional control", what, r, err)
+			}
+		}
+	}
+	open := OpenRequest{Name: "ünïcode a\u200fb"}
+	if err := open.Resolve(); err != nil {
+		t.Errorf("a session name of other non-ASCII text: %v", err)
+	}
+}

@@ -646,12 +646,15 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 	}()
 	if spec.metricsLn != nil {
 		s.metrics = &http.Server{
-			Handler:           httpapi.NewMetricsServer(n, httpapi.WithLogger(nlog)),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+			Handler:  httpapi.NewMetricsServer(n, httpapi.WithLogger(nlog)),
+			ErrorLog: nlog.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		}
+		// Unauthenticated, so capped harder than the API port: its
+		// timeouts, and api.MetricsConnsPerIP connections per source IP.
+		httpapi.ConfigureServer(s.metrics, o.idleTimeout)
+		mln := raftnet.LimitConnsPerIP(spec.metricsLn, api.MetricsConnsPerIP, nlog.Named("metrics"))
 		go func() {
-			if err := s.metrics.Serve(spec.metricsLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := s.metrics.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.errc <- fmt.Errorf("metrics listener: %w", err)
 			}
 		}()

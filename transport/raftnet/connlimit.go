@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/internal/acceptwait"
 	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 )
 
@@ -93,12 +94,26 @@ func LimitConnsPerIP(ln net.Listener, perIP int, log hclog.Logger) net.Listener 
 	return &limitListener{Listener: ln, lim: newIPLimiter(perIP, log)}
 }
 
+// Accept returns the next connection whose IP is under its cap. An accept
+// that fails but for a closed listener (out of file descriptors, an
+// aborted connection) is retried after a short wait (acceptwait), so
+// that the server above never sees it and never stops: a client that
+// fills the node's descriptor table delays new connections, no more.
 func (l *limitListener) Accept() (net.Conn, error) {
+	var backoff acceptwait.Backoff
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			d, again := backoff.Retry(err)
+			if !again {
+				return nil, err
+			}
+			if d == acceptwait.First {
+				l.lim.log.Warn("accept failed; retrying until it works", "error", err)
+			}
+			continue
 		}
+		backoff.Reset()
 		if c = l.lim.admit(c); c != nil {
 			return c, nil
 		}

@@ -1,8 +1,11 @@
 package raftnet
 
 import (
+	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -63,5 +66,47 @@ func TestConnsPerIPCapRefusesPastTheCapAndFreesOnClose(t *testing.T) {
 	dial()
 	if sc := <-accepted; sc == nil {
 		t.Fatal("an exempt IP was refused")
+	}
+}
+
+// flakyListener fails its first accepts with EMFILE, then accepts for
+// real.
+type flakyListener struct {
+	net.Listener
+	fails int
+}
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestLimitedListenerRetriesAcceptsThatFail pins issue 40 item 1 for the
+// API and stream ports (every one is a LimitConnsPerIP listener): out of
+// file descriptors, Accept waits and accepts again instead of returning
+// the error to the server above, which would stop the daemon; a closed
+// listener still ends it.
+func TestLimitedListenerRetriesAcceptsThatFail(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := LimitConnsPerIP(&flakyListener{Listener: ln, fails: 3}, 0, hclog.NewNullLogger())
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, err := lim.Accept()
+	if err != nil {
+		t.Fatalf("Accept after EMFILE: %v, want the connection", err)
+	}
+	sc.Close()
+	lim.Close()
+	if _, err := lim.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept on a closed listener: %v, want net.ErrClosed", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftlock/raftlock/transport/internal/acceptwait"
 	"github.com/raftlock/raftlock/transport/internal/warnlimit"
 	"github.com/raftlock/raftlock/transport/tlsconf"
 )
@@ -284,23 +285,28 @@ func newPortMux(ln net.Listener, tlsConf *tls.Config, log hclog.Logger) *portMux
 }
 
 func (m *portMux) run() {
+	var backoff acceptwait.Backoff
 	for {
 		c, err := m.ln.Accept()
 		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
+			// Out of file descriptors and the like: wait and go on, as
+			// net/http's server does; only a closed port ends the loop.
+			d, again := backoff.Retry(err)
+			if !again {
 				m.close()
 				return
 			}
-			// Out of file descriptors and the like: wait and go on, as
-			// net/http's server does.
-			m.log.Warn("accept failed; retrying", "error", err)
+			if d == acceptwait.First {
+				m.log.Warn("accept failed; retrying until it works", "error", err)
+			}
 			select {
 			case <-m.done:
 				return
-			case <-time.After(50 * time.Millisecond):
+			default:
 			}
 			continue
 		}
+		backoff.Reset()
 		if lim := m.limit.Load(); lim != nil {
 			if c = lim.admit(c); c == nil {
 				continue

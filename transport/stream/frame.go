@@ -122,8 +122,13 @@ func (d *decoder) string(max int) (string, error) {
 // is one of them, without allocating.
 func (d *decoder) interned(common map[string]string, max int) (string, error) {
 	n, k := binary.Uvarint(d.p)
-	if k <= 0 || n > uint64(len(d.p)-k) || n > uint64(max) {
+	if k <= 0 || n > uint64(len(d.p)-k) {
 		return "", fmt.Errorf("%w: bad string length", errMalformed)
+	}
+	if n > uint64(max) {
+		// Well formed but past the limit: too_large, as the headers
+		// together past it are (API.md, the stream limits).
+		return "", fmt.Errorf("%w: a string of %d bytes; the limit is %d", errHeadersTooLarge, n, max)
 	}
 	b := d.p[k : k+int(n)]
 	d.p = d.p[k+int(n):]

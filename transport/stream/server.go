@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/transport/internal/acceptwait"
 )
 
 // Server timeouts, as the HTTP API's (transport/httpapi.ConfigureServer).
@@ -82,7 +83,9 @@ func (s *Server) init() {
 var ErrServerClosed = errors.New("stream: server closed")
 
 // Serve accepts connections on ln until Close; it returns ErrServerClosed
-// then, or the listener's error.
+// then, or the listener's error once it is closed (net.ErrClosed). Any
+// other accept error (out of file descriptors, an aborted connection) is
+// retried after a short wait, never the end of Serve.
 func (s *Server) Serve(ln net.Listener) error {
 	s.init()
 	s.mu.Lock()
@@ -95,7 +98,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.conns = map[*serverConn]struct{}{}
 	}
 	s.mu.Unlock()
-	var backoff time.Duration
+	var backoff acceptwait.Backoff
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
@@ -105,15 +108,17 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+			// Out of file descriptors and the like: wait and accept
+			// again; only a closed listener ends Serve.
+			if d, again := backoff.Retry(err); again {
+				if d == acceptwait.First {
+					s.logf("stream: accept failed, retrying until it works: %v", err)
+				}
 				continue
 			}
 			return fmt.Errorf("stream accept: %w", err)
 		}
-		backoff = 0
+		backoff.Reset()
 		c := s.newConn(nc)
 		if c == nil {
 			nc.Close()
@@ -170,6 +175,7 @@ func (s *Server) newConn(nc net.Conn) *serverConn {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &serverConn{s: s, nc: nc, ctx: ctx, cancel: cancel, streams: map[uint32]context.CancelFunc{}}
+	c.w.nc, c.w.timeout = nc, writeTimeout // nc becomes the TLS conn after the handshake
 	c.idle = s.IdleTimeout
 	if c.idle <= 0 {
 		c.idle = api.DefaultIdleTimeout
@@ -233,7 +239,7 @@ func (c *serverConn) serve() {
 		c.tls = &st
 		c.nc = tc
 	}
-	c.w = connWriter{nc: c.nc, timeout: writeTimeout}
+	c.w.nc = c.nc
 	br := bufio.NewReaderSize(c.nc, 32<<10)
 	var hdr [headerLen]byte
 	if _, err := io.ReadFull(br, hdr[:len(preface)+1]); err != nil {
@@ -250,6 +256,11 @@ func (c *serverConn) serve() {
 	_ = c.nc.SetWriteDeadline(time.Time{})
 	c.setReadDeadline()
 	for {
+		// A client that does not read its answers is not read either
+		// once api.MaxStreamQueuedBytes of them wait (connWriter.waitRoom).
+		if c.w.waitRoom(api.MaxStreamQueuedBytes) != nil {
+			return
+		}
 		fh, err := readHeader(br, hdr[:])
 		if err != nil {
 			return // closed, idle, or cut

@@ -8,9 +8,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,12 +112,13 @@ func okHandler() http.Handler {
 
 // Each way a connection breaks the protocol ends it with a goaway frame
 // carrying a stable code: a wrong preface or version, a frame over the
-// size limit, headers over their limit, a malformed request, an unknown
+// size limit, headers (or one header value) over their limit, a malformed request, an unknown
 // frame type, a request on stream 0.
 func TestProtocolErrorsCloseTheConnectionWithACode(t *testing.T) {
 	addr := startServer(t, &Server{Handler: okHandler()})
 	oversized := appendHeader(nil, typeRequest, 1, api.MaxStreamFrameBytes+1)
 	bigHeaders := appendRequest(nil, 1, "GET", "/", http.Header{"A": {strings.Repeat("x", api.MaxStreamHeaderBytes)}}, nil)
+	bigValue := appendRequest(nil, 1, "GET", "/", http.Header{"A": {strings.Repeat("x", api.MaxStreamHeaderBytes+1)}}, nil)
 	for _, tc := range []struct {
 		name    string
 		preface []byte
@@ -125,6 +129,7 @@ func TestProtocolErrorsCloseTheConnectionWithACode(t *testing.T) {
 		{"another version", []byte{'R', 'L', 'S', 'P', 9}, nil, api.CodeInvalidArgument},
 		{"oversized frame", goodPreface, oversized, api.CodeTooLarge},
 		{"headers over the limit", goodPreface, bigHeaders, api.CodeTooLarge},
+		{"one header value over the limit", goodPreface, bigValue, api.CodeTooLarge},
 		{"malformed request", goodPreface, appendRequest(nil, 1, "G T", "/", nil, nil), api.CodeInvalidArgument},
 		{"unknown type", goodPreface, appendHeader(nil, 9, 1, 0), api.CodeInvalidArgument},
 		{"stream 0", goodPreface, appendRequest(nil, 0, "GET", "/", nil, nil), api.CodeInvalidArgument},
@@ -432,5 +437,137 @@ func TestRequestGoroutinesAreReusedAndEndWithTheServer(t *testing.T) {
 			t.Fatalf("%d workers still wait after Close", workers())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// failingListener fails its first n accepts with err, then accepts from
+// the real listener.
+type failingListener struct {
+	net.Listener
+	mu  sync.Mutex
+	n   int
+	err error
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.n > 0 {
+		l.n--
+		l.mu.Unlock()
+		return nil, l.err
+	}
+	l.mu.Unlock()
+	return l.Listener.Accept()
+}
+
+// TestServeOutlivesAcceptsThatFail pins issue 40 item 1: an accept that
+// fails because the process is out of file descriptors (EMFILE, ENFILE)
+// or the connection was aborted does not end Serve (raftlockd stops when
+// a listener's Serve returns): the server waits, accepts again and
+// serves the next connection.
+func TestServeOutlivesAcceptsThatFail(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ECONNABORTED} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl := &failingListener{Listener: ln, n: 3,
+				err: &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", errno)}}
+			s := &Server{Handler: okHandler()}
+			done := make(chan error, 1)
+			go func() { done <- s.Serve(fl) }()
+			c := dialRaw(t, ln.Addr().String(), goodPreface)
+			c.write(appendRequest(nil, 1, "GET", "/v1/health", nil, nil))
+			fh, p, err := c.frame()
+			if err != nil || fh.typ != typeAnswer {
+				t.Fatalf("after failed accepts: frame type %d, %v; want an answer", fh.typ, err)
+			}
+			if a, err := decodeAnswer(p); err != nil || a.status != http.StatusOK {
+				t.Fatalf("answer %+v, %v after failed accepts, want 200", a, err)
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("Serve returned %v after a failed accept", err)
+			default:
+			}
+			s.Close()
+			if err := <-done; !errors.Is(err, ErrServerClosed) {
+				t.Errorf("Serve after Close: %v", err)
+			}
+		})
+	}
+}
+
+// TestAClientThatNeverReadsHoldsABoundedQueue pins issue 40 item 5: a
+// client that sends requests and never reads their answers used to grow
+// the connection's queue of answers without bound in the node's memory
+// (167 MB per 3,000 requests). Once api.MaxStreamQueuedBytes wait, the
+// node reads no more of its requests, so what it holds for the client
+// stays within that plus the answers of the requests in flight, however
+// many requests the client sends. The client sends 90 requests at a time
+// (below the in-flight cap, so none is refused) once the node has
+// answered the ones before, up to 40 MB of answers; the queue is then
+// watched for two seconds.
+func TestAClientThatNeverReadsHoldsABoundedQueue(t *testing.T) {
+	const answer = 4 << 10
+	body := []byte(strings.Repeat("x", answer))
+	var served atomic.Int64
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(body)
+		served.Add(1)
+	})}
+	addr := startServer(t, s)
+	c := dialRaw(t, addr, goodPreface)
+	bound := api.MaxStreamQueuedBytes + api.MaxStreamsInFlight*(answer+256)
+	// state returns the requests in flight and the bytes queued.
+	state := func() (inFlight, queued int) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for sc := range s.conns {
+			sc.mu.Lock()
+			inFlight += len(sc.streams)
+			sc.mu.Unlock()
+			queued += sc.w.queued()
+		}
+		return inFlight, queued
+	}
+	peak := 0
+	var batch []byte
+	for id := uint32(1); id < 10000; id += 90 {
+		batch = batch[:0]
+		for i := id; i < id+90; i++ {
+			batch = appendRequest(batch, i, "GET", "/v1/health", nil, nil)
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.nc.Write(batch); err != nil {
+			t.Logf("write after %d requests: %v", id-1, err)
+			break // the node reads no more, and the kernel's buffers are full
+		}
+		// Until the node has answered every request sent, or holds a
+		// full queue (and so reads no more).
+		for end := time.Now().Add(10 * time.Second); ; runtime.Gosched() {
+			inFlight, queued := state()
+			peak = max(peak, queued)
+			if queued > bound {
+				t.Fatalf("%d bytes of answers queued for a client that never reads; the bound is %d", queued, bound)
+			}
+			if (inFlight == 0 && served.Load() == int64(id+89)) || queued >= api.MaxStreamQueuedBytes || time.Now().After(end) {
+				break
+			}
+		}
+	}
+	// Then watch the queue for two seconds: the node, not reading, must
+	// not grow it past the bound (a node that reads on grows it in ms).
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); runtime.Gosched() {
+		_, queued := state()
+		peak = max(peak, queued)
+		if queued > bound {
+			t.Fatalf("%d bytes of answers queued for a client that never reads; the bound is %d", queued, bound)
+		}
+	}
+	t.Logf("peak queue for the client that never reads: %d bytes (bound %d)", peak, bound)
+	if peak < api.MaxStreamQueuedBytes {
+		t.Errorf("the queue peaked at %d bytes: the client's answers were never held back, the test proves nothing", peak)
 	}
 }

@@ -18,10 +18,35 @@ type connWriter struct {
 	timeout time.Duration // each write's deadline
 
 	mu      sync.Mutex
-	buf     []byte // frames queued
-	spare   []byte // the buffer last written, reused
-	writing bool   // a goroutine is writing
-	err     error  // the first write error: the connection is dead
+	drained sync.Cond // on mu: the queue was taken to be written, or err set
+	buf     []byte    // frames queued
+	spare   []byte    // the buffer last written, reused
+	writing bool      // a goroutine is writing
+	err     error     // the first write error: the connection is dead
+}
+
+// waitRoom blocks while at least limit bytes of frames are queued: the
+// connection's reader calls it before it reads the next request, so that
+// a client that sends requests and never reads their answers stops being
+// read once limit bytes wait for it, instead of growing the queue in the
+// node's memory. It returns the connection's write error, if any.
+func (w *connWriter) waitRoom(limit int) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.drained.L == nil {
+		w.drained.L = &w.mu
+	}
+	for len(w.buf) >= limit && w.err == nil {
+		w.drained.Wait()
+	}
+	return w.err
+}
+
+// queued returns how many bytes of frames wait to be written.
+func (w *connWriter) queued() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.buf)
 }
 
 // maxSpare bounds the buffer kept for reuse.
@@ -54,6 +79,7 @@ func (w *connWriter) send(appendFrame func([]byte) []byte) error {
 	for len(w.buf) > 0 && w.err == nil {
 		out := w.buf
 		w.buf = w.spare[:0]
+		w.broadcast()
 		w.mu.Unlock()
 		if w.timeout > 0 {
 			_ = w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
@@ -66,10 +92,18 @@ func (w *connWriter) send(appendFrame func([]byte) []byte) error {
 		}
 		if err != nil {
 			w.err = err
+			w.broadcast()
 		}
 	}
 	w.writing = false
 	err := w.err
 	w.mu.Unlock()
 	return err
+}
+
+// broadcast wakes the reader waiting in waitRoom; w.mu is held.
+func (w *connWriter) broadcast() {
+	if w.drained.L != nil {
+		w.drained.Broadcast()
+	}
 }
