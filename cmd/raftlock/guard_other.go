@@ -1,0 +1,11 @@
+//go:build !linux
+
+package main
+
+import "syscall"
+
+// childSysProcAttr puts CMD in a process group of its own (so that the
+// guard's SIGKILL of the group reaches CMD's children too, and the
+// terminal's ^C reaches CMD once, through exec). Outside Linux there is
+// no parent-death signal: CMD outlives a SIGKILLed guard.
+func childSysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
