@@ -2,7 +2,13 @@
 
 package main
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
+
+// guardSelf is the binary exec starts as its guard: its own.
+func guardSelf() (string, error) { return os.Executable() }
 
 // childSysProcAttr puts CMD in a process group of its own (so that the
 // guard's SIGKILL of the group reaches CMD's children too, and the
