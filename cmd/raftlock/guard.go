@@ -202,10 +202,12 @@ func readOrders(r io.Reader, stderr io.Writer) <-chan guardMsg {
 
 // guardMain is the guard process: "raftlock __exec-guard CMD [ARGS...]",
 // started by exec with its orders on fd 3 and its reports on fd 4, and its
-// environment the one CMD gets. It waits for the first deadline, starts
-// CMD in a process group of its own (with PR_SET_PDEATHSIG=SIGKILL on
-// Linux, so CMD dies with the guard's thread that started it), runs
-// guardLoop and reports how CMD ended. It returns its exit status.
+// environment the one CMD gets. It waits for the first deadline, becomes
+// the subreaper of CMD's tree (Linux), starts CMD in a process group of
+// its own (with PR_SET_PDEATHSIG=SIGKILL on Linux, so CMD dies with the
+// guard's thread that started it) and runs guardLoop. If that killed CMD's
+// group, it also kills the orphans re-parented to it. Then it reports how
+// CMD ended. It returns its exit status.
 func guardMain(argv []string) int {
 	var st syscall.Stat_t
 	if len(argv) == 0 || syscall.Fstat(guardCtlFD, &st) != nil || syscall.Fstat(guardReportFD, &st) != nil {
@@ -231,6 +233,9 @@ func guardMain(argv []string) int {
 	if first.deadline <= monoNow() {
 		fmt.Fprintln(report, "start_failed late the deadline passed before CMD could start")
 		return 0
+	}
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "raftlock: guard: %v (orphans of CMD's tree go to PID 1, out of the guard's reach)\n", err)
 	}
 	started := make(chan error, 1)
 	exited := make(chan int, 1)
@@ -258,9 +263,22 @@ func guardMain(argv []string) int {
 	}
 	fmt.Fprintf(report, "started %d\n", pid)
 
+	// Orphans re-parented to the guard are its to reap while CMD runs.
+	chld := make(chan os.Signal, 1)
+	signal.Notify(chld, syscall.SIGCHLD)
+	go func() {
+		for range chld {
+			reapOrphans(pid)
+		}
+	}()
+
 	ops := realGuardOps{pid: pid}
 	orders = mergeTermSignals(orders, sigs)
 	end := guardLoop(first.deadline, orders, exited, ops)
+	if end.why != whyNone {
+		// The orphans that left CMD's group (setsid) go too.
+		sweepOrphans()
+	}
 	fmt.Fprintf(report, "exited %d %s\n", end.status, end.why)
 	return 0
 }

@@ -182,3 +182,25 @@ func TestGuardedCMDDiesWithAKilledGuard(t *testing.T) {
 	}
 	awaitExit(t, "CMD of a SIGKILLed guard", child)
 }
+
+// TestGuardProcessKillsOrphansThatLeftCMDsGroup: the guard is the
+// subreaper of CMD's tree, so a daemon that left CMD's process group
+// (setsid) dies with it too: one whose parent exited at once (a double
+// fork, re-parented to the guard while CMD runs) and one whose parent
+// is CMD (re-parented when the group's SIGKILL ends CMD).
+func TestGuardProcessKillsOrphansThatLeftCMDsGroup(t *testing.T) {
+	dir := t.TempDir()
+	underCMD, doubleForked := filepath.Join(dir, "under-cmd"), filepath.Join(dir, "double-forked")
+	g := startGuardProc(t, monoNow()+int64(time.Hour), "sh", "-c",
+		`setsid sleep 1000 & echo $! > "$1.tmp" && mv "$1.tmp" "$1"; (setsid sleep 1000 & echo $! > "$2.tmp" && mv "$2.tmp" "$2"); exec sleep 1000`,
+		"sh", underCMD, doubleForked)
+	child := exitOf(t, g.pid)
+	daemon1, daemon2 := exitOf(t, awaitPID(t, underCMD)), exitOf(t, awaitPID(t, doubleForked))
+	g.ctl.Close()
+	awaitExit(t, "CMD", child)
+	awaitExit(t, "a setsid daemon whose parent is CMD", daemon1)
+	awaitExit(t, "a double-forked setsid daemon", daemon2)
+	if got := g.report(t); got != "exited 137 "+whyExecGone {
+		t.Fatalf("guard's report %q, want \"exited 137 %s\"", got, whyExecGone)
+	}
+}
