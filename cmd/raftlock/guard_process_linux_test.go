@@ -204,3 +204,28 @@ func TestGuardProcessKillsOrphansThatLeftCMDsGroup(t *testing.T) {
 		t.Fatalf("guard's report %q, want \"exited 137 %s\"", got, whyExecGone)
 	}
 }
+
+// TestExecWhoseGuardDiesKillsCMDsGroupAndExits125: if the guard alone is
+// SIGKILLed, CMD dies with it (PR_SET_PDEATHSIG), exec sends the rest of
+// CMD's group SIGKILL itself, and exits 125 (guard_died).
+func TestExecWhoseGuardDiesKillsCMDsGroupAndExits125(t *testing.T) {
+	_, _ = fakeCluster(t)
+	dir := t.TempDir()
+	pidFile, ppidFile, gpidFile := filepath.Join(dir, "pid"), filepath.Join(dir, "ppid"), filepath.Join(dir, "gpid")
+	out, errOut := newOutput(t), newOutput(t)
+	c := newCLI(out, errOut)
+	rl := background(t, c, "exec", "--ttl", "5s", "--lock-delay", "5s", "--kill-grace", "1s", "jobs/guarded", "--", "sh", "-c",
+		`echo $$ > "$3.tmp" && mv "$3.tmp" "$3"; echo $PPID > "$2.tmp" && mv "$2.tmp" "$2"; `+groupScript, "sh", gpidFile, ppidFile, pidFile)
+	child, grandchild := exitOf(t, awaitPID(t, pidFile)), exitOf(t, awaitPID(t, gpidFile))
+	guard := awaitPID(t, ppidFile)
+	if err := syscall.Kill(guard, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	awaitExit(t, "CMD of a SIGKILLed guard", child)
+	awaitExit(t, "CMD's grandchild, after its guard died", grandchild)
+	code := rl.wait(t, "exec whose guard died")
+	const want = "raftlock: guard_died: exec: CMD's guard died before CMD ended; CMD's process group was sent SIGKILL\n"
+	if code != exitNoLock || errOut.String() != want {
+		t.Fatalf("exec whose guard died: exit %d, %q; want %d, %q", code, errOut.String(), exitNoLock, want)
+	}
+}
