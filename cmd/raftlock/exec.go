@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -50,7 +49,10 @@ Without "--", the flags end at NAME and CMD follows it.
 
 CMD is dead before the cluster can give the lock to anyone else: if no keepalive
 is acknowledged, CMD gets SIGTERM kill-grace + 0.5s before the lock is lost
-(lease end + lock-delay - margin), SIGKILL kill-grace later. So exec needs
+(lease end + lock-delay - margin), SIGKILL kill-grace later. A guard process
+(raftlock itself) starts CMD and sends CMD's process group SIGKILL at once if
+exec dies (kill -9), or 0.5s before the lock is lost if exec is stopped
+(SIGSTOP) or starved and cannot do it. So exec needs
 --lock-delay of at least --kill-grace + 0.5s + margin (3.8s with the defaults:
 --ttl 15s, --kill-grace 3s); it refuses shorter ones and names the values that
 work.
@@ -337,8 +339,6 @@ func checkStopWindow(ttl, lockDelay, killGrace time.Duration) error {
 
 // runLocked runs CMD while l is held and returns its exit status.
 func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, argv []string) error {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.stdout, c.stderr
 	env := os.Environ()
 	// CMD's RAFTLOCK_FENCING_TOKEN is the fencing token, and so is its
 	// RAFTLOCK_TOKEN (the old name, until 0.2.0): an ACL secret given as
@@ -348,29 +348,29 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		env = append(env, "RAFTLOCK_ACL_TOKEN="+acl)
 	}
 	token := strconv.FormatUint(uint64(l.Token()), 10)
-	cmd.Env = append(env,
+	env = append(env,
 		"RAFTLOCK_SEQUENCER="+l.Sequencer().String(),
 		"RAFTLOCK_FENCING_TOKEN="+token,
 		"RAFTLOCK_TOKEN="+token,
 		"RAFTLOCK_LOCK="+l.Name(),
 		"RAFTLOCK_SESSION="+s.ID())
 	if l.Permits() > 0 {
-		cmd.Env = append(cmd.Env, "RAFTLOCK_SLOT="+strconv.FormatUint(l.Slot(), 10))
+		env = append(env, "RAFTLOCK_SLOT="+strconv.FormatUint(l.Slot(), 10))
 	}
-	// Its own process group, so that stopping CMD stops its children too
-	// and a terminal's ^C reaches it once, through us.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 
-	if err := cmd.Start(); err != nil {
-		return startError(argv[0], err)
+	// CMD runs under a guard process that outlives exec and SIGKILLs CMD's
+	// process group unless exec keeps renewing its deadline (exec_guard.go).
+	g, err := startGuard(argv, env, os.Stdin, c.stdout, c.stderr, guardDeadline(s))
+	if err != nil {
+		return err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	signalGroup := func(sig syscall.Signal) { _ = syscall.Kill(-cmd.Process.Pid, sig) }
+	defer g.close()
+	renew := time.NewTicker(renewEvery(s.TTL()))
+	defer renew.Stop()
+	signalGroup := g.signal
 
 	var (
 		lost      = l.Lost()
@@ -388,6 +388,14 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			return
 		}
 		stopped = true
+		if g.missed() {
+			// Too late for SIGTERM: exec was stopped or starved, and the
+			// guard has sent SIGKILL at its deadline already (and if its
+			// timer is late, this order does it).
+			signalGroup(syscall.SIGKILL)
+			fmt.Fprintf(c.stderr, "raftlock: lock_lost: %s; %s\n", why(), missedDeadline(argv[0]))
+			return
+		}
 		signalGroup(syscall.SIGTERM)
 		killTimer = time.After(o.killGrace)
 		fmt.Fprintf(c.stderr, "raftlock: lock_lost: %s; stopping %s (SIGTERM, SIGKILL after %v)\n", why(), argv[0], o.killGrace)
@@ -400,16 +408,30 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 	}
 	for {
 		select {
-		case err := <-exited:
+		case end, ok := <-g.exited:
 			disarm()
-			status := childStatus(err)
-			if stopped {
+			switch {
+			case !ok:
+				g.killGroup()
+				return &exitStatus{code: exitNoLock, err: &codeError{code: "guard_died",
+					err: fmt.Errorf("exec: CMD's guard died before CMD ended; CMD's process group was sent SIGKILL")}}
+			case stopped:
 				return &exitStatus{code: exitLockLost}
+			case end.why == whyDeadline:
+				return &exitStatus{code: exitLockLost, err: &codeError{code: "lock_lost", err: fmt.Errorf(
+					"session %s: no keepalive acknowledged in time; %s", sessionRef(s), missedDeadline(argv[0]))}}
+			case end.why == whySignal:
+				fmt.Fprintf(c.stderr, "raftlock: exec: CMD's guard got a termination signal and sent %s's process group SIGKILL\n", argv[0])
 			}
-			if status != 0 {
-				return &exitStatus{code: status}
+			if end.status != 0 {
+				return &exitStatus{code: end.status}
 			}
 			return nil
+		case <-renew.C:
+			if !stopped {
+				// A failed write means the guard is gone: g.exited says so.
+				_ = g.renew(s, l)
+			}
 		case sig := <-sigs:
 			signalGroup(sig.(syscall.Signal))
 		case <-requested:
@@ -454,25 +476,6 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 			signalGroup(syscall.SIGKILL)
 		}
 	}
-}
-
-// startError is the exit status and error of a CMD that could not be
-// started: 127 (command_not_found) if it was not found, 126
-// (not_executable) otherwise, as a shell says.
-func startError(name string, err error) error {
-	var pe *fs.PathError
-	switch {
-	case errors.Is(err, exec.ErrNotFound):
-		return &exitStatus{code: exitNotFound, err: &codeError{code: "command_not_found",
-			err: fmt.Errorf("exec: %s: not found in $PATH", name)}}
-	case errors.Is(err, os.ErrNotExist):
-		return &exitStatus{code: exitNotFound, err: &codeError{code: "command_not_found",
-			err: fmt.Errorf("exec: %s: no such file", name)}}
-	case errors.As(err, &pe):
-		err = pe.Err
-	}
-	return &exitStatus{code: exitNoExec, err: &codeError{code: "not_executable",
-		err: fmt.Errorf("exec: %s: cannot be run: %w", name, err)}}
 }
 
 // sessionRef names s in a message: by its handle, never its id (a secret

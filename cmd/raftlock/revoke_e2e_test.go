@@ -27,6 +27,9 @@ import (
 const stampChildEnv = "RAFTLOCK_TEST_STAMP_CHILD"
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == guardCommand {
+		os.Exit(guardMain(os.Args[2:])) // exec's guard, when exec runs in the test binary
+	}
 	if path := os.Getenv(stampChildEnv); path != "" {
 		stampChild(path)
 		return
