@@ -152,6 +152,23 @@ func ParseBearer(v string) (string, error) {
 // MaxSecretLen bounds a presented secret (ours are 64 hex digits).
 const MaxSecretLen = 256
 
+// BootstrapRequest is the body of POST /v1/acl/bootstrap. ResetSecret is
+// needed only for a bootstrap reset (a cluster already bootstrapped): it
+// must match the secret the operator wrote into the reset file of the
+// leader's data dir, so that only whoever wrote it can use it.
+type BootstrapRequest struct {
+	ResetSecret string `json:"reset_secret,omitempty"`
+}
+
+// MinResetSecretLen is the shortest reset secret a reset file may hold
+// (16 characters: 64 bits or more of a random hex string).
+const MinResetSecretLen = 16
+
+// Check validates the request.
+func (r BootstrapRequest) Check() error {
+	return CheckText("reset_secret", r.ResetSecret, 0, MaxSecretLen)
+}
+
 // TokenRequest creates a token (POST /v1/acl/tokens).
 type TokenRequest struct {
 	Name  string   `json:"name"`

@@ -111,12 +111,12 @@ func newToken(name string, rules []string) (*fsm.Token, string, error) {
 // ACLBootstrap creates the management token (rules: admin), once per
 // cluster, and answers its secret: the only time it is shown. Later calls
 // are permission_denied.
-func (n *Node) ACLBootstrap(ctx context.Context) (api.TokenSecret, error) {
+func (n *Node) ACLBootstrap(ctx context.Context, req api.BootstrapRequest) (api.TokenSecret, error) {
 	if err := n.aclOn(); err != nil {
 		return api.TokenSecret{}, err
 	}
 	if n.fsm.ACLBootstrapped() {
-		return n.bootstrapAgain(ctx)
+		return n.bootstrapAgain(ctx, req.ResetSecret)
 	}
 	t, secret, err := newToken("management", []string{"admin"})
 	if err != nil {

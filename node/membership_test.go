@@ -496,7 +496,7 @@ func TestChangedPeersOnNodeWithDataAreLoggedAsWarning(t *testing.T) {
 func TestJoinWithACLsNeedsAnAdminToken(t *testing.T) {
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.ACL = true }, withHTTP)
 	n, _ := c.leader()
-	admin, err := n.ACLBootstrap(ctxT(t))
+	admin, err := n.ACLBootstrap(ctxT(t), api.BootstrapRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -190,7 +190,7 @@ func TestSnapshotAndRestoreNeedAdminWithACLs(t *testing.T) {
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.ACL = true })
 	n, _ := c.leader()
 	ctx := ctxT(t)
-	mgmt, err := n.ACLBootstrap(ctx)
+	mgmt, err := n.ACLBootstrap(ctx, api.BootstrapRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -402,18 +404,48 @@ func TestLostBootstrapAnswerHasAWayBackThroughTheDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(c.Flag(leader, "--data-dir"), "acl-bootstrap-reset")
-	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx+1, 10)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(text+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, err := cl.ACLBootstrap(ctx); api.CodeOf(err) != api.CodePermissionDenied {
-		t.Fatalf("a bootstrap with a wrong reset index: %v, want permission_denied", err)
+	const secret = "0123456789abcdef-operator"
+	n := strconv.FormatUint(idx, 10)
+	refused := func(what string, err error) {
+		t.Helper()
+		if api.CodeOf(err) != api.CodePermissionDenied {
+			t.Fatalf("%s: %v, want permission_denied", what, err)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("%s: the refusal shows the secret: %v", what, err)
+		}
 	}
-	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx, 10)+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+	write(strconv.FormatUint(idx+1, 10) + " " + secret)
+	_, err = cl.ACLBootstrapReset(ctx, secret)
+	refused("a bootstrap with a wrong reset index", err)
+	// Issue 40 item 7: the file alone must not hand the token to
+	// whoever asks first. The old format (the index alone) is refused,
+	// naming the new one; a request without the secret, or with
+	// another, is refused while the file is there.
+	write(n)
+	_, err = cl.ACLBootstrap(ctx)
+	refused("a reset file without a secret", err)
+	if !strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("the refusal of a reset file without a secret does not say how to write one: %v", err)
 	}
-	boot, err := cl.ACLBootstrap(ctx)
+	write(n + " " + secret)
+	_, err = cl.ACLBootstrap(ctx)
+	refused("a reset without the secret (a client polling the endpoint)", err)
+	_, err = cl.ACLBootstrapReset(ctx, secret+"x")
+	refused("a reset with another secret", err)
+	write(n + " short")
+	_, err = cl.ACLBootstrapReset(ctx, "short")
+	refused("a reset file with a short secret", err)
+	write(n + " " + secret)
+	boot, err := cl.ACLBootstrapReset(ctx, secret)
 	if err != nil {
-		t.Fatalf("the bootstrap with the reset index: %v", err)
+		t.Fatalf("the bootstrap with the reset index and secret: %v", err)
 	}
 	if _, err := c.Client(client.WithToken(boot.Secret)).CreateToken(ctx, api.TokenRequest{Name: "x", Rules: []string{"read:"}}); err != nil {
 		t.Fatalf("the new management token is not admin: %v", err)
@@ -421,10 +453,23 @@ func TestLostBootstrapAnswerHasAWayBackThroughTheDataDir(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("the reset file is still there: %v", err)
 	}
-	if err := os.WriteFile(file, []byte(strconv.FormatUint(idx, 10)+"\n"), 0o600); err != nil {
+	write(n + " " + secret)
+	_, err = cl.ACLBootstrapReset(ctx, secret)
+	refused("a replayed reset", err)
+	// The hashed form: the data dir holds the secret's SHA-256 only.
+	if err := os.Remove(file); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.ACLBootstrap(ctx); api.CodeOf(err) != api.CodePermissionDenied {
-		t.Fatalf("a replayed reset: %v, want permission_denied", err)
+	_, err = cl.ACLBootstrap(ctx)
+	var next uint64
+	if _, serr := fmt.Sscanf(err.Error()[strings.Index(err.Error(), "reset index: "):], "reset index: %d", &next); serr != nil || next <= idx {
+		t.Fatalf("the refusal after a reset names no newer reset index: %v (%d)", err, next)
+	}
+	sum := sha256.Sum256([]byte(secret))
+	write(strconv.FormatUint(next, 10) + " sha256:" + hex.EncodeToString(sum[:]))
+	_, err = cl.ACLBootstrap(ctx)
+	refused("a reset without the secret of a hashed reset file", err)
+	if _, err := cl.ACLBootstrapReset(ctx, secret); err != nil {
+		t.Fatalf("the bootstrap with the secret of a hashed reset file: %v", err)
 	}
 }

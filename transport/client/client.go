@@ -1131,8 +1131,16 @@ func (c *Client) Health(ctx context.Context) (api.HealthInfo, error) {
 // ACLBootstrap creates the cluster's management token, once per cluster,
 // and answers its secret (shown only this once).
 func (c *Client) ACLBootstrap(ctx context.Context) (api.TokenSecret, error) {
+	return c.ACLBootstrapReset(ctx, "")
+}
+
+// ACLBootstrapReset bootstraps ACLs once more on a cluster whose
+// management token was lost: secret is the reset secret the operator
+// wrote into the reset file of the leader's data dir (docs/OPERATIONS.md).
+func (c *Client) ACLBootstrapReset(ctx context.Context, secret string) (api.TokenSecret, error) {
 	var out api.TokenSecret
-	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/acl/bootstrap", out: &out, body: fixed(struct{}{})}); err != nil {
+	req := api.BootstrapRequest{ResetSecret: secret}
+	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/v1/acl/bootstrap", out: &out, body: fixed(req)}); err != nil {
 		return api.TokenSecret{}, err
 	}
 	return out, nil

@@ -421,14 +421,18 @@ func (s *Server) aclService() (ACLService, error) {
 }
 
 func (s *Server) handleACLBootstrap(w http.ResponseWriter, r *http.Request) error {
-	if err := decodeBody(w, r, &struct{}{}); err != nil {
+	var b api.BootstrapRequest
+	if err := decodeBody(w, r, &b); err != nil {
+		return err
+	}
+	if err := b.Check(); err != nil {
 		return err
 	}
 	as, err := s.aclService()
 	if err != nil {
 		return err
 	}
-	t, err := as.ACLBootstrap(r.Context())
+	t, err := as.ACLBootstrap(r.Context(), b)
 	if err != nil {
 		return err
 	}

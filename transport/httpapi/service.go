@@ -63,7 +63,7 @@ type ACLService interface {
 	ACLEnabled() bool
 	// Authenticate finds the token whose secret is secret.
 	Authenticate(ctx context.Context, secret string) (api.Principal, error)
-	ACLBootstrap(ctx context.Context) (api.TokenSecret, error)
+	ACLBootstrap(ctx context.Context, req api.BootstrapRequest) (api.TokenSecret, error)
 	CreateToken(ctx context.Context, req api.TokenRequest) (api.TokenSecret, error)
 	Tokens(ctx context.Context) ([]api.TokenInfo, error)
 	DeleteToken(ctx context.Context, id string) error

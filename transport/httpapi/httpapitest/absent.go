@@ -32,7 +32,7 @@ func (Absent) Authenticate(context.Context, string) (api.Principal, error) {
 }
 
 // ACLBootstrap answers that ACLs are off.
-func (Absent) ACLBootstrap(context.Context) (api.TokenSecret, error) {
+func (Absent) ACLBootstrap(context.Context, api.BootstrapRequest) (api.TokenSecret, error) {
 	return api.TokenSecret{}, errACLOff
 }
 
