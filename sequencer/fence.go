@@ -72,7 +72,8 @@ type Fence struct {
 
 // marks are a fence's high-water marks of one lock. Check raises them
 // only through admit, and a state file is only loaded after a check that
-// exclusive <= any and every slot mark <= any, so that always holds.
+// exclusive, other and every slot mark are at most any, so that always
+// holds.
 type marks struct {
 	// any is the highest token of either mode or any slot admitted; 0 if
 	// none.
@@ -105,8 +106,8 @@ func (m marks) admit(s Sequencer) (marks, bool, error) {
 	}
 	next, raised, err := m.admitMode(s)
 	if raised && s.Token > m.any && c != m.config {
-		// s opens a later tenure: everything admitted so far, of
-		// m.config, is below it.
+		// s opens a later tenure: m.any, of another config than s's,
+		// is now the highest token of another config.
 		next.other, next.config = m.any, c
 	}
 	return next, raised, err

@@ -89,11 +89,12 @@ type fileStateV1 struct {
 }
 
 // FileFence is a Fence whose marks survive restarts: it admits the same
-// sequencers as a Fence (see Fence for the mode rule), and stores its two
-// marks per lock in a file that is rewritten atomically (temporary file,
-// fsync, rename, fsync of the directory) whenever a Check raises a mark,
-// before Check admits the sequencer. A Check that raises neither mark (in
-// particular one whose token equals both) does no I/O.
+// sequencers as a Fence (see Fence for the tenure and mode rules), and
+// stores its marks per lock in a file that is rewritten atomically
+// (temporary file, fsync, rename, fsync of the directory) whenever a Check
+// raises a mark, before Check admits the sequencer. A Check that raises no
+// mark (in particular one whose token equals the marks it meets) does no
+// I/O.
 //
 // One FileFence, in one process, must own a state file at a time. Raising a
 // mark costs a file write and two fsyncs, and Checks that raise one are

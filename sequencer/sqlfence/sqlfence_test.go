@@ -321,6 +321,8 @@ func TestSQLFenceRefusesBadInputWrongSchemaAndADownDatabase(t *testing.T) {
 			{"no key", "fence_nokey", "CREATE TABLE fence_nokey (lock_name " + name + ", slot int, exclusive_token bigint, any_token bigint)", "does not exist or has no primary key"},
 			{"other key", "fence_otherkey", "CREATE TABLE fence_otherkey (lock_name " + name + " PRIMARY KEY, slot int, exclusive_token bigint, any_token bigint)", "has primary key (lock_name)"},
 			{"no column", "fence_nocol", "CREATE TABLE fence_nocol (lock_name " + name + ", slot int, exclusive_token bigint, PRIMARY KEY (lock_name, slot))", "any_token"},
+			// A table of before the tenure columns: refused, pointing to the migration.
+			{"no tenure columns", "fence_old", "CREATE TABLE fence_old (lock_name " + name + ", slot int, exclusive_token bigint, any_token bigint, PRIMARY KEY (lock_name, slot))", "permits and other_token"},
 		} {
 			if c.ddl != "" {
 				if _, err := db.Exec(c.ddl); err != nil {

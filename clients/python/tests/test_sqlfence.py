@@ -213,7 +213,7 @@ def engine(request):
     conn = e.connect()
     # Each test starts from no tables of its own.
     with conn.cursor() as c:
-        for t in (DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol"):
+        for t in (DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol", "fence_old"):
             c.execute(f"DROP TABLE IF EXISTS {t}")
     conn.commit()
     e.admin = conn
@@ -348,6 +348,12 @@ def test_sqlfence_refuses_wrong_schemas_and_admits_nothing(engine):
             "fence_nocol",
             f"CREATE TABLE fence_nocol (lock_name {name}, slot int, exclusive_token bigint, PRIMARY KEY (lock_name, slot))",
             "any_token",
+        ),
+        (
+            "fence_old",  # a table of before the tenure columns
+            f"CREATE TABLE fence_old (lock_name {name}, slot int, exclusive_token bigint, any_token bigint, "
+            "PRIMARY KEY (lock_name, slot))",
+            "permits and other_token",
         ),
     ]
     conn = engine.connect()
