@@ -44,6 +44,11 @@ _SCHEMA_ERRNOS = {1146, 1054}
 _PARAMSTYLES = ("format", "pyformat", "qmark", "numeric", "named")
 _PLACEHOLDER = re.compile(r"\$([1-9])|\?")
 
+# One statement of a check: its SQL in the driver's paramstyle, its
+# arguments (None: run without), and what to fetch after it ("one", "all"
+# or None).
+_Op = tuple[str, Any, str | None]
+
 
 class SchemaError(Exception):
     """The fence table does not exist, or lacks the columns or the primary
@@ -217,7 +222,7 @@ class SQLFence:
     # raises. check and check_async run the same steps, with a blocking
     # and an awaiting cursor.
 
-    def _steps(self, s: Sequencer) -> Generator[tuple[str, list[Any] | None, str], Any, None]:
+    def _steps(self, s: Sequencer) -> Generator[_Op, Any, None]:
         yield from self._verify_steps()
         try:
             if s.slot is not None:
@@ -243,7 +248,7 @@ class SQLFence:
                 "or one of a later tenure (the name's kind or permits changed since the grant)"
             )
 
-    def _upsert_row(self, s: Sequencer, slot: int, shared: bool) -> Generator[tuple[str, list[Any] | None, str], Any, bool]:
+    def _upsert_row(self, s: Sequencer, slot: int, shared: bool) -> Generator[_Op, Any, bool]:
         config = s.config()
         if self.dialect == POSTGRES:
             row = yield self._op(self._shared if shared else self._exclusive, [s.name, slot, str(s.token), config])
@@ -262,7 +267,7 @@ class SQLFence:
             return excl <= s.token and below <= s.token
         return excl == s.token and any_ == s.token
 
-    def _verify_steps(self) -> Generator[tuple[str, list[Any] | None, str], Any, None]:
+    def _verify_steps(self) -> Generator[_Op, Any, None]:
         """Checks, once (again after a schema error), that the table has
         the columns of schema() and the primary key (lock_name, slot):
         without that key MySQL would add a row per check instead of
@@ -306,7 +311,7 @@ class SQLFence:
             raise
         self._verified = True
 
-    def _op(self, sql: str, args: list[Any], fetch: str | None = "one") -> tuple[str, list[Any] | None, str | None]:
+    def _op(self, sql: str, args: list[Any], fetch: str | None = "one") -> _Op:
         """The statement sql, written with $n (PostgreSQL) or ? (MySQL)
         placeholders, in the driver's paramstyle, with its arguments."""
         out: list[Any] = []
@@ -326,10 +331,10 @@ class SQLFence:
             return f":p{n}"
 
         text = _PLACEHOLDER.sub(repl, sql)
-        return text, (named if self.paramstyle == "named" else out), fetch  # type: ignore[return-value]
+        return text, (named if self.paramstyle == "named" else out), fetch
 
     @staticmethod
-    def _run(cursor: Any, op: tuple[str, Any, str | None]) -> Any:
+    def _run(cursor: Any, op: _Op) -> Any:
         sql, args, fetch = op
         r = cursor.execute(sql) if args is None else cursor.execute(sql, args)
         _refuse_awaitable(r, "execute")
@@ -340,7 +345,7 @@ class SQLFence:
         return r
 
     @staticmethod
-    async def _run_async(cursor: Any, op: tuple[str, Any, str | None]) -> Any:
+    async def _run_async(cursor: Any, op: _Op) -> Any:
         sql, args, fetch = op
         r = cursor.execute(sql) if args is None else cursor.execute(sql, args)
         if inspect.isawaitable(r):
