@@ -208,9 +208,29 @@ func (f *Fence) Check(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer) er
 		return f.wrap(s, err)
 	}
 	if !admitted {
-		return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q, or one of a later tenure (the name's kind or permits changed since the grant)", sequencer.ErrStale, s, f.table, s.Name)
+		return f.refusal(ctx, tx, s)
 	}
 	return nil
+}
+
+// refusal is the error of a refused check of s: it reads the lock's row
+// (locked by the refused upsert) to name the token that made s stale.
+func (f *Fence) refusal(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer) error {
+	var exclText, anyText, otherText string
+	var permits uint64
+	err := tx.QueryRowContext(ctx, f.read, s.Name, lockLevel).Scan(&exclText, &anyText, &permits, &otherText)
+	any, err1 := strconv.ParseUint(anyText, 10, 64)
+	other, err2 := strconv.ParseUint(otherText, 10, 64)
+	tok := uint64(s.Token)
+	switch {
+	case errors.Join(err, err1, err2) != nil:
+		return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q", sequencer.ErrStale, s, f.table, s.Name)
+	case permits != s.Config() && any > tok:
+		return fmt.Errorf("sqlfence: %w: %v: token %d is lower than token %d in the fence table %s, granted after the name's kind or permits changed since the grant", sequencer.ErrStale, s, tok, any, f.table)
+	case permits == s.Config() && other > tok:
+		return fmt.Errorf("sqlfence: %w: %v: token %d is lower than token %d in the fence table %s, of another kind or permits: the name's kind or permits changed since the grant", sequencer.ErrStale, s, tok, other, f.table)
+	}
+	return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q (highest token %d)", sequencer.ErrStale, s, f.table, s.Name, any)
 }
 
 // CheckString parses text, a sequencer's printable form, and checks it as

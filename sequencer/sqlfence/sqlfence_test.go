@@ -167,6 +167,30 @@ func TestSQLFenceGivesTheSharedVectorsVerdicts(t *testing.T) {
 	})
 }
 
+// A paused holder of slot 2 of a semaphore of 3, checked after the name
+// was taken again as a semaphore of 1, is refused, and the error names
+// both tokens and the change of kind or permits.
+func TestSQLFenceRefusalNamesTheLaterTenuresToken(t *testing.T) {
+	each(t, func(t *testing.T, e *engine, db *sql.DB) {
+		f := newFence(t, e, db, "")
+		ctx := context.Background()
+		for _, seq := range []string{"rl1:p2/3:54:pool", "rl1:p0/1:68:pool"} {
+			if err := check(ctx, db, f, seq, nil); err != nil {
+				t.Fatalf("%s: %v", seq, err)
+			}
+		}
+		err := check(ctx, db, f, "rl1:p2/3:54:pool", nil)
+		if !errors.Is(err, sequencer.ErrStale) {
+			t.Fatalf("the paused holder: %v, want stale", err)
+		}
+		for _, want := range []string{"54", "68", "kind or permits changed"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	})
+}
+
 // The fence row is locked until the writer's transaction ends: a newer
 // holder's check waits for the older holder's commit, and then its writes
 // come after the older one's; an older holder that comes after a newer

@@ -243,10 +243,29 @@ class SQLFence:
                 ) from e
             raise
         if not admitted:
-            raise StaleSequencer(
-                f"sqlfence: {s}: the fence table {self.table} has seen a newer grant of lock {s.name!r}, "
-                "or one of a later tenure (the name's kind or permits changed since the grant)"
+            raise (yield from self._refusal(s))
+
+    def _refusal(self, s: Sequencer) -> Generator[_Op, Any, StaleSequencer]:
+        """The error of a refused check of s: reads the lock's row (locked
+        by the refused upsert) to name the token that made s stale."""
+        try:
+            row = yield self._op(self._read, [s.name, _LOCK_LEVEL])
+            any_, permits, other = int(row[1]), int(row[2]), int(row[3])
+        except Exception:
+            return StaleSequencer(f"sqlfence: {s}: the fence table {self.table} has seen a newer grant of lock {s.name!r}")
+        if permits != s.config() and any_ > s.token:
+            return StaleSequencer(
+                f"sqlfence: {s}: token {s.token} is lower than token {any_} in the fence table {self.table}, "
+                "granted after the name's kind or permits changed since the grant"
             )
+        if permits == s.config() and other > s.token:
+            return StaleSequencer(
+                f"sqlfence: {s}: token {s.token} is lower than token {other} in the fence table {self.table}, "
+                "of another kind or permits: the name's kind or permits changed since the grant"
+            )
+        return StaleSequencer(
+            f"sqlfence: {s}: the fence table {self.table} has seen a newer grant of lock {s.name!r} (highest token {any_})"
+        )
 
     def _upsert_row(self, s: Sequencer, slot: int, shared: bool) -> Generator[_Op, Any, bool]:
         config = s.config()

@@ -267,6 +267,20 @@ def test_sqlfence_gives_the_shared_vectors_verdicts(engine):
         conn.close()
 
 
+def test_sqlfence_refusal_names_the_later_tenures_token(engine):
+    f = fence(engine)
+    conn = engine.connect()
+    try:
+        fenced(conn, f, "rl1:p2/3:54:pool")
+        fenced(conn, f, "rl1:p0/1:68:pool")
+        with pytest.raises(StaleSequencer) as e:
+            fenced(conn, f, "rl1:p2/3:54:pool")
+        for want in ("54", "68", "kind or permits changed"):
+            assert want in str(e.value)
+    finally:
+        conn.close()
+
+
 def test_sqlfence_orders_writes_of_old_and_new_holders(engine):
     f = fence(engine)
     with engine.admin.cursor() as c:

@@ -211,10 +211,44 @@ public final class SqlFence {
             throw e;
         }
         if (!admitted) {
-            throw new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
-                    + " has seen a newer grant of lock \"" + s.name() + "\", or one of a later tenure (the name's"
-                    + " kind or permits changed since the grant)");
+            throw refusal(conn, s);
         }
+    }
+
+    /**
+     * The exception of a refused check of {@code s}: reads the lock's row
+     * (locked by the refused upsert) to name the token that made s stale.
+     */
+    private StaleSequencerException refusal(Connection conn, Sequencer s) {
+        long any;
+        long other;
+        int permits;
+        try (PreparedStatement ps = prepare(conn, statements.readBack(), s.name(), LOCK_LEVEL);
+                ResultSet rs = ps.executeQuery()) {
+            if (!rs.next()) {
+                throw new SQLException("no lock row");
+            }
+            any = Long.parseUnsignedLong(rs.getString(2).trim());
+            permits = rs.getInt(3);
+            other = Long.parseUnsignedLong(rs.getString(4).trim());
+        } catch (SQLException | RuntimeException e) {
+            return new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
+                    + " has seen a newer grant of lock \"" + s.name() + "\"");
+        }
+        String tok = Long.toUnsignedString(s.token());
+        if (permits != s.config() && Long.compareUnsigned(any, s.token()) > 0) {
+            return new StaleSequencerException("sqlfence: " + s + ": token " + tok + " is lower than token "
+                    + Long.toUnsignedString(any) + " in the fence table " + table
+                    + ", granted after the name's kind or permits changed since the grant");
+        }
+        if (permits == s.config() && Long.compareUnsigned(other, s.token()) > 0) {
+            return new StaleSequencerException("sqlfence: " + s + ": token " + tok + " is lower than token "
+                    + Long.toUnsignedString(other) + " in the fence table " + table
+                    + ", of another kind or permits: the name's kind or permits changed since the grant");
+        }
+        return new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
+                + " has seen a newer grant of lock \"" + s.name() + "\" (highest token " + Long.toUnsignedString(any)
+                + ")");
     }
 
     private boolean upsert(Connection conn, Sequencer s) throws SQLException {

@@ -181,6 +181,21 @@ class SqlFenceDatabaseTest {
 
     @ParameterizedTest
     @EnumSource(SqlFence.Dialect.class)
+    void refusalNamesTheLaterTenuresToken(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d); Connection c = connect(d)) {
+            SqlFence f = fence(d, admin);
+            fenced(c, f, "rl1:p2/3:54:pool", null);
+            fenced(c, f, "rl1:p0/1:68:pool", null);
+            StaleSequencerException e =
+                    assertThrows(StaleSequencerException.class, () -> fenced(c, f, "rl1:p2/3:54:pool", null));
+            for (String want : new String[] {"54", "68", "kind or permits changed"}) {
+                assertTrue(e.getMessage().contains(want), e.getMessage() + " lacks " + want);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
     void refusesWrongSchemasAndAdmitsNothing(SqlFence.Dialect d) throws Exception {
         String name = d == SqlFence.Dialect.POSTGRES ? "text" : "varchar(512)";
         String[][] cases = {
