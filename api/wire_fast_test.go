@@ -115,7 +115,7 @@ var fastJSONSeeds = []string{
 	`{"name":"a","session":"s","holder":"h","permits":3}`,
 	`{"name":"a","permits":0}`,
 	`{"name":"a","permits":null}`,
-	`{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p2:7:a","permits":3,"slot":2}`,
+	`{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p2/3:7:a","permits":3,"slot":2}`,
 	`{"slot":0,"slot":1}`,
 	`{"slot":null}`,
 }
@@ -151,8 +151,8 @@ func TestFastDecodersTakeThePlainRequests(t *testing.T) {
 			&GrantReply{Name: "a", Mode: "exclusive", Token: 42, Sequencer: "rl1:a:42:e"}},
 		{&AcquireBody{}, `{"name":"a","session":"s","holder":"h","permits":3}`,
 			&AcquireBody{Name: "a", Session: "s", Holder: "h", Permits: 3}},
-		{&GrantReply{}, `{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p0:7:a","permits":3,"slot":0}`,
-			&GrantReply{Name: "a", Mode: "exclusive", Token: 7, Sequencer: "rl1:p0:7:a", Permits: 3, Slot: new(uint64)}},
+		{&GrantReply{}, `{"name":"a","mode":"exclusive","token":7,"sequencer":"rl1:p0/3:7:a","permits":3,"slot":0}`,
+			&GrantReply{Name: "a", Mode: "exclusive", Token: 7, Sequencer: "rl1:p0/3:7:a", Permits: 3, Slot: new(uint64)}},
 		{&ReleaseReply{}, `{"released":true}`, &ReleaseReply{Released: true}},
 		{&KeepAliveReply{}, `{"ttl":"15s"}`, &KeepAliveReply{TTL: "15s"}},
 	} {

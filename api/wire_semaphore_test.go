@@ -44,7 +44,7 @@ func TestSemaphoreStateRoundTripsTheWire(t *testing.T) {
 		t.Fatalf("a plain lock's answer %s names slots or permits", plain)
 	}
 	g := Grant{Name: "pool", Mode: sequencer.Exclusive, Token: 7, Permits: 3, Slot: 0,
-		Sequencer: sequencer.Sequencer{Name: "pool", Mode: sequencer.Exclusive, Token: 7, Semaphore: true}}
+		Sequencer: sequencer.Sequencer{Name: "pool", Mode: sequencer.Exclusive, Token: 7, Semaphore: true, Permits: 3}}
 	back, err := NewGrantReply(g).Grant(0)
 	if err != nil || !reflect.DeepEqual(back, g) {
 		t.Fatalf("grant round trip %+v, %v; want %+v", back, err, g)

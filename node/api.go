@@ -242,7 +242,10 @@ func (n *Node) grant(name string, token uint64, mode sequencer.Mode, permits, sl
 		Term:      n.raft.CurrentTerm()}
 	if permits > 0 {
 		g.Permits, g.Slot = permits, slot
-		g.Sequencer.Semaphore, g.Sequencer.Slot = true, slot
+		g.Sequencer.Semaphore, g.Sequencer.Slot, g.Sequencer.Permits = true, slot, permits
+		if n.cfg.Faults.extraSlot() {
+			g.Sequencer.Permits++ // the broken build's semaphore has a slot more; its sequencers say so
+		}
 	}
 	return g
 }
@@ -607,9 +610,9 @@ func (n *Node) CheckSequencer(ctx context.Context, text string) (api.SequencerCh
 			matched = tok
 		}
 	}
-	// A slot sequencer is current only on a semaphore, a plain one only on
-	// a plain lock.
-	out.Valid = sequencer.IsCurrent(seq, matched, l.Mode == seq.Mode && (l.Permits > 0) == seq.Semaphore)
+	// A slot sequencer is current only on a semaphore of its permits, a
+	// plain one only on a plain lock (Permits 0 both).
+	out.Valid = sequencer.IsCurrent(seq, matched, l.Mode == seq.Mode && l.Permits == seq.Permits)
 	return out, nil
 }
 

@@ -34,7 +34,7 @@ func TestSemaphoreSlotsOverTheCluster(t *testing.T) {
 	if g0.Slot != 0 || g1.Slot != 1 || g0.Permits != 2 || g1.Permits != 2 {
 		t.Fatalf("grants %+v and %+v, want slots 0 and 1 of 2", g0, g1)
 	}
-	if want := fmt.Sprintf("rl1:p1:%d:pool", g1.Token); g1.Sequencer.String() != want {
+	if want := fmt.Sprintf("rl1:p1/2:%d:pool", g1.Token); g1.Sequencer.String() != want {
 		t.Fatalf("sequencer %s, want %s", g1.Sequencer, want)
 	}
 	var st api.LockState
@@ -110,6 +110,11 @@ func TestSemaphoreSlotsOverTheCluster(t *testing.T) {
 	wrongSlot.Slot = 1
 	if r := check(wrongSlot.String()); r.Valid {
 		t.Fatalf("slot 0's token named as slot 1 (%s): %+v, want invalid", wrongSlot, r)
+	}
+	wrongPermits := g2.Sequencer
+	wrongPermits.Permits = 3
+	if r := check(wrongPermits.String()); r.Valid {
+		t.Fatalf("slot 0's token named as of a semaphore of 3 (%s): %+v, want invalid", wrongPermits, r)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 // has already admitted a higher token of that lock (of any mode or slot); for
 // a shared one, it has already admitted a higher exclusive token of that lock;
 // for a semaphore slot's, a higher token of that slot or a higher exclusive
-// token of the lock.
+// token of the lock; for any, a higher token of the lock granted while its
+// kind or permits differed (a later tenure of the name).
 var ErrStale = errors.New("stale sequencer")
 
 // Checker validates a sequencer offered to a protected resource. Both *Fence
@@ -38,10 +39,20 @@ type Checker interface {
 //     side, and a holder whose slot expired and was granted again is not.
 //     Slot grants do not count as exclusive ones.
 //
-// For that the fence keeps two marks per lock name, the highest exclusive
-// token and the highest token of any mode (slots included) that it has
-// admitted, plus one mark per slot of a semaphore, and Check raises them as
-// it admits sequencers. A token equal to a mark is admitted,
+// Before those rules comes the tenure rule. A name's kind and permits (its
+// Config: plain, or a semaphore of N) cannot change while the lock is
+// stored; they change only after every grant of the name has ended and the
+// name was freed, and every later grant has a higher token. So a sequencer
+// whose Config differs from that of a higher token admitted is stale: it
+// belongs to an earlier tenure. And a sequencer is stale below a token
+// admitted with another Config than its own, even if a later tenure took
+// its Config back.
+//
+// For that the fence keeps per lock name the highest exclusive token and
+// the highest token of any mode (slots included) that it has admitted, one
+// mark per slot of a semaphore, the Config of the highest token and the
+// highest token admitted with another Config, and Check raises them as it
+// admits sequencers. A token equal to a mark is admitted,
 // since one holder sends the same sequencer with every request it makes
 // during its grant. A reader whose grant has ended is admitted until a newer
 // exclusive grant is seen: readers do not exclude one another, so only a
@@ -61,7 +72,8 @@ type Fence struct {
 
 // marks are a fence's high-water marks of one lock. Check raises them
 // only through admit, and a state file is only loaded after a check that
-// exclusive <= any and every slot mark <= any, so that always holds.
+// exclusive, other and every slot mark are at most any, so that always
+// holds.
 type marks struct {
 	// any is the highest token of either mode or any slot admitted; 0 if
 	// none.
@@ -72,12 +84,37 @@ type marks struct {
 	// none). It is never written in place: admit copies it, so that marks
 	// read under a read lock stay as read.
 	slots map[uint64]Token
+	// config is the Config (0 plain, else a semaphore's permits) of the
+	// sequencer that set any; 0 while none was admitted.
+	config uint64
+	// other is the highest token admitted whose Config differs from
+	// config, 0 if none; other <= any. Every sequencer of config below it
+	// belongs to an earlier tenure of the name.
+	other Token
 }
 
 // admit applies the fencing rule to s, a valid sequencer of the lock whose
 // marks are m. It returns the marks after recording s and whether s raised
 // one, or an error wrapping ErrStale if s is superseded.
 func (m marks) admit(s Sequencer) (marks, bool, error) {
+	c := s.Config()
+	if c != m.config && s.Token < m.any {
+		return m, false, staleTenureError(s, m.any, configName(m.config))
+	}
+	if c == m.config && s.Token < m.other {
+		return m, false, staleTenureError(s, m.other, "not a "+configName(c))
+	}
+	next, raised, err := m.admitMode(s)
+	if raised && s.Token > m.any && c != m.config {
+		// s opens a later tenure: m.any, of another config than s's,
+		// is now the highest token of another config.
+		next.other, next.config = m.any, c
+	}
+	return next, raised, err
+}
+
+// admitMode applies the mode rules to s, which the tenure rule admitted.
+func (m marks) admitMode(s Sequencer) (marks, bool, error) {
 	switch {
 	case s.Semaphore:
 		if s.Token < m.exclusive {
@@ -183,6 +220,21 @@ func (f *Fence) HighestSlot(name string, slot uint64) Token {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.marks[name].slots[slot]
+}
+
+// staleTenureError reports that s's token is lower than high, a token of
+// s.Name admitted with another kind or permits than s's (highKind names
+// them): the name was freed and taken again since s's grant.
+func staleTenureError(s Sequencer, high Token, highKind string) error {
+	return fmt.Errorf("%w: lock %q: token %d (%s) is lower than token %d (%s): the name's kind or permits changed since the grant", ErrStale, s.Name, s.Token, configName(s.Config()), high, highKind)
+}
+
+// configName names a Config: "plain lock" or "semaphore of N".
+func configName(c uint64) string {
+	if c == 0 {
+		return "plain lock"
+	}
+	return fmt.Sprintf("semaphore of %d", c)
 }
 
 // staleSlotError reports that slot sequencer s's token is lower than high,

@@ -448,6 +448,9 @@ func FuzzDecodeState(f *testing.F) {
 		`{"format":"raftlock-fence/1","highest":{"a":0}}`,
 		`{"format":"raftlock-fence/3","highest":{"a":5},"highest_exclusive":{},"highest_slot":{"a":{"0":5,"3":2}}}`,
 		`{"format":"raftlock-fence/3","highest":{"a":5},"highest_exclusive":{},"highest_slot":{"a":{"256":1}}}`,
+		`{"format":"raftlock-fence/4","highest":{"a":9},"highest_exclusive":{},"highest_slot":{"a":{"0":9}},"config":{"a":3},"other":{"a":4}}`,
+		`{"format":"raftlock-fence/4","highest":{"a":9},"highest_exclusive":{"a":9},"other":{"a":9}}`,
+		`{"format":"raftlock-fence/4","highest":{"a":9},"highest_exclusive":{},"config":{"a":257}}`,
 		"", "[]", "{}",
 	} {
 		f.Add([]byte(seed))
@@ -461,7 +464,7 @@ func FuzzDecodeState(f *testing.F) {
 			return
 		}
 		for name, mk := range m {
-			if err := CheckName(name); err != nil || mk.any == 0 || mk.exclusive > mk.any {
+			if err := CheckName(name); err != nil || mk.any == 0 || mk.exclusive > mk.any || mk.other > mk.any || mk.config > MaxSlots {
 				t.Fatalf("decodeState accepted lock %q with marks %+v (name: %v)", name, mk, err)
 			}
 		}

@@ -43,6 +43,23 @@ var ErrClosed = errors.New("fence is closed")
 // the fence holds a slot mark, so that a fence that never saw a semaphore
 // keeps writing version 2, which older releases read.
 //
+// Version 4 ("raftlock-fence/4") is version 3 plus the tenure marks (see
+// Fence):
+//
+//	"config": {"<lock>": <permits of the semaphore whose grant set "highest">, ...},
+//	"other": {"<lock>": <highest token of another kind or permits>, ...}
+//
+// A lock has a "config" entry only while its highest token is a semaphore
+// slot's (1 to 256; none means a plain lock's), and an "other" entry only
+// once a token of another kind or permits was admitted below its highest
+// (at most its "highest"). It is written whenever the fence holds a slot,
+// config or other mark; a fence that never saw a semaphore keeps writing
+// version 2. Version 3 is still read: it did not record the permits of its
+// slot marks, so a lock with slot marks is read conservatively, as if every
+// grant below its highest token were of another tenure when that token is a
+// slot's (a slot holder below it is refused until its slot is granted
+// again), and with its highest slot token as "other" when it is not.
+//
 // Version 1 ("raftlock-fence/1") has only "highest": that fence ignored the
 // mode. It is still read, each entry as both marks of its lock, which rejects
 // everything the version 1 fence rejected. The first write after opening such
@@ -51,15 +68,18 @@ const (
 	fileFormat   = "raftlock-fence/2"
 	fileFormatV1 = "raftlock-fence/1"
 	fileFormatV3 = "raftlock-fence/3"
+	fileFormatV4 = "raftlock-fence/4"
 )
 
-// fileState is the JSON layout of a version 2 or 3 state file
-// (HighestSlot only in version 3).
+// fileState is the JSON layout of a version 2, 3 or 4 state file
+// (HighestSlot only in versions 3 and 4, Config and Other only in 4).
 type fileState struct {
 	Format           string                      `json:"format"`
 	Highest          map[string]Token            `json:"highest"`
 	HighestExclusive map[string]Token            `json:"highest_exclusive"`
 	HighestSlot      map[string]map[uint64]Token `json:"highest_slot,omitempty"`
+	Config           map[string]uint64           `json:"config,omitempty"`
+	Other            map[string]Token            `json:"other,omitempty"`
 }
 
 // fileStateV1 is the JSON layout of a version 1 state file.
@@ -69,11 +89,12 @@ type fileStateV1 struct {
 }
 
 // FileFence is a Fence whose marks survive restarts: it admits the same
-// sequencers as a Fence (see Fence for the mode rule), and stores its two
-// marks per lock in a file that is rewritten atomically (temporary file,
-// fsync, rename, fsync of the directory) whenever a Check raises a mark,
-// before Check admits the sequencer. A Check that raises neither mark (in
-// particular one whose token equals both) does no I/O.
+// sequencers as a Fence (see Fence for the tenure and mode rules), and
+// stores its marks per lock in a file that is rewritten atomically
+// (temporary file, fsync, rename, fsync of the directory) whenever a Check
+// raises a mark, before Check admits the sequencer. A Check that raises no
+// mark (in particular one whose token equals the marks it meets) does no
+// I/O.
 //
 // One FileFence, in one process, must own a state file at a time. Raising a
 // mark costs a file write and two fsyncs, and Checks that raise one are
@@ -127,17 +148,19 @@ func decodeState(data []byte) (map[string]marks, error) {
 		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	switch head.Format {
-	case fileFormat, fileFormatV3:
+	case fileFormat, fileFormatV3, fileFormatV4:
 		return decodeV2(data)
 	case fileFormatV1:
 		return decodeV1(data)
 	default:
-		return nil, fmt.Errorf("%w: format %q, want %q, %q or %q", ErrCorrupt, head.Format, fileFormatV3, fileFormat, fileFormatV1)
+		return nil, fmt.Errorf("%w: format %q, want %q, %q, %q or %q", ErrCorrupt, head.Format, fileFormatV4, fileFormatV3, fileFormat, fileFormatV1)
 	}
 }
 
-// decodeV2 decodes a version 2 state file: "highest" gives each lock's
-// any-mode mark, "highest_exclusive" the exclusive marks of some of them.
+// decodeV2 decodes a version 2, 3 or 4 state file: "highest" gives each
+// lock's any-mode mark, "highest_exclusive" the exclusive marks of some of
+// them, "highest_slot" (3, 4) their slot marks, "config" and "other" (4)
+// their tenure marks.
 func decodeV2(data []byte) (map[string]marks, error) {
 	var st fileState
 	if err := decodeStrict(data, &st); err != nil {
@@ -163,8 +186,11 @@ func decodeV2(data []byte) (map[string]marks, error) {
 		cur.exclusive = tok
 		m[name] = cur
 	}
-	if st.Format != fileFormatV3 && st.HighestSlot != nil {
+	if st.Format == fileFormat && st.HighestSlot != nil {
 		return nil, fmt.Errorf("%w: \"highest_slot\" in a %s file", ErrCorrupt, st.Format)
+	}
+	if st.Format != fileFormatV4 && (st.Config != nil || st.Other != nil) {
+		return nil, fmt.Errorf("%w: \"config\" or \"other\" in a %s file", ErrCorrupt, st.Format)
 	}
 	for name, slots := range st.HighestSlot {
 		cur, ok := m[name]
@@ -183,10 +209,62 @@ func decodeV2(data []byte) (map[string]marks, error) {
 		}
 		if len(slots) > 0 {
 			cur.slots = slots
+			if st.Format == fileFormatV3 {
+				cur.other = v3Other(cur)
+			}
 			m[name] = cur
 		}
 	}
+	if err := decodeTenures(m, st.Config, st.Other); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// v3Other is the other mark of a lock read from a version 3 file, whose
+// slot marks do not say their permits: the highest slot token if the
+// highest token is above it (a plain grant, so every slot grant is of an
+// earlier tenure), else the highest token itself (a slot grant of unknown
+// permits: every grant below it is taken for one of another tenure).
+func v3Other(cur marks) Token {
+	var high Token
+	for _, tok := range cur.slots {
+		high = max(high, tok)
+	}
+	if high < cur.any {
+		return high
+	}
+	return cur.any
+}
+
+// decodeTenures sets the config and other marks of a version 4 file's
+// locks. Errors wrap ErrCorrupt.
+func decodeTenures(m map[string]marks, config map[string]uint64, other map[string]Token) error {
+	for name, c := range config {
+		cur, ok := m[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: lock %q has a config but no \"highest\" entry", ErrCorrupt, name)
+		case c == 0 || c > MaxSlots:
+			return fmt.Errorf("%w: lock %q: config %d, want permits 1 to %d", ErrCorrupt, name, c, MaxSlots)
+		}
+		cur.config = c
+		m[name] = cur
+	}
+	for name, tok := range other {
+		cur, ok := m[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: lock %q has an other token but no \"highest\" entry", ErrCorrupt, name)
+		case tok == 0:
+			return fmt.Errorf("%w: lock %q: zero other token", ErrCorrupt, name)
+		case tok > cur.any:
+			return fmt.Errorf("%w: lock %q: other token %d above the highest token %d", ErrCorrupt, name, tok, cur.any)
+		}
+		cur.other = tok
+		m[name] = cur
+	}
+	return nil
 }
 
 // decodeV1 decodes a version 1 state file, whose fence ignored the mode: each
@@ -241,8 +319,8 @@ func anyMarks(highest map[string]Token) (map[string]marks, error) {
 	return m, nil
 }
 
-// encodeState returns the state file holding m: version 3 if m holds a
-// slot mark, else version 2. Map keys are
+// encodeState returns the state file holding m: version 4 if m holds a
+// slot, config or other mark, else version 2. Map keys are
 // marshalled sorted, so the contents are deterministic.
 func encodeState(m map[string]marks) ([]byte, error) {
 	st := fileState{Format: fileFormat, Highest: make(map[string]Token, len(m)), HighestExclusive: make(map[string]Token)}
@@ -253,10 +331,25 @@ func encodeState(m map[string]marks) ([]byte, error) {
 		}
 		if len(mk.slots) > 0 {
 			if st.HighestSlot == nil {
-				st.HighestSlot, st.Format = make(map[string]map[uint64]Token), fileFormatV3
+				st.HighestSlot = make(map[string]map[uint64]Token)
 			}
 			st.HighestSlot[name] = mk.slots
 		}
+		if mk.config != 0 {
+			if st.Config == nil {
+				st.Config = make(map[string]uint64)
+			}
+			st.Config[name] = mk.config
+		}
+		if mk.other != 0 {
+			if st.Other == nil {
+				st.Other = make(map[string]Token)
+			}
+			st.Other[name] = mk.other
+		}
+	}
+	if st.HighestSlot != nil || st.Config != nil || st.Other != nil {
+		st.Format = fileFormatV4
 	}
 	data, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {

@@ -219,7 +219,7 @@ func TestFileFenceCorruptNewFormat(t *testing.T) {
 		{"control char in exclusive name", `{"format":"raftlock-fence/2","highest":{"a\u0001":1},"highest_exclusive":{"a\u0001":1}}`},
 		{"trailing data", `{"format":"raftlock-fence/2","highest":{},"highest_exclusive":{}} {}`},
 		{"highest_exclusive in an old file", `{"format":"raftlock-fence/1","highest":{"a":5},"highest_exclusive":{"a":5}}`},
-		{"future format", `{"format":"raftlock-fence/4","highest":{},"highest_exclusive":{}}`},
+		{"future format", `{"format":"raftlock-fence/5","highest":{},"highest_exclusive":{}}`},
 		{"format not a string", `{"format":2,"highest":{},"highest_exclusive":{}}`},
 	}
 	assertCorruptRefused(t, tests)

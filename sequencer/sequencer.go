@@ -58,22 +58,25 @@ type Token uint64
 
 // Sequencer identifies one grant of one lock: the lock's name, the mode it was
 // granted in and the grant's token; for a slot of a semaphore (a lock taken
-// with permits), the slot too. Its printable form is stable:
+// with permits), the slot and the semaphore's permits too. Its printable form
+// is stable:
 //
-//	rl1:<x|s>:<token>:<name>      a grant of a plain lock
-//	rl1:p<slot>:<token>:<name>    a grant of slot <slot> of a semaphore
+//	rl1:<x|s>:<token>:<name>              a grant of a plain lock
+//	rl1:p<slot>/<permits>:<token>:<name>  a grant of slot <slot> of a semaphore of <permits>
 //
-// The slot is decimal without leading zeros. The name comes last so that it
-// may contain colons.
+// Slot and permits are decimal without leading zeros, slot < permits <=
+// MaxSlots. The name comes last so that it may contain colons.
 type Sequencer struct {
 	Name  string
 	Mode  Mode
 	Token Token
 	// Semaphore is set on a grant of one slot of a semaphore, which Slot
-	// names (0 to MaxSlots-1); its Mode is Exclusive. A plain lock's
-	// sequencer has Semaphore false and Slot 0.
+	// names (0 to Permits-1) and whose permits Permits gives (1 to
+	// MaxSlots); its Mode is Exclusive. A plain lock's sequencer has
+	// Semaphore false and Slot and Permits 0.
 	Semaphore bool
 	Slot      uint64
+	Permits   uint64
 }
 
 // MaxSlots bounds a semaphore's slots (the cluster's api.MaxPermits): a slot
@@ -96,7 +99,7 @@ func (s Sequencer) String() string {
 	m := "x"
 	switch {
 	case s.Semaphore:
-		m = "p" + strconv.FormatUint(s.Slot, 10)
+		m = "p" + strconv.FormatUint(s.Slot, 10) + "/" + strconv.FormatUint(s.Permits, 10)
 	case s.Mode == Shared:
 		m = "s"
 	}
@@ -104,11 +107,13 @@ func (s Sequencer) String() string {
 }
 
 // Parse parses the printable form produced by String. It accepts exactly the
-// canonical form: prefix "rl1", mode "x" or "s" or a slot "p<slot>" (decimal,
-// no sign or leading zeros, below MaxSlots), a positive decimal token
-// without sign or leading zeros, and a valid lock name (see MaxNameBytes: 1 to
-// 512 bytes of UTF-8 without control characters), so that a successful Parse
-// round-trips through String byte for byte. Errors wrap ErrMalformed.
+// canonical form: prefix "rl1", mode "x" or "s" or a slot "p<slot>/<permits>"
+// (both decimal, no sign or leading zeros, slot < permits <= MaxSlots), a
+// positive decimal token without sign or leading zeros, and a valid lock
+// name (see MaxNameBytes: 1 to 512 bytes of UTF-8 without control
+// characters), so that a successful Parse round-trips through String byte
+// for byte. The "p<slot>" form of unreleased builds, which lacks the
+// permits, is refused. Errors wrap ErrMalformed.
 func Parse(text string) (Sequencer, error) {
 	parts := strings.SplitN(text, ":", 4)
 	if len(parts) != 4 || parts[0] != prefix {
@@ -121,11 +126,11 @@ func Parse(text string) (Sequencer, error) {
 	case "s":
 		s.Mode = Shared
 	default:
-		slot, ok := parseSlot(parts[1])
-		if !ok {
-			return Sequencer{}, fmt.Errorf("%w: %q: mode must be x, s or p<slot> (a slot below %d)", ErrMalformed, text, MaxSlots)
+		slot, permits, err := parseSlot(parts[1])
+		if err != nil {
+			return Sequencer{}, fmt.Errorf("%w: %q: %v", ErrMalformed, text, err)
 		}
-		s.Mode, s.Semaphore, s.Slot = Exclusive, true, slot
+		s.Mode, s.Semaphore, s.Slot, s.Permits = Exclusive, true, slot, permits
 	}
 	tok, err := strconv.ParseUint(parts[2], 10, 64)
 	if err != nil || tok == 0 || parts[2] != strconv.FormatUint(tok, 10) {
@@ -139,18 +144,37 @@ func Parse(text string) (Sequencer, error) {
 	return s, nil
 }
 
-// parseSlot parses the mode field of a slot sequencer, "p<slot>": exactly
-// the canonical decimal of a slot below MaxSlots.
-func parseSlot(field string) (uint64, bool) {
+// parseSlot parses the mode field of a slot sequencer, "p<slot>/<permits>":
+// exactly the canonical decimals of a slot below permits, and permits of at
+// most MaxSlots.
+func parseSlot(field string) (slot, permits uint64, err error) {
 	digits, ok := strings.CutPrefix(field, "p")
 	if !ok {
+		return 0, 0, errors.New("mode must be x, s or p<slot>/<permits>")
+	}
+	slotText, permitsText, ok := strings.Cut(digits, "/")
+	if !ok {
+		if _, ok := canonical(digits); ok {
+			return 0, 0, errors.New("a slot sequencer must name its semaphore's permits (p<slot>/<permits>); the p<slot> form of unreleased builds is no longer accepted: acquire the semaphore again")
+		}
+		return 0, 0, errors.New("mode must be x, s or p<slot>/<permits>")
+	}
+	slot, ok1 := canonical(slotText)
+	permits, ok2 := canonical(permitsText)
+	if !ok1 || !ok2 || permits == 0 || permits > MaxSlots || slot >= permits {
+		return 0, 0, fmt.Errorf("slot mode must be p<slot>/<permits>, decimal, with slot < permits <= %d", MaxSlots)
+	}
+	return slot, permits, nil
+}
+
+// canonical parses the canonical decimal form of an unsigned integer: digits
+// only, no sign or leading zeros.
+func canonical(digits string) (uint64, bool) {
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || digits != strconv.FormatUint(n, 10) {
 		return 0, false
 	}
-	slot, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || slot >= MaxSlots || digits != strconv.FormatUint(slot, 10) {
-		return 0, false
-	}
-	return slot, true
+	return n, true
 }
 
 // CheckText is raftlock's one rule for names and ids (lock names, holder
@@ -182,6 +206,18 @@ func CheckName(name string) error {
 	return CheckText("lock name", name, 1, MaxNameBytes)
 }
 
+// Config is the part of a sequencer that a lock keeps for as long as it is
+// stored: 0 for a plain lock's (exclusive or shared), the permits for a
+// semaphore slot's. Every holder and waiter of a stored lock agrees on it,
+// so two grants whose Config differs belong to different tenures of the
+// name: the one with the lower token ended before the other began.
+func (s Sequencer) Config() uint64 {
+	if s.Semaphore {
+		return s.Permits
+	}
+	return 0
+}
+
 // validate reports whether s could have come from Parse: a valid name, mode
 // Exclusive or Shared and a non-zero token. Errors wrap ErrMalformed.
 func (s Sequencer) validate() error {
@@ -191,11 +227,11 @@ func (s Sequencer) validate() error {
 	if !s.Mode.Valid() {
 		return fmt.Errorf("%w: lock %q: invalid mode %v", ErrMalformed, s.Name, s.Mode)
 	}
-	if s.Semaphore && (s.Mode != Exclusive || s.Slot >= MaxSlots) {
-		return fmt.Errorf("%w: lock %q: a slot sequencer is exclusive, of a slot below %d", ErrMalformed, s.Name, MaxSlots)
+	if s.Semaphore && (s.Mode != Exclusive || s.Permits == 0 || s.Permits > MaxSlots || s.Slot >= s.Permits) {
+		return fmt.Errorf("%w: lock %q: a slot sequencer is exclusive, of a slot below its permits, at most %d", ErrMalformed, s.Name, MaxSlots)
 	}
-	if !s.Semaphore && s.Slot != 0 {
-		return fmt.Errorf("%w: lock %q: a slot on a plain lock's sequencer", ErrMalformed, s.Name)
+	if !s.Semaphore && (s.Slot != 0 || s.Permits != 0) {
+		return fmt.Errorf("%w: lock %q: a slot or permits on a plain lock's sequencer", ErrMalformed, s.Name)
 	}
 	if s.Token == 0 {
 		return fmt.Errorf("%w: lock %q: token must be positive", ErrMalformed, s.Name)

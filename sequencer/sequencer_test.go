@@ -106,7 +106,7 @@ func FuzzParse(f *testing.F) {
 		"rl1:x:1:a", "rl1:s:42:jobs/leader", "rl1:x:7:a:b:c", "rl1:x:0:a", "rl1:x:01:a",
 		"rl1:x:-1:a", "rl1:q:1:a", "rl1:x:1:", "", ":::", "rl1:x:18446744073709551616:a",
 		"rl1:x:1:a\x00", "rl1:s:9:\xff",
-		"rl1:p0:5:sem", "rl1:p255:5:sem", "rl1:p256:5:sem", "rl1:p01:5:sem", "rl1:p:5:sem", "rl1:p-1:5:s", "rl1:P1:5:s",
+		"rl1:p0:5:sem", "rl1:p0/1:5:sem", "rl1:p255/256:5:sem", "rl1:p256/256:5:sem", "rl1:p01/2:5:sem", "rl1:p/2:5:sem", "rl1:p-1/2:5:s", "rl1:P1/2:5:s", "rl1:p1/1:5:s", "rl1:p0/257:5:s",
 	} {
 		f.Add(seed)
 	}

@@ -905,7 +905,7 @@ func (s *Session) register(req api.AcquireRequest, g api.Grant, notBefore time.T
 	if g.Sequencer == (sequencer.Sequencer{}) {
 		g.Sequencer = sequencer.Sequencer{Name: g.Name, Mode: g.Mode, Token: g.Token}
 		if req.Permits > 0 {
-			g.Sequencer.Semaphore, g.Sequencer.Slot = true, g.Slot
+			g.Sequencer.Semaphore, g.Sequencer.Slot, g.Sequencer.Permits = true, g.Slot, req.Permits
 		}
 	}
 	if g.Permits == 0 {

@@ -306,11 +306,11 @@ func (b *Backend) CheckSequencer(ctx context.Context, text string) (api.Sequence
 		var matched sequencer.Token
 		for _, h := range l.Holders {
 			out.CurrentToken = max(out.CurrentToken, sequencer.Token(h.Token))
-			if sequencer.Token(h.Token) == seq.Token {
+			if sequencer.Token(h.Token) == seq.Token && (!seq.Semaphore || h.Slot == seq.Slot) {
 				matched = seq.Token
 			}
 		}
-		out.Valid = sequencer.IsCurrent(seq, matched, len(l.Holders) > 0 && l.Mode == seq.Mode)
+		out.Valid = sequencer.IsCurrent(seq, matched, len(l.Holders) > 0 && l.Mode == seq.Mode && l.Permits == seq.Permits)
 		return out, nil
 	})
 }

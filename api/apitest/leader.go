@@ -144,7 +144,7 @@ func (b *Backend) grant(name string, tok sequencer.Token, m sequencer.Mode, perm
 		Sequencer: sequencer.Sequencer{Name: name, Mode: m, Token: tok}, Term: b.term}
 	if permits > 0 {
 		g.Permits, g.Slot = permits, slot
-		g.Sequencer.Semaphore, g.Sequencer.Slot = true, slot
+		g.Sequencer.Semaphore, g.Sequencer.Slot, g.Sequencer.Permits = true, slot, permits
 	}
 	return g
 }

@@ -44,7 +44,7 @@ RAFTLOCK_TOKEN, the fencing token's old name, until 0.2.0), forwards SIGINT,
 SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 to it, and releases the lock
 when it ends. With -n N it takes one of N slots of the semaphore NAME instead
 (at most N such CMDs run at once; every holder passes the same N), sets
-RAFTLOCK_SLOT, and RAFTLOCK_SEQUENCER names the slot (rl1:p<slot>:...).
+RAFTLOCK_SLOT, and RAFTLOCK_SEQUENCER names the slot (rl1:p<slot>/<permits>:...).
 Without "--", the flags end at NAME and CMD follows it.
 
 CMD is dead before the cluster can give the lock to anyone else: if no keepalive

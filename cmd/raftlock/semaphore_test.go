@@ -17,7 +17,7 @@ func TestSemaphoreCommands(t *testing.T) {
 	sid = strings.TrimSpace(sid)
 	for i, want := range []string{"slot: 0 of 2\n", "slot: 1 of 2\n"} {
 		code, out, errOut := rl("acquire", "--session", sid, "--permits", "2", "pool")
-		if code != 0 || !strings.HasSuffix(out, want) || !strings.Contains(out, "sequencer: rl1:p"+want[6:7]+":") {
+		if code != 0 || !strings.HasSuffix(out, want) || !strings.Contains(out, "sequencer: rl1:p"+want[6:7]+"/2:") {
 			t.Fatalf("acquire %d: %d %q %q", i, code, out, errOut)
 		}
 	}
@@ -51,7 +51,7 @@ func TestSemaphoreCommands(t *testing.T) {
 		t.Fatalf("exec -n 3: %d %q", code, errOut)
 	}
 	data, err := os.ReadFile(envFile)
-	if err != nil || !strings.HasPrefix(string(data), "0 rl1:p0:") || !strings.HasSuffix(string(data), ":other\n") {
+	if err != nil || !strings.HasPrefix(string(data), "0 rl1:p0/3:") || !strings.HasSuffix(string(data), ":other\n") {
 		t.Fatalf("CMD saw %q, %v", data, err)
 	}
 }

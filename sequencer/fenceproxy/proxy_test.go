@@ -284,6 +284,44 @@ func TestProxyWithFileFenceRefusesStaleAfterRestart(t *testing.T) {
 	}
 }
 
+// The proxy refuses a holder of an earlier tenure of the name, whose kind
+// or permits differed, across a restart too: a paused holder of slot 2 of
+// a semaphore of 3, after the name was taken again as a semaphore of 1, or
+// as a plain shared lock.
+func TestProxyRefusesAHolderOfAnEarlierTenure(t *testing.T) {
+	_, up := newBackend(t)
+	path := filepath.Join(t.TempDir(), "fence.json")
+	ff, err := sequencer.OpenFileFence(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newProxy(t, up, ff, Options{})
+	for _, seq := range []string{"rl1:p2/3:54:pool", "rl1:p0/1:68:pool", "rl1:s:70:db"} {
+		if st, _, _ := send(t, srv.URL, "a", seq); st != 200 {
+			t.Fatalf("%s: %d", seq, st)
+		}
+	}
+	if st, code, _ := send(t, srv.URL, "b", "rl1:p2/3:54:pool"); st != 409 || code != "stale_sequencer" {
+		t.Fatalf("the paused holder of the semaphore of 3: %d %s", st, code)
+	}
+	srv.Close()
+	ff.Close()
+	ff2, err := sequencer.OpenFileFence(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ff2.Close()
+	srv2 := newProxy(t, up, ff2, Options{})
+	for _, seq := range []string{"rl1:p2/3:54:pool", "rl1:p1/2:69:db"} {
+		if st, code, _ := send(t, srv2.URL, "b", seq); st != 409 || code != "stale_sequencer" {
+			t.Fatalf("%s after restart: %d %s", seq, st, code)
+		}
+	}
+	if st, _, _ := send(t, srv2.URL, "c", "rl1:p0/1:68:pool"); st != 200 {
+		t.Fatalf("the current holder after restart: %d", st)
+	}
+}
+
 // New refuses what cannot work.
 func TestNewRefusesBadUpstreamOrFence(t *testing.T) {
 	good, _ := url.Parse("http://127.0.0.1:9")

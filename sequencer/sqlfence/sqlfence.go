@@ -12,15 +12,19 @@
 // exclusive sequencer is admitted unless a newer grant of any mode was
 // seen; a shared one unless a newer exclusive grant was seen; a semaphore
 // slot's unless a newer grant of the same slot or a newer exclusive grant
-// of the lock was seen. The fence table holds, per lock (slot -1) and per
-// semaphore slot, the highest exclusive token and the highest token of any
-// mode:
+// of the lock was seen; and any unless a newer grant of another kind or
+// permits (a later tenure of the name) was seen. The fence table holds,
+// per lock (slot -1) and per semaphore slot, the highest exclusive token,
+// the highest token of any mode, the Config of that token (permits: 0 for
+// a plain lock) and the highest token of another Config:
 //
 //	CREATE TABLE raftlock_fence (
 //	  lock_name       VARCHAR(512) NOT NULL,  -- text in PostgreSQL
 //	  slot            INTEGER      NOT NULL,  -- -1: the lock itself
 //	  exclusive_token NUMERIC(20)  NOT NULL,  -- BIGINT UNSIGNED in MySQL
 //	  any_token       NUMERIC(20)  NOT NULL,
+//	  permits         INTEGER      NOT NULL,
+//	  other_token     NUMERIC(20)  NOT NULL,
 //	  PRIMARY KEY (lock_name, slot))
 //
 // The statements are short enough to copy into a service in any language
@@ -105,24 +109,36 @@ func New(d Dialect, table string) (*Fence, error) {
 		// One statement each: the row is inserted or, if the lock has one,
 		// updated only when the sequencer is current; RETURNING says which.
 		// A row that exists is locked either way until the transaction ends.
-		f.exclusive = `INSERT INTO ` + table + ` AS f (lock_name, slot, exclusive_token, any_token) VALUES ($1, $2, $3::numeric, $3::numeric)
-ON CONFLICT (lock_name, slot) DO UPDATE SET exclusive_token = EXCLUDED.exclusive_token, any_token = EXCLUDED.any_token
+		f.exclusive = `INSERT INTO ` + table + ` AS f (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES ($1, $2, $3::numeric, $3::numeric, $4, 0)
+ON CONFLICT (lock_name, slot) DO UPDATE SET exclusive_token = EXCLUDED.exclusive_token, any_token = EXCLUDED.any_token,
+permits = CASE WHEN f.any_token < EXCLUDED.any_token THEN EXCLUDED.permits ELSE f.permits END,
+other_token = CASE WHEN f.any_token < EXCLUDED.any_token AND f.permits <> EXCLUDED.permits THEN f.any_token ELSE f.other_token END
 WHERE f.any_token <= EXCLUDED.any_token RETURNING f.any_token`
-		f.shared = `INSERT INTO ` + table + ` AS f (lock_name, slot, exclusive_token, any_token) VALUES ($1, $2, 0, $3::numeric)
-ON CONFLICT (lock_name, slot) DO UPDATE SET any_token = GREATEST(f.any_token, EXCLUDED.any_token)
-WHERE f.exclusive_token <= EXCLUDED.any_token RETURNING f.any_token`
-		f.read = `SELECT exclusive_token, any_token FROM ` + table + ` WHERE lock_name = $1 AND slot = $2`
+		f.shared = `INSERT INTO ` + table + ` AS f (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES ($1, $2, 0, $3::numeric, $4, 0)
+ON CONFLICT (lock_name, slot) DO UPDATE SET any_token = GREATEST(f.any_token, EXCLUDED.any_token),
+permits = CASE WHEN f.any_token < EXCLUDED.any_token THEN EXCLUDED.permits ELSE f.permits END,
+other_token = CASE WHEN f.any_token < EXCLUDED.any_token AND f.permits <> EXCLUDED.permits THEN f.any_token ELSE f.other_token END
+WHERE f.exclusive_token <= EXCLUDED.any_token
+AND CASE WHEN f.permits = EXCLUDED.permits THEN f.other_token ELSE f.any_token END <= EXCLUDED.any_token RETURNING f.any_token`
+		f.read = `SELECT exclusive_token, any_token, permits, other_token FROM ` + table + ` WHERE lock_name = $1 AND slot = $2`
 	case MySQL:
 		// MySQL has no conditional upsert: the update keeps the old marks
 		// unless the sequencer is current (assignments run left to right,
-		// so exclusive_token sees the new any_token), then the caller
-		// reads the row back (its own write, locked) to learn which.
-		f.exclusive = `INSERT INTO ` + table + ` (lock_name, slot, exclusive_token, any_token) VALUES (?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE any_token = IF(any_token <= VALUES(any_token), VALUES(any_token), any_token),
+		// so each sees the columns assigned before it), then the caller
+		// reads the row back (its own write, locked) to learn which. The
+		// tenure marks change only below a higher token, which is current
+		// whenever the permits differ.
+		f.exclusive = `INSERT INTO ` + table + ` (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES (?, ?, ?, ?, ?, 0)
+ON DUPLICATE KEY UPDATE other_token = IF(any_token < VALUES(any_token) AND permits <> VALUES(permits), any_token, other_token),
+permits = IF(any_token < VALUES(any_token), VALUES(permits), permits),
+any_token = IF(any_token <= VALUES(any_token), VALUES(any_token), any_token),
 exclusive_token = IF(any_token = VALUES(any_token), VALUES(exclusive_token), exclusive_token)`
-		f.shared = `INSERT INTO ` + table + ` (lock_name, slot, exclusive_token, any_token) VALUES (?, ?, 0, ?)
-ON DUPLICATE KEY UPDATE any_token = IF(exclusive_token <= VALUES(any_token), GREATEST(any_token, VALUES(any_token)), any_token)`
-		f.read = `SELECT exclusive_token, any_token FROM ` + table + ` WHERE lock_name = ? AND slot = ?`
+		f.shared = `INSERT INTO ` + table + ` (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES (?, ?, 0, ?, ?, 0)
+ON DUPLICATE KEY UPDATE other_token = IF(any_token < VALUES(any_token) AND permits <> VALUES(permits), any_token, other_token),
+permits = IF(any_token < VALUES(any_token), VALUES(permits), permits),
+any_token = IF(exclusive_token <= VALUES(any_token) AND IF(permits = VALUES(permits), other_token, any_token) <= VALUES(any_token),
+GREATEST(any_token, VALUES(any_token)), any_token)`
+		f.read = `SELECT exclusive_token, any_token, permits, other_token FROM ` + table + ` WHERE lock_name = ? AND slot = ?`
 	default:
 		return nil, fmt.Errorf("sqlfence: unknown dialect %v", d)
 	}
@@ -144,6 +160,8 @@ func (f *Fence) Schema() string {
   slot            INTEGER NOT NULL,
   exclusive_token ` + token + ` NOT NULL,
   any_token       ` + token + ` NOT NULL,
+  permits         INTEGER NOT NULL,
+  other_token     ` + token + ` NOT NULL,
   PRIMARY KEY (lock_name, slot)
 )`
 }
@@ -179,20 +197,40 @@ func (f *Fence) Check(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer) er
 		// a newer exclusive grant; it raises the lock's highest token, so
 		// that an older exclusive holder is stale), within its slot as a
 		// writer (stale below any newer grant of the slot).
-		admitted, err = f.upsert(ctx, tx, s.Name, lockLevel, s.Token, true)
+		admitted, err = f.upsert(ctx, tx, s, lockLevel, true)
 		if err == nil && admitted {
-			admitted, err = f.upsert(ctx, tx, s.Name, int(s.Slot), s.Token, false)
+			admitted, err = f.upsert(ctx, tx, s, int(s.Slot), false)
 		}
 	} else {
-		admitted, err = f.upsert(ctx, tx, s.Name, lockLevel, s.Token, s.Mode == sequencer.Shared)
+		admitted, err = f.upsert(ctx, tx, s, lockLevel, s.Mode == sequencer.Shared)
 	}
 	if err != nil {
 		return f.wrap(s, err)
 	}
 	if !admitted {
-		return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q", sequencer.ErrStale, s, f.table, s.Name)
+		return f.refusal(ctx, tx, s)
 	}
 	return nil
+}
+
+// refusal is the error of a refused check of s: it reads the lock's row
+// (locked by the refused upsert) to name the token that made s stale.
+func (f *Fence) refusal(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer) error {
+	var exclText, anyText, otherText string
+	var permits uint64
+	err := tx.QueryRowContext(ctx, f.read, s.Name, lockLevel).Scan(&exclText, &anyText, &permits, &otherText)
+	any, err1 := strconv.ParseUint(anyText, 10, 64)
+	other, err2 := strconv.ParseUint(otherText, 10, 64)
+	tok := uint64(s.Token)
+	switch {
+	case errors.Join(err, err1, err2) != nil:
+		return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q", sequencer.ErrStale, s, f.table, s.Name)
+	case permits != s.Config() && any > tok:
+		return fmt.Errorf("sqlfence: %w: %v: token %d is lower than token %d in the fence table %s, granted after the name's kind or permits changed since the grant", sequencer.ErrStale, s, tok, any, f.table)
+	case permits == s.Config() && other > tok:
+		return fmt.Errorf("sqlfence: %w: %v: token %d is lower than token %d in the fence table %s, of another kind or permits: the name's kind or permits changed since the grant", sequencer.ErrStale, s, tok, other, f.table)
+	}
+	return fmt.Errorf("sqlfence: %w: %v: the fence table %s has seen a newer grant of lock %q (highest token %d)", sequencer.ErrStale, s, f.table, s.Name, any)
 }
 
 // CheckString parses text, a sequencer's printable form, and checks it as
@@ -205,19 +243,21 @@ func (f *Fence) CheckString(ctx context.Context, tx *sql.Tx, text string) error 
 	return f.Check(ctx, tx, s)
 }
 
-// upsert runs the statement of a shared or an exclusive grant of token for
-// the row (name, slot) and reports whether the grant was admitted.
-func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, name string, slot int, token sequencer.Token, shared bool) (bool, error) {
+// upsert runs the statement of a shared or an exclusive grant of s's token
+// and Config for the row (s.Name, slot) and reports whether the grant was
+// admitted.
+func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, s sequencer.Sequencer, slot int, shared bool) (bool, error) {
 	// Tokens travel as decimal text: database/sql's drivers refuse a
 	// uint64 above the int64 range.
-	tok := strconv.FormatUint(uint64(token), 10)
+	tok := strconv.FormatUint(uint64(s.Token), 10)
+	config := int(s.Config())
 	if f.dialect == Postgres {
 		q := f.exclusive
 		if shared {
 			q = f.shared
 		}
 		var any string
-		err := tx.QueryRowContext(ctx, q, name, slot, tok).Scan(&any)
+		err := tx.QueryRowContext(ctx, q, s.Name, slot, tok, config).Scan(&any)
 		if errors.Is(err, sql.ErrNoRows) {
 			return false, nil
 		}
@@ -225,26 +265,33 @@ func (f *Fence) upsert(ctx context.Context, tx *sql.Tx, name string, slot int, t
 	}
 	var err error
 	if shared {
-		_, err = tx.ExecContext(ctx, f.shared, name, slot, tok)
+		_, err = tx.ExecContext(ctx, f.shared, s.Name, slot, tok, config)
 	} else {
-		_, err = tx.ExecContext(ctx, f.exclusive, name, slot, tok, tok)
+		_, err = tx.ExecContext(ctx, f.exclusive, s.Name, slot, tok, tok, config)
 	}
 	if err != nil {
 		return false, err
 	}
-	var exclText, anyText string
-	if err := tx.QueryRowContext(ctx, f.read, name, slot).Scan(&exclText, &anyText); err != nil {
+	var exclText, anyText, otherText string
+	var permits int
+	if err := tx.QueryRowContext(ctx, f.read, s.Name, slot).Scan(&exclText, &anyText, &permits, &otherText); err != nil {
 		return false, err
 	}
 	excl, err1 := strconv.ParseUint(exclText, 10, 64)
 	any, err2 := strconv.ParseUint(anyText, 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
+	other, err3 := strconv.ParseUint(otherText, 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
 		return false, fmt.Errorf("read back the marks: %w", err)
 	}
+	t := uint64(s.Token)
 	if shared {
-		return excl <= uint64(token), nil
+		below := any // the tenure rule: another Config's highest token
+		if permits == config {
+			below = other
+		}
+		return excl <= t && below <= t, nil
 	}
-	return excl == uint64(token) && any == uint64(token), nil
+	return excl == t && any == t, nil
 }
 
 // wrap names the check and, for an error that says the table is missing or
@@ -326,13 +373,13 @@ WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? AND 
 	}
 	var probe string
 	if f.dialect == Postgres {
-		probe = `SELECT lock_name, slot, exclusive_token, any_token FROM ` + f.table + ` WHERE false`
+		probe = `SELECT lock_name, slot, exclusive_token, any_token, permits, other_token FROM ` + f.table + ` WHERE false`
 	} else {
-		probe = `SELECT lock_name, slot, exclusive_token, any_token FROM ` + f.table + ` WHERE 1 = 0`
+		probe = `SELECT lock_name, slot, exclusive_token, any_token, permits, other_token FROM ` + f.table + ` WHERE 1 = 0`
 	}
 	r, err := tx.QueryContext(ctx, probe)
 	if err != nil {
-		return fmt.Errorf("sqlfence: %w: table %s: %v (see Fence.Schema)", ErrSchema, f.table, err)
+		return fmt.Errorf("sqlfence: %w: table %s: %v (see Fence.Schema; a table without the permits and other_token columns: docs/FENCING.md says how to add them)", ErrSchema, f.table, err)
 	}
 	r.Close()
 	f.verified.Store(true)

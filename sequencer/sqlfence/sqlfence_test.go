@@ -167,6 +167,30 @@ func TestSQLFenceGivesTheSharedVectorsVerdicts(t *testing.T) {
 	})
 }
 
+// A paused holder of slot 2 of a semaphore of 3, checked after the name
+// was taken again as a semaphore of 1, is refused, and the error names
+// both tokens and the change of kind or permits.
+func TestSQLFenceRefusalNamesTheLaterTenuresToken(t *testing.T) {
+	each(t, func(t *testing.T, e *engine, db *sql.DB) {
+		f := newFence(t, e, db, "")
+		ctx := context.Background()
+		for _, seq := range []string{"rl1:p2/3:54:pool", "rl1:p0/1:68:pool"} {
+			if err := check(ctx, db, f, seq, nil); err != nil {
+				t.Fatalf("%s: %v", seq, err)
+			}
+		}
+		err := check(ctx, db, f, "rl1:p2/3:54:pool", nil)
+		if !errors.Is(err, sequencer.ErrStale) {
+			t.Fatalf("the paused holder: %v, want stale", err)
+		}
+		for _, want := range []string{"54", "68", "kind or permits changed"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	})
+}
+
 // The fence row is locked until the writer's transaction ends: a newer
 // holder's check waits for the older holder's commit, and then its writes
 // come after the older one's; an older holder that comes after a newer
@@ -321,6 +345,8 @@ func TestSQLFenceRefusesBadInputWrongSchemaAndADownDatabase(t *testing.T) {
 			{"no key", "fence_nokey", "CREATE TABLE fence_nokey (lock_name " + name + ", slot int, exclusive_token bigint, any_token bigint)", "does not exist or has no primary key"},
 			{"other key", "fence_otherkey", "CREATE TABLE fence_otherkey (lock_name " + name + " PRIMARY KEY, slot int, exclusive_token bigint, any_token bigint)", "has primary key (lock_name)"},
 			{"no column", "fence_nocol", "CREATE TABLE fence_nocol (lock_name " + name + ", slot int, exclusive_token bigint, PRIMARY KEY (lock_name, slot))", "any_token"},
+			// A table of before the tenure columns: refused, pointing to the migration.
+			{"no tenure columns", "fence_old", "CREATE TABLE fence_old (lock_name " + name + ", slot int, exclusive_token bigint, any_token bigint, PRIMARY KEY (lock_name, slot))", "permits and other_token"},
 		} {
 			if c.ddl != "" {
 				if _, err := db.Exec(c.ddl); err != nil {

@@ -69,18 +69,90 @@ class RecordingCursor:
 @pytest.mark.parametrize(
     "style,sql,args",
     [
-        ("format", "VALUES (%s, %s, %s::numeric, %s::numeric)", ["n", -1, "7", "7"]),
-        ("qmark", "VALUES (?, ?, ?::numeric, ?::numeric)", ["n", -1, "7", "7"]),
-        ("numeric", "VALUES (:1, :2, :3::numeric, :4::numeric)", ["n", -1, "7", "7"]),
-        ("named", "VALUES (:p1, :p2, :p3::numeric, :p4::numeric)", {"p1": "n", "p2": -1, "p3": "7", "p4": "7"}),
+        ("format", "VALUES (%s, %s, %s::numeric, %s::numeric, %s, 0)", ["n", -1, "7", "7", 3]),
+        ("qmark", "VALUES (?, ?, ?::numeric, ?::numeric, ?, 0)", ["n", -1, "7", "7", 3]),
+        ("numeric", "VALUES (:1, :2, :3::numeric, :4::numeric, :5, 0)", ["n", -1, "7", "7", 3]),
+        (
+            "named",
+            "VALUES (:p1, :p2, :p3::numeric, :p4::numeric, :p5, 0)",
+            {"p1": "n", "p2": -1, "p3": "7", "p4": "7", "p5": 3},
+        ),
     ],
 )
 def test_sqlfence_runs_its_statements_in_the_drivers_paramstyle(style, sql, args):
-    c = RecordingCursor()
-    SQLFence(POSTGRES, paramstyle=style)._execute(c, SQLFence(POSTGRES).statements()[0], ["n", -1, "7"])
-    got_sql, got_args = c.calls[0]
+    got_sql, got_args, _ = SQLFence(POSTGRES, paramstyle=style)._op(SQLFence(POSTGRES).statements()[0], ["n", -1, "7", 3])
     assert sql in got_sql and "$" not in got_sql
     assert got_args == args
+
+
+class FakeAsyncCursor:
+    """An asyncio cursor (psycopg's AsyncCursor's shape): execute and
+    fetchone are coroutine functions. It answers every fetch with a row,
+    which a blocking check that does not await would take for an admitted
+    upsert."""
+
+    def __init__(self):
+        self.ran = []
+
+    async def execute(self, sql, args=None):
+        self.ran.append(sql)
+
+    async def fetchone(self):
+        return ("1",)
+
+    async def fetchall(self):
+        return [("lock_name",), ("slot",)]
+
+
+class CoroutineReturningCursor:
+    """A cursor whose plain methods hand back coroutines (a wrapped async
+    driver): nothing runs unless awaited."""
+
+    def __init__(self):
+        self.inner = FakeAsyncCursor()
+
+    def execute(self, sql, args=None):
+        return self.inner.execute(sql, args)
+
+    def fetchone(self):
+        return self.inner.fetchone()
+
+    def fetchall(self):
+        return self.inner.fetchall()
+
+
+def verified_fence(dialect=POSTGRES):
+    """A fence that a blocking cursor already verified: the state of the
+    report, where check skips the schema query and goes to the upsert."""
+    f = SQLFence(dialect)
+    f._verified = True
+    return f
+
+
+def test_sqlfence_check_refuses_an_asyncio_cursor_and_never_admits():
+    for cursor in (FakeAsyncCursor(), CoroutineReturningCursor()):
+        with pytest.raises(TypeError, match="check_async"):
+            verified_fence().check(cursor, "rl1:x:5:a")
+
+
+def test_sqlfence_check_refuses_what_is_not_a_cursor():
+    class NoFetch:
+        def execute(self, sql, args=None):
+            pass
+
+    for bad in (None, object(), NoFetch(), "cursor"):
+        with pytest.raises(TypeError, match="DB-API cursor"):
+            verified_fence().check(bad, "rl1:x:5:a")
+
+
+def test_sqlfence_check_async_awaits_the_cursor():
+    import asyncio
+
+    c = FakeAsyncCursor()
+    f = SQLFence(POSTGRES)
+    asyncio.run(f.check_async(c, "rl1:p1/2:5:a"))
+    # verify (key, probe), then the lock row and the slot row
+    assert len(c.ran) == 4 and "permits" in c.ran[1] and c.ran[2].startswith("INSERT") and c.ran[3].startswith("INSERT")
 
 
 def test_sqlfence_refuses_a_malformed_sequencer_before_touching_the_database():
@@ -141,7 +213,7 @@ def engine(request):
     conn = e.connect()
     # Each test starts from no tables of its own.
     with conn.cursor() as c:
-        for t in (DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol"):
+        for t in (DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey", "fence_otherkey", "fence_nocol", "fence_old"):
             c.execute(f"DROP TABLE IF EXISTS {t}")
     conn.commit()
     e.admin = conn
@@ -191,6 +263,20 @@ def test_sqlfence_gives_the_shared_vectors_verdicts(engine):
             engine.admin.commit()
             got = [verdict(conn, f, st["sequencer"]) for st in v["steps"]]
             assert got == [st["verdict"] for st in v["steps"]], v["name"]
+    finally:
+        conn.close()
+
+
+def test_sqlfence_refusal_names_the_later_tenures_token(engine):
+    f = fence(engine)
+    conn = engine.connect()
+    try:
+        fenced(conn, f, "rl1:p2/3:54:pool")
+        fenced(conn, f, "rl1:p0/1:68:pool")
+        with pytest.raises(StaleSequencer) as e:
+            fenced(conn, f, "rl1:p2/3:54:pool")
+        for want in ("54", "68", "kind or permits changed"):
+            assert want in str(e.value)
     finally:
         conn.close()
 
@@ -276,6 +362,12 @@ def test_sqlfence_refuses_wrong_schemas_and_admits_nothing(engine):
             "fence_nocol",
             f"CREATE TABLE fence_nocol (lock_name {name}, slot int, exclusive_token bigint, PRIMARY KEY (lock_name, slot))",
             "any_token",
+        ),
+        (
+            "fence_old",  # a table of before the tenure columns
+            f"CREATE TABLE fence_old (lock_name {name}, slot int, exclusive_token bigint, any_token bigint, "
+            "PRIMARY KEY (lock_name, slot))",
+            "permits and other_token",
         ),
     ]
     conn = engine.connect()
@@ -439,3 +531,140 @@ def test_sqlfence_committed_tokens_never_go_back(engine):
         tokens = [int(r[0]) for r in c.fetchall()]
     engine.admin.commit()
     assert tokens and tokens == sorted(tokens)
+
+
+# --- asyncio: psycopg's AsyncCursor against the real PostgreSQL ---
+
+
+def async_postgres_dsn():
+    e = postgres()  # skips, or fails under RAFTLOCK_REQUIRE_POSTGRES=1, without a server
+    return e, os.environ["RAFTLOCK_TEST_PG_DSN"]
+
+
+def test_sqlfence_check_async_gives_the_shared_vectors_verdicts_with_psycopg():
+    import asyncio
+
+    import psycopg
+
+    e, dsn = async_postgres_dsn()
+    admin = e.connect()
+    try:
+        with admin.cursor() as c:
+            c.execute(f"DROP TABLE IF EXISTS {DEFAULT_TABLE}")
+            c.execute(SQLFence(POSTGRES).schema())
+        admin.commit()
+
+        async def run():
+            f = SQLFence(POSTGRES)
+            conn = await psycopg.AsyncConnection.connect(dsn)
+            try:
+                for v in load("fence-vectors.json")["vectors"]:
+                    async with conn.cursor() as c:
+                        await c.execute(f"DELETE FROM {DEFAULT_TABLE}")
+                    await conn.commit()
+                    got = []
+                    for st in v["steps"]:
+                        try:
+                            async with conn.cursor() as c:
+                                await f.check_async(c, st["sequencer"])
+                            await conn.commit()
+                            got.append("admit")
+                        except StaleSequencer:
+                            await conn.rollback()
+                            got.append("stale")
+                        except MalformedSequencer:
+                            await conn.rollback()
+                            got.append("malformed")
+                    assert got == [st["verdict"] for st in v["steps"]], v["name"]
+            finally:
+                await conn.close()
+
+        asyncio.run(run())
+    finally:
+        admin.close()
+
+
+def test_sqlfence_verified_with_a_blocking_cursor_refuses_a_stale_async_write():
+    """The report: a fence verified with a blocking cursor, then handed an
+    AsyncCursor and a stale sequencer, returned and admitted the write.
+    check now raises TypeError without writing, and check_async refuses
+    the stale sequencer."""
+    import asyncio
+
+    import psycopg
+
+    e, dsn = async_postgres_dsn()
+    admin = e.connect()
+    try:
+        with admin.cursor() as c:
+            c.execute(f"DROP TABLE IF EXISTS {DEFAULT_TABLE}")
+            c.execute(SQLFence(POSTGRES).schema())
+        admin.commit()
+        f = SQLFence(POSTGRES)
+        fenced(admin, f, "rl1:x:10:stock")
+
+        async def run():
+            conn = await psycopg.AsyncConnection.connect(dsn)
+            try:
+                async with conn.cursor() as c:
+                    with pytest.raises(TypeError, match="check_async"):
+                        f.check(c, "rl1:x:9:stock")
+                await conn.rollback()
+                async with conn.cursor() as c:
+                    with pytest.raises(StaleSequencer):
+                        await f.check_async(c, "rl1:x:9:stock")
+                await conn.rollback()
+                async with conn.cursor() as c:
+                    await f.check_async(c, "rl1:x:11:stock")
+                await conn.commit()
+            finally:
+                await conn.close()
+
+        asyncio.run(run())
+        with admin.cursor() as c:
+            c.execute(f"SELECT any_token FROM {DEFAULT_TABLE} WHERE lock_name = 'stock' AND slot = -1")
+            assert int(c.fetchone()[0]) == 11
+        admin.commit()
+    finally:
+        admin.close()
+
+
+def test_the_readmes_async_sqlfence_example_deducts_once_per_current_holder():
+    import asyncio
+
+    import psycopg
+
+    e, dsn = async_postgres_dsn()
+    with open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8") as fh:
+        text = fh.read()
+    code = text.split("<!-- sqlfence async example -->\n```python\n", 1)[1].split("```", 1)[0]
+    env = {"__name__": "__readme__"}
+    exec(compile(code, "README.md", "exec"), env)
+    admin = e.connect()
+    try:
+        with admin.cursor() as c:
+            for t in (DEFAULT_TABLE, "stock"):
+                c.execute(f"DROP TABLE IF EXISTS {t}")
+            c.execute(env["fence"].schema())
+            c.execute("CREATE TABLE stock (item int PRIMARY KEY, qty int NOT NULL)")
+            c.execute("INSERT INTO stock VALUES (1, 10)")
+        admin.commit()
+
+        async def run():
+            conn = await psycopg.AsyncConnection.connect(dsn)
+            try:
+                deduct = env["deduct_stock_async"]
+                assert await deduct(conn, "rl1:p0/2:5:stock/1")
+                assert await deduct(conn, "rl1:p1/2:6:stock/1")
+                assert await deduct(conn, "rl1:p0/1:7:stock/1")
+                assert not await deduct(conn, "rl1:p1/2:6:stock/1")  # the semaphore of 2 is gone
+            finally:
+                await conn.close()
+
+        asyncio.run(run())
+        with admin.cursor() as c:
+            c.execute("SELECT qty FROM stock WHERE item = 1")
+            assert c.fetchone()[0] == 7
+        admin.commit()
+    finally:
+        admin.close()

@@ -1,29 +1,34 @@
 package io.raftlock.client;
 
 import java.nio.charset.StandardCharsets;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
  * One grant of one lock: its name, mode and fencing token; for one slot of a
- * semaphore, the slot too. {@link #toString()} is the stable printable form
- * {@code rl1:<x|s>:<token>:<name>}, or {@code rl1:p<slot>:<token>:<name>} for
- * a slot (mode exclusive); the token is an unsigned 64-bit integer (compare
- * with {@link Long#compareUnsigned}).
+ * semaphore, the slot and the semaphore's permits too. {@link #toString()} is
+ * the stable printable form {@code rl1:<x|s>:<token>:<name>}, or
+ * {@code rl1:p<slot>/<permits>:<token>:<name>} for a slot (mode exclusive,
+ * slot &lt; permits &lt;= 256); the token is an unsigned 64-bit integer
+ * (compare with {@link Long#compareUnsigned}).
  *
  * @param name the lock's name
  * @param mode the grant's mode
  * @param token the fencing token (unsigned, positive)
- * @param slot the semaphore slot (0 to {@link #MAX_SLOTS}-1), or
- *     {@link #NO_SLOT} for a plain lock's grant
+ * @param slot the semaphore slot (0 to permits-1), or {@link #NO_SLOT} for a
+ *     plain lock's grant
+ * @param permits the semaphore's permits (1 to {@link #MAX_SLOTS}), or 0 for
+ *     a plain lock's grant
  */
-public record Sequencer(String name, Mode mode, long token, int slot) {
+public record Sequencer(String name, Mode mode, long token, int slot, int permits) {
     /** The slot of a plain lock's sequencer: none. */
     public static final int NO_SLOT = -1;
 
-    /** A semaphore's slots are numbered below this (the cluster's MaxPermits). */
+    /** A semaphore has at most this many permits (the cluster's MaxPermits). */
     public static final int MAX_SLOTS = 256;
 
-    private static final Pattern SLOT = Pattern.compile("p(0|[1-9][0-9]{0,2})");
+    private static final Pattern SLOT = Pattern.compile("p(0|[1-9][0-9]{0,2})/(0|[1-9][0-9]{0,2})");
+    private static final Pattern OLD_SLOT = Pattern.compile("p(0|[1-9][0-9]*)");
 
     /**
      * A plain lock's sequencer (no slot).
@@ -33,7 +38,16 @@ public record Sequencer(String name, Mode mode, long token, int slot) {
      * @param token the fencing token (unsigned, positive)
      */
     public Sequencer(String name, Mode mode, long token) {
-        this(name, mode, token, NO_SLOT);
+        this(name, mode, token, NO_SLOT, 0);
+    }
+
+    /**
+     * What a stored lock keeps until it is freed: 0 for a plain lock's
+     * sequencer, the permits for a semaphore slot's. Two grants whose config
+     * differs belong to different tenures of the name.
+     */
+    public int config() {
+        return isSlot() ? permits : 0;
     }
 
     /** Whether this is the sequencer of one slot of a semaphore. */
@@ -47,7 +61,7 @@ public record Sequencer(String name, Mode mode, long token, int slot) {
 
     @Override
     public String toString() {
-        String m = isSlot() ? "p" + slot : mode.letter();
+        String m = isSlot() ? "p" + slot + "/" + permits : mode.letter();
         return "rl1:" + m + ":" + Long.toUnsignedString(token) + ":" + name;
     }
 
@@ -59,16 +73,26 @@ public record Sequencer(String name, Mode mode, long token, int slot) {
         }
         Mode mode;
         int slot = NO_SLOT;
+        int permits = 0;
+        Matcher sm = SLOT.matcher(parts[1]);
         if (parts[1].equals("x")) {
             mode = Mode.EXCLUSIVE;
         } else if (parts[1].equals("s")) {
             mode = Mode.SHARED;
-        } else if (SLOT.matcher(parts[1]).matches() && Integer.parseInt(parts[1].substring(1)) < MAX_SLOTS) {
+        } else if (sm.matches()) {
             mode = Mode.EXCLUSIVE;
-            slot = Integer.parseInt(parts[1].substring(1));
+            slot = Integer.parseInt(sm.group(1));
+            permits = Integer.parseInt(sm.group(2));
+            if (permits == 0 || permits > MAX_SLOTS || slot >= permits) {
+                throw new MalformedSequencerException("\"" + text
+                        + "\": slot mode must be p<slot>/<permits>, decimal, with slot < permits <= " + MAX_SLOTS);
+            }
+        } else if (OLD_SLOT.matcher(parts[1]).matches()) {
+            throw new MalformedSequencerException("\"" + text
+                    + "\": a slot sequencer must name its semaphore's permits (p<slot>/<permits>); the p<slot> form"
+                    + " of unreleased builds is no longer accepted: acquire the semaphore again");
         } else {
-            throw new MalformedSequencerException("\"" + text + "\": mode must be x, s or p<slot> (a slot below "
-                    + MAX_SLOTS + ")");
+            throw new MalformedSequencerException("\"" + text + "\": mode must be x, s or p<slot>/<permits>");
         }
         long token;
         try {
@@ -84,7 +108,7 @@ public record Sequencer(String name, Mode mode, long token, int slot) {
         } catch (MalformedSequencerException e) {
             throw new MalformedSequencerException("\"" + text + "\": " + e.getMessage());
         }
-        return new Sequencer(parts[3], mode, token, slot);
+        return new Sequencer(parts[3], mode, token, slot, permits);
     }
 
     /** Throws MalformedSequencerException unless this could have come from {@link #parse}. */
@@ -96,9 +120,13 @@ public record Sequencer(String name, Mode mode, long token, int slot) {
         if (token == 0) {
             throw new MalformedSequencerException("lock \"" + name + "\": token must be positive");
         }
-        if (isSlot() && (mode != Mode.EXCLUSIVE || slot < 0 || slot >= MAX_SLOTS)) {
-            throw new MalformedSequencerException("lock \"" + name + "\": a slot sequencer is exclusive, of a slot below "
-                    + MAX_SLOTS);
+        if (isSlot() && (mode != Mode.EXCLUSIVE || slot < 0 || permits <= 0 || permits > MAX_SLOTS
+                || slot >= permits)) {
+            throw new MalformedSequencerException("lock \"" + name
+                    + "\": a slot sequencer is exclusive, of a slot below its permits, at most " + MAX_SLOTS);
+        }
+        if (!isSlot() && permits != 0) {
+            throw new MalformedSequencerException("lock \"" + name + "\": permits on a plain lock's sequencer");
         }
     }
 

@@ -20,7 +20,8 @@ import java.util.regex.Pattern;
  * {@link #check(Connection, Sequencer)} on the connection of its
  * transaction ({@code setAutoCommit(false)}); the check raises the lock's
  * marks in a fence table, or throws {@link StaleSequencerException} when a
- * newer grant's writer already came, and the writer rolls back. The fence
+ * newer grant's writer already came (or one of a later tenure of the name,
+ * whose kind or permits differ), and the writer rolls back. The fence
  * row stays locked until the transaction ends, so a newer holder's check
  * waits for an older holder's commit: the check and the writes are one
  * critical section.
@@ -98,25 +99,34 @@ public final class SqlFence {
             // One statement each: the row is inserted or, if the lock has one,
             // updated only when the sequencer is current; RETURNING says which.
             statements = new Statements(
-                    "INSERT INTO " + t + " AS f (lock_name, slot, exclusive_token, any_token) VALUES ($1, $2, $3::numeric, $3::numeric)\n"
-                            + "ON CONFLICT (lock_name, slot) DO UPDATE SET exclusive_token = EXCLUDED.exclusive_token, any_token = EXCLUDED.any_token\n"
+                    "INSERT INTO " + t + " AS f (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES ($1, $2, $3::numeric, $3::numeric, $4, 0)\n"
+                            + "ON CONFLICT (lock_name, slot) DO UPDATE SET exclusive_token = EXCLUDED.exclusive_token, any_token = EXCLUDED.any_token,\n"
+                            + "permits = CASE WHEN f.any_token < EXCLUDED.any_token THEN EXCLUDED.permits ELSE f.permits END,\n"
+                            + "other_token = CASE WHEN f.any_token < EXCLUDED.any_token AND f.permits <> EXCLUDED.permits THEN f.any_token ELSE f.other_token END\n"
                             + "WHERE f.any_token <= EXCLUDED.any_token RETURNING f.any_token",
-                    "INSERT INTO " + t + " AS f (lock_name, slot, exclusive_token, any_token) VALUES ($1, $2, 0, $3::numeric)\n"
-                            + "ON CONFLICT (lock_name, slot) DO UPDATE SET any_token = GREATEST(f.any_token, EXCLUDED.any_token)\n"
-                            + "WHERE f.exclusive_token <= EXCLUDED.any_token RETURNING f.any_token",
-                    "SELECT exclusive_token, any_token FROM " + t + " WHERE lock_name = $1 AND slot = $2");
+                    "INSERT INTO " + t + " AS f (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES ($1, $2, 0, $3::numeric, $4, 0)\n"
+                            + "ON CONFLICT (lock_name, slot) DO UPDATE SET any_token = GREATEST(f.any_token, EXCLUDED.any_token),\n"
+                            + "permits = CASE WHEN f.any_token < EXCLUDED.any_token THEN EXCLUDED.permits ELSE f.permits END,\n"
+                            + "other_token = CASE WHEN f.any_token < EXCLUDED.any_token AND f.permits <> EXCLUDED.permits THEN f.any_token ELSE f.other_token END\n"
+                            + "WHERE f.exclusive_token <= EXCLUDED.any_token\n"
+                            + "AND CASE WHEN f.permits = EXCLUDED.permits THEN f.other_token ELSE f.any_token END <= EXCLUDED.any_token RETURNING f.any_token",
+                    "SELECT exclusive_token, any_token, permits, other_token FROM " + t + " WHERE lock_name = $1 AND slot = $2");
         } else {
             // No conditional upsert in MySQL: the update keeps the old marks
             // unless the sequencer is current (assignments run left to right),
             // then the row (this transaction's own write, locked) is read back.
             statements = new Statements(
-                    "INSERT INTO " + t + " (lock_name, slot, exclusive_token, any_token) VALUES (?, ?, ?, ?)\n"
-                            + "ON DUPLICATE KEY UPDATE any_token = IF(any_token <= VALUES(any_token), VALUES(any_token), any_token),\n"
+                    "INSERT INTO " + t + " (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES (?, ?, ?, ?, ?, 0)\n"
+                            + "ON DUPLICATE KEY UPDATE other_token = IF(any_token < VALUES(any_token) AND permits <> VALUES(permits), any_token, other_token),\n"
+                            + "permits = IF(any_token < VALUES(any_token), VALUES(permits), permits),\n"
+                            + "any_token = IF(any_token <= VALUES(any_token), VALUES(any_token), any_token),\n"
                             + "exclusive_token = IF(any_token = VALUES(any_token), VALUES(exclusive_token), exclusive_token)",
-                    "INSERT INTO " + t + " (lock_name, slot, exclusive_token, any_token) VALUES (?, ?, 0, ?)\n"
-                            + "ON DUPLICATE KEY UPDATE any_token = IF(exclusive_token <= VALUES(any_token), "
+                    "INSERT INTO " + t + " (lock_name, slot, exclusive_token, any_token, permits, other_token) VALUES (?, ?, 0, ?, ?, 0)\n"
+                            + "ON DUPLICATE KEY UPDATE other_token = IF(any_token < VALUES(any_token) AND permits <> VALUES(permits), any_token, other_token),\n"
+                            + "permits = IF(any_token < VALUES(any_token), VALUES(permits), permits),\n"
+                            + "any_token = IF(exclusive_token <= VALUES(any_token) AND IF(permits = VALUES(permits), other_token, any_token) <= VALUES(any_token),\n"
                             + "GREATEST(any_token, VALUES(any_token)), any_token)",
-                    "SELECT exclusive_token, any_token FROM " + t + " WHERE lock_name = ? AND slot = ?");
+                    "SELECT exclusive_token, any_token, permits, other_token FROM " + t + " WHERE lock_name = ? AND slot = ?");
         }
     }
 
@@ -139,6 +149,8 @@ public final class SqlFence {
                 + "  slot            INTEGER NOT NULL,\n"
                 + "  exclusive_token " + token + " NOT NULL,\n"
                 + "  any_token       " + token + " NOT NULL,\n"
+                + "  permits         INTEGER NOT NULL,\n"
+                + "  other_token     " + token + " NOT NULL,\n"
                 + "  PRIMARY KEY (lock_name, slot)\n"
                 + ")";
     }
@@ -199,9 +211,44 @@ public final class SqlFence {
             throw e;
         }
         if (!admitted) {
-            throw new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
+            throw refusal(conn, s);
+        }
+    }
+
+    /**
+     * The exception of a refused check of {@code s}: reads the lock's row
+     * (locked by the refused upsert) to name the token that made s stale.
+     */
+    private StaleSequencerException refusal(Connection conn, Sequencer s) {
+        long any;
+        long other;
+        int permits;
+        try (PreparedStatement ps = prepare(conn, statements.readBack(), s.name(), LOCK_LEVEL);
+                ResultSet rs = ps.executeQuery()) {
+            if (!rs.next()) {
+                throw new SQLException("no lock row");
+            }
+            any = Long.parseUnsignedLong(rs.getString(2).trim());
+            permits = rs.getInt(3);
+            other = Long.parseUnsignedLong(rs.getString(4).trim());
+        } catch (SQLException | RuntimeException e) {
+            return new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
                     + " has seen a newer grant of lock \"" + s.name() + "\"");
         }
+        String tok = Long.toUnsignedString(s.token());
+        if (permits != s.config() && Long.compareUnsigned(any, s.token()) > 0) {
+            return new StaleSequencerException("sqlfence: " + s + ": token " + tok + " is lower than token "
+                    + Long.toUnsignedString(any) + " in the fence table " + table
+                    + ", granted after the name's kind or permits changed since the grant");
+        }
+        if (permits == s.config() && Long.compareUnsigned(other, s.token()) > 0) {
+            return new StaleSequencerException("sqlfence: " + s + ": token " + tok + " is lower than token "
+                    + Long.toUnsignedString(other) + " in the fence table " + table
+                    + ", of another kind or permits: the name's kind or permits changed since the grant");
+        }
+        return new StaleSequencerException("sqlfence: " + s + ": the fence table " + table
+                + " has seen a newer grant of lock \"" + s.name() + "\" (highest token " + Long.toUnsignedString(any)
+                + ")");
     }
 
     private boolean upsert(Connection conn, Sequencer s) throws SQLException {
@@ -217,20 +264,24 @@ public final class SqlFence {
 
     private boolean upsertRow(Connection conn, Sequencer s, int slot, boolean shared) throws SQLException {
         BigDecimal tok = new BigDecimal(new BigInteger(Long.toUnsignedString(s.token())));
+        int config = s.config();
         if (dialect == Dialect.POSTGRES) {
             try (PreparedStatement ps = prepare(conn, shared ? statements.shared() : statements.exclusive(),
-                    s.name(), slot, tok);
+                    s.name(), slot, tok, config);
                     ResultSet rs = ps.executeQuery()) {
                 return rs.next();
             }
         }
         String q = shared ? statements.shared() : statements.exclusive();
-        Object[] args = shared ? new Object[] {s.name(), slot, tok} : new Object[] {s.name(), slot, tok, tok};
+        Object[] args = shared ? new Object[] {s.name(), slot, tok, config}
+                : new Object[] {s.name(), slot, tok, tok, config};
         try (PreparedStatement ps = prepare(conn, q, args)) {
             ps.executeUpdate();
         }
         String excl;
         String any;
+        String other;
+        int permits;
         try (PreparedStatement ps = prepare(conn, statements.readBack(), s.name(), slot);
                 ResultSet rs = ps.executeQuery()) {
             if (!rs.next()) {
@@ -238,11 +289,16 @@ public final class SqlFence {
             }
             excl = rs.getString(1);
             any = rs.getString(2);
+            permits = rs.getInt(3);
+            other = rs.getString(4);
         }
         long e = Long.parseUnsignedLong(excl.trim());
         long a = Long.parseUnsignedLong(any.trim());
+        long o = Long.parseUnsignedLong(other.trim());
         if (shared) {
-            return Long.compareUnsigned(e, s.token()) <= 0;
+            // The tenure rule: below another config's highest token.
+            long below = permits == config ? o : a;
+            return Long.compareUnsigned(e, s.token()) <= 0 && Long.compareUnsigned(below, s.token()) <= 0;
         }
         return e == s.token() && a == s.token();
     }
@@ -267,13 +323,15 @@ public final class SqlFence {
             q = "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)\n"
                     + "WHERE i.indrelid = to_regclass($1) AND i.indisprimary ORDER BY array_position(i.indkey::int2[], a.attnum)";
             args = new Object[] {table};
-            probe = "SELECT lock_name, slot, exclusive_token, any_token FROM " + table + " WHERE false";
+            probe = "SELECT lock_name, slot, exclusive_token, any_token, permits, other_token FROM " + table
+                    + " WHERE false";
         } else {
             q = "SELECT column_name FROM information_schema.key_column_usage\n"
                     + "WHERE table_schema = COALESCE(NULLIF(?, ''), DATABASE()) AND table_name = ? "
                     + "AND constraint_name = 'PRIMARY' ORDER BY ordinal_position";
             args = new Object[] {schema, name};
-            probe = "SELECT lock_name, slot, exclusive_token, any_token FROM " + table + " WHERE 1 = 0";
+            probe = "SELECT lock_name, slot, exclusive_token, any_token, permits, other_token FROM " + table
+                    + " WHERE 1 = 0";
         }
         List<String> key = new ArrayList<>();
         try (PreparedStatement ps = prepare(conn, q, args); ResultSet rs = ps.executeQuery()) {
@@ -296,7 +354,8 @@ public final class SqlFence {
         } catch (SQLException e) {
             if (schemaError(e)) {
                 throw new SqlFenceSchemaException("sqlfence: table " + table + ": " + e.getMessage()
-                        + " (see SqlFence.schema())", e);
+                        + " (see SqlFence.schema(); a table without the permits and other_token columns:"
+                        + " docs/FENCING.md says how to add them)", e);
             }
             throw e;
         }

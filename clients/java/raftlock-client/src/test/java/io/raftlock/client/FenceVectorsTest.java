@@ -1,6 +1,7 @@
 package io.raftlock.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -45,16 +46,50 @@ class FenceVectorsTest {
     }
 
     @Test
-    void slotSequencerNamesItsSlot() throws Exception {
-        Sequencer s = Sequencer.parse("rl1:p2:9:sem");
+    void slotSequencerNamesItsSlotAndPermits() throws Exception {
+        Sequencer s = Sequencer.parse("rl1:p2/3:9:sem");
         assertEquals(Mode.EXCLUSIVE, s.mode());
         assertEquals(2, s.slot());
+        assertEquals(3, s.permits());
+        assertEquals(3, s.config());
         assertTrue(s.isSlot());
-        assertEquals("rl1:p2:9:sem", s.toString());
+        assertEquals("rl1:p2/3:9:sem", s.toString());
         assertEquals(Sequencer.NO_SLOT, new Sequencer("a", Mode.EXCLUSIVE, 3).slot());
+        assertEquals(0, new Sequencer("a", Mode.EXCLUSIVE, 3).config());
         Fence f = new Fence();
         f.check(s);
         assertEquals(9, f.highestSlot("sem", 2));
         assertEquals(0, f.highestExclusive("sem"));
+    }
+
+    @Test
+    void slotFormWithoutPermitsIsRefusedClearly() {
+        MalformedSequencerException e =
+                assertThrows(MalformedSequencerException.class, () -> Sequencer.parse("rl1:p2:54:pool"));
+        assertTrue(e.getMessage().contains("permits"), e.getMessage());
+    }
+
+    @Test
+    void invalidSlotSequencersAreMalformed() {
+        Fence f = new Fence();
+        for (Sequencer s : new Sequencer[] {
+            new Sequencer("a", Mode.SHARED, 3, 1, 2),
+            new Sequencer("a", Mode.EXCLUSIVE, 3, 2, 2),
+            new Sequencer("a", Mode.EXCLUSIVE, 3, 0, 0),
+            new Sequencer("a", Mode.EXCLUSIVE, 3, 0, 257),
+            new Sequencer("a", Mode.EXCLUSIVE, 3, Sequencer.NO_SLOT, 2),
+        }) {
+            assertThrows(MalformedSequencerException.class, () -> f.check(s), s.toString());
+        }
+    }
+
+    @Test
+    void refusedEarlierTenureNamesBothTokens() throws Exception {
+        Fence f = new Fence();
+        f.check("rl1:p0/1:68:pool");
+        StaleSequencerException e = assertThrows(StaleSequencerException.class, () -> f.check("rl1:p2/3:54:pool"));
+        for (String want : new String[] {"54", "68", "semaphore of 3", "semaphore of 1", "kind or permits changed"}) {
+            assertTrue(e.getMessage().contains(want), e.getMessage() + " lacks " + want);
+        }
     }
 }

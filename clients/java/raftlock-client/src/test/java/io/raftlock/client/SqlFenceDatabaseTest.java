@@ -32,7 +32,7 @@ import org.junit.jupiter.params.provider.EnumSource;
  */
 class SqlFenceDatabaseTest {
     private static final String[] TABLES = {SqlFence.DEFAULT_TABLE, "stock", "writes", "fence_missing", "fence_nokey",
-        "fence_otherkey", "fence_nocol"};
+        "fence_otherkey", "fence_nocol", "fence_old"};
 
     private static String url(SqlFence.Dialect d) {
         String env = d == SqlFence.Dialect.POSTGRES ? "RAFTLOCK_TEST_PG_JDBC" : "RAFTLOCK_TEST_MYSQL_JDBC";
@@ -181,6 +181,21 @@ class SqlFenceDatabaseTest {
 
     @ParameterizedTest
     @EnumSource(SqlFence.Dialect.class)
+    void refusalNamesTheLaterTenuresToken(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d); Connection c = connect(d)) {
+            SqlFence f = fence(d, admin);
+            fenced(c, f, "rl1:p2/3:54:pool", null);
+            fenced(c, f, "rl1:p0/1:68:pool", null);
+            StaleSequencerException e =
+                    assertThrows(StaleSequencerException.class, () -> fenced(c, f, "rl1:p2/3:54:pool", null));
+            for (String want : new String[] {"54", "68", "kind or permits changed"}) {
+                assertTrue(e.getMessage().contains(want), e.getMessage() + " lacks " + want);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
     void refusesWrongSchemasAndAdmitsNothing(SqlFence.Dialect d) throws Exception {
         String name = d == SqlFence.Dialect.POSTGRES ? "text" : "varchar(512)";
         String[][] cases = {
@@ -191,6 +206,10 @@ class SqlFenceDatabaseTest {
                     + " PRIMARY KEY, slot int, exclusive_token bigint, any_token bigint)", "has primary key (lock_name)"},
             {"fence_nocol", "CREATE TABLE fence_nocol (lock_name " + name
                     + ", slot int, exclusive_token bigint, PRIMARY KEY (lock_name, slot))", "any_token"},
+            // a table of before the tenure columns
+            {"fence_old", "CREATE TABLE fence_old (lock_name " + name
+                    + ", slot int, exclusive_token bigint, any_token bigint, PRIMARY KEY (lock_name, slot))",
+                "permits and other_token"},
         };
         try (Connection admin = admin(d); Connection c = connect(d)) {
             for (String[] k : cases) {
