@@ -45,7 +45,7 @@ const semTTL = int64(10 * time.Second)
 func TestRandomSemaphoreCommands(t *testing.T) {
 	steps := 4000
 	if testing.Short() {
-		steps = 500
+		steps = 1500
 	}
 	for _, seed := range append(slices.Clone(fixedSeeds), uint64(time.Now().UnixNano())) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
