@@ -49,9 +49,8 @@ func (n *Node) bootstrapAgain(ctx context.Context) (api.TokenSecret, error) {
 		return api.TokenSecret{}, api.Errorf(api.CodePermissionDenied,
 			"ACLs were already bootstrapped on this cluster: %s in this node's data dir does not hold the reset index %d", ACLBootstrapResetFile, idx)
 	}
-	if v := n.commandVersion(); v < fsm.VersionTokenLimits {
-		return api.TokenSecret{}, api.Errorf(api.CodeInvalidArgument,
-			"acl bootstrap reset: every member must run a build that reads command version %d (one reads %d): upgrade them first", fsm.VersionTokenLimits, v)
+	if err := n.needCommands(ctx, fsm.VersionTokenLimits, "acl bootstrap reset"); err != nil {
+		return api.TokenSecret{}, err
 	}
 	t, secret, err := newToken("management", []string{"admin"})
 	if err != nil {
