@@ -473,12 +473,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// into one batch (one bbolt transaction, one AppendEntries).
 	rc.BatchApplyCh = true
 
-	stages.begin("bootstrap decision")
+	stages.begin("look for raft state")
 	hasState, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("node: inspect raft state: %w", err)
 	}
+	stages.begin(prepareStage(cfg, hasState))
 	if err := n.prepareStart(ctx, rc, logs, snaps, hasState); err != nil {
 		n.closeStores()
 		return nil, err

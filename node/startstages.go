@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -53,4 +54,22 @@ func (s *startStages) end() {
 		s.log.Info("start-up stage", "stage", s.stage, "took", took.Round(time.Microsecond))
 	}
 	s.stage = ""
+}
+
+// prepareStage names what prepareStart does for a node of cfg that has
+// Raft state already (hasState) or not: the stage of the start that may
+// wait for other nodes.
+func prepareStage(cfg Config, hasState bool) string {
+	switch {
+	case hasState:
+		return "check this node's peer entry"
+	case cfg.Join != nil:
+		return "join: ask the cluster at --join (" + strings.Join(cfg.Join.Addrs, ",") + ")"
+	case cfg.Restore != nil:
+		return "bootstrap from a backup: probe the peers"
+	case cfg.ProbePeers:
+		return "bootstrap: probe the peers (waits for every one to answer)"
+	default:
+		return "bootstrap"
+	}
 }
