@@ -116,9 +116,8 @@ func (n *Node) bootstrapAgain(ctx context.Context, secret string) (api.TokenSecr
 			"acl bootstrap reset: the request carries no reset secret, or not the one in %s (raftlock acl bootstrap --reset-secret-file FILE)",
 			ACLBootstrapResetFile)
 	}
-	if v := n.commandVersion(); v < fsm.VersionTokenLimits {
-		return api.TokenSecret{}, api.Errorf(api.CodeInvalidArgument,
-			"acl bootstrap reset: every member must run a build that reads command version %d (one reads %d): upgrade them first", fsm.VersionTokenLimits, v)
+	if err := n.needCommands(ctx, fsm.VersionTokenLimits, "acl bootstrap reset"); err != nil {
+		return api.TokenSecret{}, err
 	}
 	t, secret, err := newToken("management", []string{"admin"})
 	if err != nil {

@@ -250,14 +250,6 @@ func (n *Node) grant(name string, token uint64, mode sequencer.Mode, permits, sl
 	return g
 }
 
-// errPermitsNeedVersion5 is the answer to an acquire with permits while a
-// member of the cluster reads no command of version 5.
-func errPermitsNeedVersion5(name string, version byte) error {
-	return api.Errorf(api.CodeInvalidArgument,
-		"acquire %s: permits need command version %d, and the cluster writes %d: every member must run a build that reads command version %d",
-		name, fsm.VersionLockOptions, version, fsm.VersionLockOptions)
-}
-
 // Acquire takes a lock, trying once (Wait 0) or waiting in the lock's FIFO
 // queue up to Wait. The holder id makes it idempotent: a retry returns the
 // same grant, or finds the same place in the queue (a try answers
@@ -278,12 +270,14 @@ func (n *Node) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, 
 		return api.Grant{}, err
 	}
 	if req.MaxHold != 0 {
-		if err := n.needLockOptions("acquire with max_hold"); err != nil {
+		if err := n.needLockOptions(ctx, "acquire "+req.Name+" with max_hold"); err != nil {
 			return api.Grant{}, err
 		}
 	}
-	if v := n.commandVersion(); req.Permits > 0 && v < fsm.VersionLockOptions {
-		return api.Grant{}, errPermitsNeedVersion5(req.Name, v)
+	if req.Permits > 0 {
+		if err := n.needLockOptions(ctx, "acquire "+req.Name+" with permits"); err != nil {
+			return api.Grant{}, err
+		}
 	}
 	key := waitKey{req.Name, req.Session, req.Holder}
 	// The wait belongs to this term: the term's end answers it

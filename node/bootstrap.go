@@ -21,6 +21,9 @@ import (
 const (
 	probeEvery    = 100 * time.Millisecond
 	probeLogEvery = 5 * time.Second
+	// probeWarnAfter is how long the probe waits before it logs whom it
+	// waits for at WARN.
+	probeWarnAfter = 30 * time.Second
 )
 
 // peersConfiguration is the configuration a node bootstraps from peers:
@@ -171,7 +174,7 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 	seenEmpty := make(map[string]bool) // answered empty, same configuration
 	done := make(map[string]bool)      // answered ready, or with state after empty
 	lastErr := make(map[string]error)
-	lastLog := time.Now()
+	began, lastLog := time.Now(), time.Now()
 	for {
 		for _, p := range others {
 			if done[p.ID] {
@@ -226,8 +229,14 @@ func (n *Node) probePeers(ctx context.Context, conf raft.Configuration) (string,
 					waits = append(waits, p.ID+" (not ready yet)")
 				}
 			}
-			n.log.Info("empty data dir: waiting for every peer to answer before bootstrapping a new cluster",
-				"waiting_for", strings.Join(waits, "; "))
+			// At WARN once it has waited long: a node that waits
+			// for a peer then says so at --log-level warn too.
+			say := n.log.Info
+			if time.Since(began) >= probeWarnAfter {
+				say = n.log.Warn
+			}
+			say("empty data dir: waiting for every peer to answer before bootstrapping a new cluster",
+				"waiting_for", strings.Join(waits, "; "), "waited", time.Since(began).Round(time.Second))
 		}
 		select {
 		case <-ctx.Done():

@@ -389,34 +389,64 @@ func (n *Node) registerSelf() {
 // says it reads it): a follower asks the leader to record it, at the
 // leader's peer port (the only port that takes member records: the client
 // HTTP API does not). A node without a peer port (Config.RaftTransport)
-// records itself only when it leads.
+// records itself only when it leads. Until the table holds the record
+// (a new cluster's leader holds back what needs a newer command version
+// until then: needCommands), it looks again registerRetry after its first
+// attempt, twice as long after each next one up to registerCheck, and
+// every registerRetry while it knows no leader to ask; every
+// registerCheck once recorded.
 func (n *Node) registerLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(time.Second)
+	t := time.NewTimer(registerRetry)
 	defer t.Stop()
+	wait := registerRetry
 	for {
 		select {
 		case <-n.stop:
 			return
 		case <-t.C:
 		}
-		self := n.self()
-		_, registered := n.memberRecord(self)
-		if registered || n.ready.Load() {
-			if !registered {
-				n.registerSelf()
-			}
-			continue
+		switch registered, tried := n.registerOnce(); {
+		case registered:
+			wait = registerRetry
+			t.Reset(registerCheck)
+		case tried:
+			t.Reset(wait)
+			wait = min(2*wait, registerCheck)
+		default:
+			t.Reset(registerRetry)
 		}
-		li := n.Leader()
-		to := li.PeerAddr
-		if to == "" || li.Self {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if err := raftnet.PostMember(ctx, n.DialPeer, to, self); err != nil {
-			n.log.Debug("register with the leader", "leader", li.ID, "error", err)
-		}
-		cancel()
 	}
+}
+
+// registerRetry is registerLoop's shortest pause, registerCheck its
+// longest.
+const (
+	registerRetry = 100 * time.Millisecond
+	registerCheck = time.Second
+)
+
+// registerOnce is one round of registerLoop: it reports whether the
+// member table held this node's record already and, if not, whether it
+// asked for it (as the leader, or of the leader it knows).
+func (n *Node) registerOnce() (registered, tried bool) {
+	self := n.self()
+	if _, registered = n.memberRecord(self); registered {
+		return true, false
+	}
+	if n.ready.Load() {
+		n.registerSelf()
+		return false, true
+	}
+	li := n.Leader()
+	to := li.PeerAddr
+	if to == "" || li.Self {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := raftnet.PostMember(ctx, n.DialPeer, to, self); err != nil {
+		n.log.Debug("register with the leader", "leader", li.ID, "error", err)
+	}
+	return false, true
 }

@@ -390,6 +390,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
+	stages := &startStages{log: cfg.Logger.Named("node"), slowAfter: slowStartStage}
+	defer stages.end()
+	stages.begin("data dir")
 	if err := mkdirDurable(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
@@ -409,20 +412,24 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.metrics = m
 	n.fsm = fsm.New(n.onEvent)
 
+	stages.begin("open the stores")
 	store, logs, err := n.openStores()
 	if err != nil {
 		return nil, err
 	}
+	stages.begin("open the snapshot store")
 	snapDir := filepath.Join(cfg.DataDir, snapshotsDirName)
 	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), func(err error) { n.watched.note(snapDir, err) })
 	if err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
 	}
+	stages.begin("check the stores")
 	if err := n.checkOpenStores(filepath.Join(cfg.DataDir, "raft.db"), n.logPath, n.logs, store, snaps.FileSnapshotStore); err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	stages.begin("raft transport")
 	trans := cfg.RaftTransport
 	if trans == nil && cfg.PeerPort != nil {
 		n.peer = cfg.PeerPort
@@ -466,15 +473,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	// into one batch (one bbolt transaction, one AppendEntries).
 	rc.BatchApplyCh = true
 
+	stages.begin("look for raft state")
 	hasState, err := raft.HasExistingState(logs, store, snaps)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("node: inspect raft state: %w", err)
 	}
+	stages.begin(prepareStage(cfg, hasState))
 	if err := n.prepareStart(ctx, rc, logs, snaps, hasState); err != nil {
 		n.closeStores()
 		return nil, err
 	}
+	stages.begin("raft start (restore the snapshot, replay the log)")
 	r, err := raft.NewRaft(rc, n.fsm, logs, n.watchedStable, snaps, trans)
 	if err != nil {
 		n.closeStores()

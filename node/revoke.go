@@ -11,16 +11,6 @@ import (
 	"github.com/raftlock/raftlock/sequencer"
 )
 
-// needLockOptions refuses what only command version 5 carries while some
-// member reads less (what reads less would halt on it).
-func (n *Node) needLockOptions(what string) error {
-	if v := n.commandVersion(); v < fsm.VersionLockOptions {
-		return api.Errorf(api.CodeInvalidArgument, "%s: every member must run a build that reads command version %d (one reads %d): upgrade them first",
-			what, fsm.VersionLockOptions, v)
-	}
-	return nil
-}
-
 // RevokeGrant revokes one grant (admin): the grant ends at once (its
 // sequencer no longer checks valid), its session stays open, the lock
 // stays unavailable for the session's ttl + lock-delay (timed by the
@@ -56,7 +46,7 @@ func (n *Node) RevokeGrant(ctx context.Context, req api.RevokeRequest) (api.Revo
 		return api.Revocation{}, api.Errorf(api.CodeInvalidArgument, "lock %q: %d grants match holder %q; name the session_handle too", req.Name, len(match), req.Holder)
 	}
 	h := match[0]
-	if err := n.needLockOptions("revoke"); err != nil {
+	if err := n.needLockOptions(ctx, "revoke"); err != nil {
 		return api.Revocation{}, err
 	}
 	by, err := n.owner(ctx)
@@ -149,7 +139,7 @@ func (n *Node) CloseSessionByHandle(ctx context.Context, req api.CloseByHandleRe
 	if found == nil {
 		return api.ClosedSession{}, api.Errorf(api.CodeNotFound, "session (handle %s): unknown, closed or expired", req.Handle)
 	}
-	if err := n.needLockOptions("close session by handle"); err != nil {
+	if err := n.needLockOptions(ctx, "close session by handle"); err != nil {
 		return api.ClosedSession{}, err
 	}
 	by, err := n.owner(ctx)
@@ -196,7 +186,7 @@ func (n *Node) RequestRelease(ctx context.Context, req api.RequestReleaseRequest
 	if l, ok := n.fsm.Lock(req.Name); !ok || len(l.Holders) == 0 {
 		return api.Errorf(api.CodeNotFound, "lock %q is not held", req.Name)
 	}
-	if err := n.needLockOptions("request release"); err != nil {
+	if err := n.needLockOptions(ctx, "request release"); err != nil {
 		return err
 	}
 	res, err := n.propose(ctx, &fsm.Command{Type: fsm.CmdRequestRelease, RequestRelease: &fsm.RequestRelease{Lock: req.Name,

@@ -261,3 +261,23 @@ func TestDevFailedStartRemovesItsDataDir(t *testing.T) {
 		})
 	}
 }
+
+// A script that starts raftlockd --dev and takes a semaphore slot as soon
+// as the cluster names a leader succeeds: the new leader waits for its
+// members to record which command versions they read (or answers
+// no_leader, which the CLI retries) rather than refusing permits.
+func TestDevServesSemaphoresOnceItHasALeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs raftlockd --dev")
+	}
+	requireFreePorts(t, devPorts...)
+	bin := proccluster.BuildDaemon(t)
+	cli := proccluster.Build(t, "github.com/raftlock/raftlock/cmd/raftlock", "raftlock")
+	p := startDev(t, bin, t.TempDir())
+	proccluster.Eventually(t, 30*time.Second, "dev cluster with a leader", devHealthy)
+	script := `s=$("$0" session open) && "$0" acquire --session "$s" --permits 2 pool`
+	out, err := exec.Command("sh", "-c", script, cli).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "slot: 0 of 2") {
+		t.Fatalf("session open && acquire --permits 2 right after the leader: %v\n%s\nraftlockd:\n%s", err, out, p.log())
+	}
+}

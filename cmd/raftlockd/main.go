@@ -590,10 +590,12 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		return nil, err
 	}
 	if !o.dev {
+		began := time.Now()
 		if err := checkDataDir(ctx, spec.id, spec.dataDir); err != nil {
 			ln.Close()
 			return nil, fmt.Errorf("node: %w", err)
 		}
+		logStage(nlog, "check the data dir", time.Since(began))
 	}
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
@@ -664,6 +666,21 @@ func startServer(ctx context.Context, spec serverSpec, o options, logger hclog.L
 		"client_cert_auth", o.clientCertAuth, "acl", o.acl, "metrics_open", o.metricsOpen, "data_dir", spec.dataDir,
 		"log_store", n.LogStore(), "log", n.LogPath())
 	return s, nil
+}
+
+// slowStage is how long a stage of the start may take before it is
+// logged at WARN (node logs its own stages alike).
+const slowStage = 10 * time.Second
+
+// logStage logs that a stage of the start took took: at INFO, at WARN
+// when it was slow, so that a slow start names its stage at --log-level
+// warn too.
+func logStage(log hclog.Logger, stage string, took time.Duration) {
+	if took >= slowStage {
+		log.Warn("start-up stage was slow", "stage", stage, "took", took.Round(time.Millisecond))
+		return
+	}
+	log.Info("start-up stage", "stage", stage, "took", took.Round(time.Microsecond))
 }
 
 // nodeConfig is the node.Config of one server. --failover-grace 0s reaches

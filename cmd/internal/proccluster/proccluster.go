@@ -85,6 +85,17 @@ type Cluster struct {
 	// tls is its clients' configuration.
 	CertDir string
 	tls     *tls.Config
+
+	// startBound bounds each process's start (watchStart); closing is
+	// closed when the test's cleanup begins, which then waits for the
+	// watchers.
+	startBound time.Duration
+	closing    chan struct{}
+	watchers   sync.WaitGroup
+	// artifacts is the test's artifact directory (artifactDir), made once.
+	artifactsOnce sync.Once
+	artifacts     string
+	artifactsErr  error
 }
 
 // Start starts size raftlockd processes of bin forming one cluster, with
@@ -120,10 +131,19 @@ func ClientTLS(t testing.TB, certDir string) *tls.Config {
 
 // start lays out size nodes (TLS from certDir unless empty; node i runs
 // with extra, then each(i) if each is set), starts them all and kills
-// them when the test ends, printing their logs if it failed.
+// them when the test ends, printing their logs if it failed and keeping
+// them in the test's artifact directory (ArtifactsEnv). A node that does
+// not answer GET /v1/health within DefaultStartBound of a start fails the
+// test, its goroutines kept (watchStart).
 func start(t testing.TB, bin string, size int, certDir string, extra []string, each func(i int) []string) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, bin: bin, CertDir: certDir}
+	return startBounded(t, bin, size, certDir, extra, each, DefaultStartBound)
+}
+
+// startBounded is start with the start bound startBound.
+func startBounded(t testing.TB, bin string, size int, certDir string, extra []string, each func(i int) []string, startBound time.Duration) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, bin: bin, CertDir: certDir, startBound: startBound, closing: make(chan struct{})}
 	if certDir != "" {
 		c.tls = ClientTLS(t, certDir)
 	}
@@ -148,6 +168,8 @@ func start(t testing.TB, bin string, size int, certDir string, extra []string, e
 		c.Nodes = append(c.Nodes, n)
 	}
 	t.Cleanup(func() {
+		close(c.closing)
+		c.watchers.Wait()
 		if t.Failed() {
 			c.dumpGoroutines(5 * time.Second)
 		}
@@ -156,7 +178,12 @@ func start(t testing.TB, bin string, size int, certDir string, extra []string, e
 		}
 		if t.Failed() {
 			for _, n := range c.Nodes {
-				t.Logf("%s log:\n%s", n.ID, n.log.String())
+				t.Logf("%s log:\n%s", n.ID, n.Log())
+			}
+			if dir, err := c.keepLogs(); err != nil {
+				t.Logf("proccluster: %v", err)
+			} else {
+				t.Logf("proccluster: the nodes' logs (with their goroutines) are kept in %s", dir)
 			}
 		}
 	})
@@ -232,6 +259,8 @@ func (c *Cluster) Restart(i int) {
 	}
 	exit := make(chan struct{})
 	n.cmd, n.exit = cmd, exit
+	c.watchers.Add(1)
+	go c.watchStart(n, cmd, exit)
 	go func() {
 		err := cmd.Wait()
 		code := 0
