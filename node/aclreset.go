@@ -84,11 +84,11 @@ func parseResetFile(text string) (resetFile, error) {
 
 // bootstrapAgain is an ACL bootstrap on a bootstrapped cluster: refused
 // unless this node's data dir holds the reset file with the current reset
-// index and the secret the request carries (secret); then a new
+// index and the secret the request carries (resetSecret); then a new
 // management token is created (the earlier tokens stay; delete the lost
 // one once in), the file is removed, and the reset index moves, so that
 // neither the file nor a replay of the request allows another.
-func (n *Node) bootstrapAgain(ctx context.Context, secret string) (api.TokenSecret, error) {
+func (n *Node) bootstrapAgain(ctx context.Context, resetSecret string) (api.TokenSecret, error) {
 	idx := n.fsm.ACLBootstrapResetIndex()
 	path := filepath.Join(n.cfg.DataDir, ACLBootstrapResetFile)
 	data, err := os.ReadFile(path)
@@ -108,8 +108,8 @@ func (n *Node) bootstrapAgain(ctx context.Context, secret string) (api.TokenSecr
 		return api.TokenSecret{}, api.Errorf(api.CodePermissionDenied,
 			"ACLs were already bootstrapped on this cluster: %s in this node's data dir does not hold the reset index %d", ACLBootstrapResetFile, idx)
 	}
-	got := sha256.Sum256([]byte(secret))
-	if secret == "" || subtle.ConstantTimeCompare(got[:], rf.hash[:]) != 1 {
+	got := sha256.Sum256([]byte(resetSecret))
+	if resetSecret == "" || subtle.ConstantTimeCompare(got[:], rf.hash[:]) != 1 {
 		// Never says how it differs; the secret is never logged.
 		n.log.Warn("acl bootstrap reset refused: the request's reset secret does not match the reset file's", "file", path)
 		return api.TokenSecret{}, api.Errorf(api.CodePermissionDenied,
