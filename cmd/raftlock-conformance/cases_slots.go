@@ -32,8 +32,8 @@ func slotGrant(r message, name string, permits uint64) (uint64, error) {
 }
 
 // caseSemaphoreSlotRevoked: the worker holds both slots of a semaphore of
-// 2 (sessions a and b, ttl 1 s, lock-delay 1 s) and waits for a third
-// (session c); the suite revokes a's grant. Only a's slot goes into a
+// 2 (sessions a and b, ttl 1 s, lock-delay 1 s), and its session c waits
+// for a slot; the suite revokes a's grant. Only a's slot goes into a
 // lock-delay, ending no sooner than ttl + lock-delay after the
 // revocation. The worker reports a's lost event, with the revocation's
 // kind and reason, before that delay ends, so before the slot can be
@@ -230,7 +230,8 @@ func caseFenceTenureChange(ctx context.Context, s *suite, w *worker) (string, er
 		}
 	}
 	n := 0
-	// take holds name in session ref (mode, permits) and returns its reply.
+	// take holds name in session ref (mode, permits) as lock reference
+	// g<n>, and returns its reply; ref() is the last one's reference.
 	take := func(ref, name, mode string, permits uint64) (message, error) {
 		n++
 		r, err := w.do(ctx, message{Op: "lock", Session: ref, Lock: fmt.Sprintf("g%d", n), Name: name, Mode: mode, Permits: permits})
@@ -244,8 +245,7 @@ func caseFenceTenureChange(ctx context.Context, s *suite, w *worker) (string, er
 		}
 		return r, nil
 	}
-	// release unlocks the grants named by the replies' lock references
-	// (the n of take at the time).
+	// release unlocks the grants of lock references refs.
 	release := func(refs ...string) error {
 		for _, ref := range refs {
 			if _, err := w.do(ctx, message{Op: "unlock", Lock: ref}); err != nil {
