@@ -30,6 +30,7 @@ type testCase struct {
 func cases(cfg config) []testCase {
 	cs := []testCase{
 		{name: "fence/shared-vectors", run: caseFenceVectors},
+		{name: "fence/tenure-change", run: caseFenceTenureChange},
 		{name: "errors/documented-codes", run: caseErrorCodes},
 		{name: "keepalive/cadence-ttl-over-3", run: caseKeepaliveCadence},
 		{name: "jeopardy/then-expired-after-grace", run: caseJeopardyExpired},
@@ -56,6 +57,7 @@ func cases(cfg config) []testCase {
 		testCase{name: "secure/mutual-tls-and-acl-token", cluster: true, run: caseSecure},
 		testCase{name: "revoke/holder-told-before-next-grant", run: caseRevokedBeforeGrant},
 		testCase{name: "revoke/late-grant-after-revocation", run: caseLateGrantAfterRevocation},
+		testCase{name: "revoke/semaphore-slot-holder-told-before-next-grant", run: caseSemaphoreSlotRevoked},
 		testCase{name: "release-request/holder-told-lock-kept", run: caseReleaseRequested},
 	)
 	return cs

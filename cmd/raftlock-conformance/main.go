@@ -93,7 +93,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rounds := fs.Int("runs", 0, "runs of each lost-signal case (overrides -full)")
 	parallel := fs.Int("parallel", 0, "locks per run of each lost-signal case (overrides -full)")
 	timeout := fs.Duration("case-timeout", 3*time.Minute, "the longest a case may take")
-	broken := fs.String("broken", "", "make the Go worker a broken client, to see the suite fail (late-lost, new-holder, ignore-revoked, late-grant)")
+	broken := fs.String("broken", "", "make the Go worker a broken client, to see the suite fail (late-lost, new-holder, ignore-revoked, late-grant, ignore-slot-revoked, ignore-tenure)")
 	verbose := fs.Bool("v", false, "show the worker's stderr after every case, not only after a failed one")
 	execCmd := fs.String("exec", "", "instead of the cases, run this shell command against the cluster (its HTTP addresses in RAFTLOCK_ENDPOINTS, comma-separated) and exit with its status")
 	if err := fs.Parse(args); err != nil {

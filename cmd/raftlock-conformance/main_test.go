@@ -110,6 +110,27 @@ func TestSuiteFailsALateGrantClient(t *testing.T) {
 	}
 }
 
+// TestSuiteFailsAClientIgnoringSlotRevocations: a client that never
+// reports a semaphore slot's revoked grant lost (a plain lock's it does)
+// fails the semaphore revocation case.
+func TestSuiteFailsAClientIgnoringSlotRevocations(t *testing.T) {
+	code, out := suiteRun(t, "-run", "revoke/(semaphore|holder-told)", "-runs", "1", "-broken", "ignore-slot-revoked")
+	if code != 1 || !strings.Contains(out, "FAIL  revoke/semaphore-slot-holder-told-before-next-grant") ||
+		!strings.Contains(out, "PASS  revoke/holder-told-before-next-grant") {
+		t.Fatalf("exit code %d, want 1 with the semaphore case failed and the plain one passed", code)
+	}
+}
+
+// TestSuiteFailsAFenceWithoutTheTenureRule: a fence that applies the mode
+// and slot rules but not the tenure rule admits an old grant after a later
+// tenure's, and fails the tenure case.
+func TestSuiteFailsAFenceWithoutTheTenureRule(t *testing.T) {
+	code, out := suiteRun(t, "-run", "fence/tenure-change", "-broken", "ignore-tenure")
+	if code != 1 || !strings.Contains(out, "FAIL  fence/tenure-change") || !strings.Contains(out, "admitted an earlier tenure's grant") {
+		t.Fatalf("exit code %d, want 1 with the tenure case failed on a verdict", code)
+	}
+}
+
 // TestProxyRecordsRequestsWithoutSessionIDs: the request lines the proxy
 // keeps (for the keepalive cadence) never hold a session id.
 func TestProxyRecordsRequestsWithoutSessionIDs(t *testing.T) {

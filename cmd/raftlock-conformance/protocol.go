@@ -35,6 +35,10 @@ type message struct {
 	Wait      float64  `json:"wait,omitempty"`
 	Value     string   `json:"value,omitempty"`
 	Fence     string   `json:"fence,omitempty"`
+	// Permits (lock) takes one slot of a semaphore of that many slots
+	// (absent or 0: a plain lock); a semaphore's lock reply gives it back,
+	// with Slot, the slot granted.
+	Permits uint64 `json:"permits,omitempty"`
 	// Watch names a watch or an observation (requests watch, observe,
 	// stop; events lock_state, leader).
 	Watch string `json:"watch,omitempty"`
@@ -46,9 +50,12 @@ type message struct {
 	Sequencer string `json:"sequencer,omitempty"`
 	Token     uint64 `json:"token,omitempty"`
 	Holder    string `json:"holder,omitempty"`
-	State     string `json:"state,omitempty"`
-	Verdict   string `json:"verdict,omitempty"`
-	Client    string `json:"client,omitempty"`
+	// Slot is the semaphore slot a lock reply granted (absent on a plain
+	// lock's).
+	Slot    *uint64 `json:"slot,omitempty"`
+	State   string  `json:"state,omitempty"`
+	Verdict string  `json:"verdict,omitempty"`
+	Client  string  `json:"client,omitempty"`
 	// Holders are the tokens of a lock's holders (event lock_state; none:
 	// the lock is free).
 	Holders []uint64 `json:"holders,omitempty"`

@@ -37,7 +37,14 @@ import (
 //   - "late-grant": a waiting lock is asked for over HTTP by the worker
 //     itself, and its grant answer is taken as held however late it
 //     comes, as a client that checks a grant only against the last
-//     keepalive answer would once the revocation has left those answers.
+//     keepalive answer would once the revocation has left those answers;
+//   - "ignore-slot-revoked": a semaphore slot's grant that the cluster
+//     revoked is never reported lost (a plain lock's is), as a client
+//     that matches keepalive answers' "revoked" only against plain grants
+//     would;
+//   - "ignore-tenure": fence_check uses a fence without the tenure rule
+//     (tenurelessFence: the mode and slot rules only), as a fence from
+//     before a name's kind or permits counted would.
 type goWorker struct {
 	out    *json.Encoder
 	outMu  sync.Mutex
@@ -47,7 +54,7 @@ type goWorker struct {
 	client   *client.Client
 	sessions map[string]*session.Session
 	locks    map[string]*session.Lock
-	fences   map[string]*sequencer.Fence
+	fences   map[string]sequencer.Checker
 	streams  map[string]context.CancelFunc
 	ctx      context.Context
 	// attempt bounds one attempt of the "new-holder" variant: half the
@@ -60,7 +67,7 @@ type goWorker struct {
 // "quit" arrives.
 func runGoWorker(ctx context.Context, in io.Reader, out io.Writer) error {
 	w := &goWorker{out: json.NewEncoder(out), broken: os.Getenv("RAFTLOCK_CONFORMANCE_BROKEN"), ctx: ctx,
-		sessions: map[string]*session.Session{}, locks: map[string]*session.Lock{}, fences: map[string]*sequencer.Fence{}, streams: map[string]context.CancelFunc{}}
+		sessions: map[string]*session.Session{}, locks: map[string]*session.Lock{}, fences: map[string]sequencer.Checker{}, streams: map[string]context.CancelFunc{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var wg sync.WaitGroup
@@ -206,10 +213,13 @@ func (w *goWorker) handle(m message) message {
 		f := w.fences[m.Fence]
 		if f == nil {
 			f = sequencer.NewFence()
+			if w.broken == "ignore-tenure" {
+				f = newTenurelessFence()
+			}
 			w.fences[m.Fence] = f
 		}
 		w.mu.Unlock()
-		err := f.CheckString(m.Sequencer)
+		err := checkString(f, m.Sequencer)
 		switch {
 		case err == nil:
 			ok.Verdict = "admit"
@@ -323,6 +333,9 @@ func (w *goWorker) lock(ctx context.Context, m message) message {
 	}
 	var l *session.Lock
 	opts := []session.LockOption{session.Value(m.Value)}
+	if m.Permits > 0 {
+		opts = append(opts, session.Permits(m.Permits))
+	}
 	if w.broken == "new-holder" {
 		return w.lockNewHolder(ctx, s, m, mode)
 	}
@@ -350,7 +363,11 @@ func (w *goWorker) lock(ctx context.Context, m message) message {
 	w.locks[m.Lock] = l
 	w.mu.Unlock()
 	go w.watchLost(m.Lock, l)
-	return message{ID: m.ID, OK: ptr(true), Sequencer: l.Sequencer().String(), Token: uint64(l.Token()), Holder: l.Holder()}
+	r := message{ID: m.ID, OK: ptr(true), Sequencer: l.Sequencer().String(), Token: uint64(l.Token()), Holder: l.Holder()}
+	if l.Permits() > 0 {
+		r.Permits, r.Slot = l.Permits(), ptr(l.Slot())
+	}
+	return r
 }
 
 // watchLost reports the lock's lost event when its Lost channel closes
@@ -372,7 +389,7 @@ func (w *goWorker) watchLost(ref string, l *session.Lock) {
 			ev := message{Event: "lost", Lock: ref, At: unixSeconds(time.Now())}
 			var rev *session.RevokedError
 			if errors.As(l.Err(), &rev) {
-				if w.broken == "ignore-revoked" {
+				if w.broken == "ignore-revoked" || w.broken == "ignore-slot-revoked" && l.Permits() > 0 {
 					return
 				}
 				ev.Kind, ev.Reason = rev.Kind, rev.Reason

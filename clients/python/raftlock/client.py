@@ -35,7 +35,7 @@ from .errors import (
     SessionNotFound,
     WaitTimeout,
 )
-from .fence import EXCLUSIVE, SHARED, Sequencer, check_name
+from .fence import EXCLUSIVE, MAX_SLOTS, SHARED, Sequencer, check_name
 
 SAFE, JEOPARDY, EXPIRED, CLOSED = "safe", "jeopardy", "expired", "closed"
 
@@ -487,13 +487,15 @@ class Session:
     # ---- locks ----
 
     def lock(
-        self, name: str, shared: bool = False, *, wait: Duration | None = None, value: str = ""
+        self, name: str, shared: bool = False, *, wait: Duration | None = None, value: str = "", permits: int = 0
     ) -> Lock:
         """A lock handle on ``name``, not yet acquired: ``with
         session.lock(name):`` acquires it (waiting up to ``wait`` seconds,
         None: as long as it takes) and releases it; or call acquire() and
-        release()."""
-        return Lock(self, name, SHARED if shared else EXCLUSIVE, wait, value)
+        release(). ``permits`` N (1 to 256, exclusive only) takes one slot of
+        the semaphore ``name`` of N slots (``lock.slot``; every holder and
+        waiter asks for the same N); 0, the default: a plain lock."""
+        return Lock(self, name, SHARED if shared else EXCLUSIVE, wait, value, permits)
 
     def campaign(self, name: str, value: str = "", *, wait: Duration | None = None) -> Lock:
         """Blocks until this session leads election ``name`` (campaigners are
@@ -504,9 +506,10 @@ class Session:
         lk.acquire()
         return lk
 
-    def try_lock(self, name: str, shared: bool = False, *, value: str = "") -> Lock:
-        """Acquires ``name`` if it is free now; raises LockBusy otherwise."""
-        lk = Lock(self, name, SHARED if shared else EXCLUSIVE, 0, value)
+    def try_lock(self, name: str, shared: bool = False, *, value: str = "", permits: int = 0) -> Lock:
+        """Acquires ``name`` (a slot of it, with ``permits``: see lock()) if
+        it is free now; raises LockBusy otherwise."""
+        lk = Lock(self, name, SHARED if shared else EXCLUSIVE, 0, value, permits)
         lk.acquire()
         return lk
 
@@ -588,13 +591,19 @@ class Lock:
     a LockRevoked (set before ``lost``) when the cluster revoked the grant,
     else None. ``release_requested`` (a threading.Event) is set when another
     session asked the holder to release (``requested_by`` says who; the
-    holder chooses whether to)."""
+    holder chooses whether to). ``permits`` is the semaphore's permits the
+    lock is taken with (0: a plain lock), and ``slot`` the slot granted
+    (None before the grant and on a plain lock), which its sequencer names
+    (``rl1:p<slot>/<permits>:<token>:<name>``)."""
 
-    def __init__(self, session: Session, name: str, mode: str, wait: Duration | None, value: str) -> None:
+    def __init__(
+        self, session: Session, name: str, mode: str, wait: Duration | None, value: str, permits: int = 0
+    ) -> None:
         self.session = session
         self.name = name
         self.mode = mode
         self.value = value
+        self.permits = permits
         self.holder = session._new_holder()
         # lost and release_requested are threading.Events made when first
         # asked for (most grants are released without anyone looking: two
@@ -615,6 +624,12 @@ class Lock:
 
     def __repr__(self) -> str:
         return f"Lock({self.name!r}, {self.mode}, sequencer={str(self.sequencer) if self.sequencer else None})"
+
+    @property
+    def slot(self) -> int | None:
+        """The semaphore slot granted (0 to permits - 1); None before the
+        grant and on a plain lock."""
+        return self.sequencer.slot if self.sequencer is not None else None
 
     def __enter__(self) -> Lock:
         self.acquire()
@@ -735,6 +750,11 @@ class Lock:
             check_name(self.name)
         except ValueError as e:
             raise InvalidArgument(str(e)) from None
+        p = self.permits
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= MAX_SLOTS:
+            raise InvalidArgument(f"lock {self.name!r}: permits is {p!r}; it must be 0 (a plain lock) to {MAX_SLOTS}")
+        if p and self.mode != EXCLUSIVE:
+            raise InvalidArgument(f"lock {self.name!r}: a semaphore's slots are exclusive: permits with shared")
         s._check_open()
         s._claim(self)
         try:
@@ -747,6 +767,8 @@ class Lock:
         body: dict[str, Any] = {"name": self.name, "session": s.id, "holder": self.holder, "mode": self.mode}
         if self.value:
             body["value"] = self.value
+        if self.permits:
+            body["permits"] = self.permits
         waiting = self._wait is None or self._wait > 0
         until = None if self._wait is None else time.monotonic() + self._wait
         uncertain = False
@@ -794,6 +816,10 @@ class Lock:
             seq = ans.get("sequencer")
             if seq:
                 self.sequencer = Sequencer.parse(seq)
+            elif self.permits:
+                self.sequencer = Sequencer(
+                    ans.get("name", self.name), EXCLUSIVE, int(ans["token"]), int(ans["slot"]), self.permits
+                )
             else:
                 self.sequencer = Sequencer(ans.get("name", self.name), ans.get("mode", self.mode), int(ans["token"]))
             self._held = True

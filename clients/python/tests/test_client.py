@@ -692,3 +692,49 @@ def test_lock_names_of_printable_ascii_and_of_other_text_are_checked_alike():
     for bad in ("a\x00", "a\x1fb", "\x7f", "a\u0085"):
         with pytest.raises(MalformedSequencer):
             check_name(bad)
+
+
+def test_a_semaphore_acquire_sends_its_permits_and_keeps_the_slot(server):
+    s = open_session(server)
+    server.script.append(
+        (200, {"name": "pool", "mode": "exclusive", "token": 7, "sequencer": "rl1:p1/2:7:pool", "permits": 2, "slot": 1}, {})
+    )
+    n = len(server.seen)
+    lk = s.try_lock("pool", permits=2)
+    [body] = [b for p, b, _ in server.seen[n:] if p == "/v1/acquire"]
+    assert body["permits"] == 2 and body["mode"] == "exclusive"
+    assert lk.permits == 2 and lk.slot == 1
+    assert lk.sequencer == raftlock.Sequencer("pool", "exclusive", 7, 1, 2)
+    assert str(lk.sequencer) == "rl1:p1/2:7:pool"
+
+
+def test_a_plain_lock_sends_no_permits_and_has_no_slot(server):
+    s = open_session(server)
+    grant(server, "a", 3)
+    n = len(server.seen)
+    lk = s.try_lock("a")
+    [body] = [b for p, b, _ in server.seen[n:] if p == "/v1/acquire"]
+    assert "permits" not in body
+    assert lk.permits == 0 and lk.slot is None
+
+
+def test_a_revoked_slot_grant_is_lost_with_the_operators_reason(server):
+    s = open_session(server)
+    server.script.append(
+        (200, {"name": "pool", "mode": "exclusive", "token": 9, "sequencer": "rl1:p0/2:9:pool", "permits": 2, "slot": 0}, {})
+    )
+    lk = s.lock("pool", wait=5, permits=2).acquire()
+    server.keepalive_extra = {
+        "revoked": [{"name": "pool", "holder": lk.holder, "token": 9, "kind": "admin", "reason": "slot stuck"}]
+    }
+    assert lk.lost.wait(3)
+    assert (lk.revoked.kind, lk.revoked.reason, lk.revoked.token) == ("admin", "slot stuck", 9)
+
+
+@pytest.mark.parametrize("permits,shared", [(-1, False), (257, False), (1.5, False), (True, False), (2, True)])
+def test_bad_permits_are_refused_before_sending(server, permits, shared):
+    s = open_session(server)
+    n = len(server.seen)
+    with pytest.raises(raftlock.InvalidArgument):
+        s.try_lock("pool", shared, permits=permits)
+    assert not [p for p, _, _ in server.seen[n:] if p == "/v1/acquire"]

@@ -18,7 +18,9 @@ import java.util.function.Consumer;
  * when the grant can no longer be trusted, always before the cluster could
  * grant the lock to anyone else; {@link #revoked()} says when that was the
  * cluster's revocation, and why. {@link #releaseRequested()} completes when
- * another session asks the holder to release.
+ * another session asks the holder to release. A grant of one slot of a
+ * semaphore ({@link Session#acquire(String, Mode, Duration, String, int)})
+ * has its {@link #permits()} and {@link #slot()}, which its sequencer names.
  */
 public final class Grant {
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -28,6 +30,7 @@ public final class Grant {
     private final Mode mode;
     private final String value;
     private final String holder;
+    private final int permits;
     private final CompletableFuture<Void> lost = new CompletableFuture<>();
     private final AtomicReference<LockRevokedException> revoked = new AtomicReference<>();
     private final CompletableFuture<ReleaseRequest> requested = new CompletableFuture<>();
@@ -35,10 +38,15 @@ public final class Grant {
     private volatile boolean held;
 
     Grant(Session session, String name, Mode mode, String value) {
+        this(session, name, mode, value, 0);
+    }
+
+    Grant(Session session, String name, Mode mode, String value, int permits) {
         this.session = session;
         this.name = name;
         this.mode = mode;
         this.value = value == null ? "" : value;
+        this.permits = permits;
         byte[] b = new byte[16];
         RANDOM.nextBytes(b);
         this.holder = HexFormat.of().formatHex(b);
@@ -67,6 +75,20 @@ public final class Grant {
     /** The grant's sequencer (null before the grant): pass it to the resource you protect. */
     public Sequencer sequencer() {
         return sequencer;
+    }
+
+    /** The semaphore's permits the grant was asked with (0: a plain lock). */
+    public int permits() {
+        return permits;
+    }
+
+    /**
+     * The semaphore slot granted (0 to permits-1), as its sequencer names it;
+     * {@link Sequencer#NO_SLOT} before the grant and on a plain lock.
+     */
+    public int slot() {
+        Sequencer s = sequencer;
+        return s == null ? Sequencer.NO_SLOT : s.slot();
     }
 
     /** The grant's fencing token (0 before the grant). */
@@ -156,6 +178,14 @@ public final class Grant {
         } catch (MalformedSequencerException e) {
             throw new RaftlockException(RaftlockException.INVALID_ARGUMENT, e.getMessage());
         }
+        if (permits < 0 || permits > Sequencer.MAX_SLOTS) {
+            throw new RaftlockException(RaftlockException.INVALID_ARGUMENT, "lock \"" + name + "\": permits is " + permits
+                    + "; it must be 0 (a plain lock) to " + Sequencer.MAX_SLOTS);
+        }
+        if (permits > 0 && mode != Mode.EXCLUSIVE) {
+            throw new RaftlockException(RaftlockException.INVALID_ARGUMENT, "lock \"" + name
+                    + "\": a semaphore's slots are exclusive: permits with shared");
+        }
         s.checkOpen();
         ObjectNode body = Transport.JSON.createObjectNode();
         body.put("name", name);
@@ -164,6 +194,9 @@ public final class Grant {
         body.put("mode", mode.wire());
         if (!value.isEmpty()) {
             body.put("value", value);
+        }
+        if (permits > 0) {
+            body.put("permits", permits);
         }
         boolean waiting = wait == null || !wait.isZero() && !wait.isNegative();
         long until = wait == null ? 0 : System.nanoTime() + wait.toNanos();
@@ -229,6 +262,9 @@ public final class Grant {
             String text = ans.path("sequencer").asText("");
             if (!text.isEmpty()) {
                 seq = Sequencer.parse(text);
+            } else if (permits > 0) {
+                seq = new Sequencer(ans.path("name").asText(name), Mode.EXCLUSIVE, ans.path("token").asLong(),
+                        ans.path("slot").asInt(), permits);
             } else {
                 seq = new Sequencer(ans.path("name").asText(name), Mode.ofWire(ans.path("mode").asText(mode.wire())),
                         ans.path("token").asLong());

@@ -467,7 +467,20 @@ public final class Session implements AutoCloseable {
      * {@code invalid_argument}.
      */
     public Grant acquire(String name, Mode mode, Duration wait, String value) throws InterruptedException {
-        Grant g = new Grant(this, name, mode, value);
+        return acquire(name, mode, wait, value, 0);
+    }
+
+    /**
+     * As {@link #acquire(String, Mode, Duration, String)}, with {@code permits}
+     * N (1 to {@link Sequencer#MAX_SLOTS}, {@link Mode#EXCLUSIVE} only): one
+     * slot of the semaphore {@code name} of N slots ({@link Grant#slot()};
+     * every holder and waiter asks for the same N; docs/API.md
+     * "Semaphores"). 0: a plain lock. Other permits, or permits with
+     * {@link Mode#SHARED}, are {@code invalid_argument}, refused before
+     * sending.
+     */
+    public Grant acquire(String name, Mode mode, Duration wait, String value, int permits) throws InterruptedException {
+        Grant g = new Grant(this, name, mode, value, permits);
         g.acquire(wait, true);
         return g;
     }

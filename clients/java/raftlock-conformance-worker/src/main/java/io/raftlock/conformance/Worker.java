@@ -342,6 +342,9 @@ public final class Worker {
         locks.put(ref, g);
         ObjectNode o = JSON.createObjectNode();
         o.put("sequencer", g.sequencer().toString()).put("token", g.token()).put("holder", g.holder());
+        if (g.permits() > 0) {
+            o.put("permits", g.permits()).put("slot", g.slot());
+        }
         return o;
     }
 
@@ -349,7 +352,8 @@ public final class Worker {
         Session s = session(str(m, "session"));
         Mode mode = Mode.ofWire(m.path("mode").asText(""));
         Duration wait = dur(m, "wait");
-        Grant g = s.acquire(str(m, "name"), mode, wait == null ? Duration.ZERO : wait, m.path("value").asText(""));
+        Grant g = s.acquire(str(m, "name"), mode, wait == null ? Duration.ZERO : wait, m.path("value").asText(""),
+                m.path("permits").asInt(0));
         return granted(str(m, "lock"), g);
     }
 
