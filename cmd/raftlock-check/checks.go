@@ -104,6 +104,15 @@ func grantsOf(h History) map[string][]grant {
 // already be past its last look at Lost() before a write (the resource's
 // ordering, the first rule, still holds it back); and a revoked grant is
 // not current.
+//
+// So does a late write (heldInTransit: the write a late-write fault held
+// on its way, past the lock-delay). The second rule rests on the
+// lock-delay: a holder that looked at Lost() and then stalled wakes up
+// within it. A write stalled on the wire longer than that may land in the
+// next tenure before the next holder's first write; the fence has not
+// seen the newer token then, and admits it. Fencing promises only what
+// the first rule judges: once the resource has seen a newer token, an
+// older one is refused (docs/FENCING.md, "Late writes").
 func checkFence(h History) []Violation {
 	var vs []Violation
 	grants := grantsOf(h)
@@ -125,7 +134,7 @@ func checkFence(h History) []Violation {
 			}
 		}
 		last[w.Lock] = w
-		if revoked(h, w.Client, grantAcked(grants[w.Lock], w), w.At) {
+		if revoked(h, w.Client, grantAcked(grants[w.Lock], w), w.At) || heldInTransit(h, w) {
 			continue
 		}
 		for _, g := range grants[w.Lock] {
@@ -375,6 +384,21 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 		}
 	}
 	return vs, judged
+}
+
+// heldInTransit reports whether w is the write a late-write fault held on
+// its way to the resource: of the fault's client, lock and token, decided
+// while the fault lasted (the fault lets it land, waits for its decision,
+// and only then ends; its client is stopped meanwhile).
+func heldInTransit(h History, w WriteRec) bool {
+	target := fmt.Sprintf("client%d", w.Client)
+	for _, f := range h.Faults {
+		if f.Kind == faultLateWrite && f.Target == target && f.Lock == w.Lock && f.Token == w.Token &&
+			f.Start <= w.At && w.At <= f.End {
+			return true
+		}
+	}
+	return false
 }
 
 // grantAcked returns when the grant that write w was made under was

@@ -45,6 +45,55 @@ func TestCheckFence(t *testing.T) {
 	}
 }
 
+// TestCheckFenceLateWriteMayLandBeforeTheNewerHoldersFirst pins what
+// fencing promises a write held on the wire past the lock-delay (a
+// late-write fault): it may land in the next tenure while the resource
+// has not seen the newer token, and the fence admits it; once the
+// resource admitted the newer token, it must refuse it. A write of a
+// stale holder that was not held in transit stays judged by the
+// lock-delay rule (TestCheckFence).
+func TestCheckFenceLateWriteMayLandBeforeTheNewerHoldersFirst(t *testing.T) {
+	// A holds token 5 and releases at 400; B is granted token 9 at 500
+	// (acknowledged at 510). The late-write fault held A's write from 300
+	// to 700.
+	ops := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opRel(0, sA, hA, lk, 400, 410, resOK),
+		opAcq(1, sB, hB, lk, 490, 510, resOK, 9),
+		opKA(0, sA, 900, 901, resOK), opKA(1, sB, 900, 901, resOK),
+	}
+	late := FaultRec{Kind: faultLateWrite, Target: "client0", Start: 300, End: 700, Lock: lk, Token: 5}
+	for _, tc := range []struct {
+		name   string
+		faults []FaultRec
+		writes []WriteRec
+		want   int
+	}{
+		{"held write admitted in the next tenure before the newer holder's first write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+			write(1, sB, hB, lk, 9, 600, true)}, 0},
+		{"held write admitted after the newer holder's write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(1, sB, hB, lk, 9, 600, true),
+			write(0, sA, hA, lk, 5, 650, true)}, 1},
+		{"held write refused after the newer holder's write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(1, sB, hB, lk, 9, 600, true),
+			write(0, sA, hA, lk, 5, 650, false)}, 0},
+		{"a write of the same grant not held in transit", []FaultRec{{Kind: faultLateWrite, Target: "client0", Start: 300, End: 540, Lock: lk, Token: 5}},
+			[]WriteRec{write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+				write(1, sB, hB, lk, 9, 600, true)}, 1},
+		{"another client's late write", []FaultRec{{Kind: faultLateWrite, Target: "client2", Start: 300, End: 700, Lock: lk, Token: 5}},
+			[]WriteRec{write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+				write(1, sB, hB, lk, 9, 600, true)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(ops...)
+			h.Writes, h.Faults = tc.writes, tc.faults
+			wantViolations(t, tc.name, checkFence(h), tc.want)
+		})
+	}
+}
+
 func TestCheckFenceExpiredHolder(t *testing.T) {
 	// A's session is last kept alive at 100 and reported gone at 1500; a
 	// rejected write of A after its lease (1100) is just a stale holder.
