@@ -378,7 +378,8 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 }
 
 // revokeGrant revokes the grant of a client that holds a lock (pinned,
-// so that it keeps the grant until its Lost() closes): the holder must
+// so that it keeps the grant until its Lost() closes), of whatever kind
+// it is (exclusive, shared, a semaphore's slot): the holder must
 // learn at its keepalive that it lost the lock before anyone else is
 // granted it. Its session goes on.
 func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
@@ -393,8 +394,10 @@ func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
 		if err != nil {
 			return err
 		}
+		// One entry may grant several holders one token (shared
+		// waiters, slots): the holder id names the grant.
 		for _, h := range st.Holders {
-			if uint64(h.Token) == hold.Token {
+			if uint64(h.Token) == hold.Token && h.Holder == hold.Holder {
 				req = api.RevokeRequest{Name: hold.Lock, Holder: h.Holder, SessionHandle: h.SessionHandle,
 					Reason: fmt.Sprintf("raftlock-check: client%d", c)}
 				return nil

@@ -75,6 +75,13 @@ type Report struct {
 	Permits, SlotWrites, SlotsUsed int
 
 	Violations []Violation
+	// Around lists the history around the first violation of a check
+	// other than linearizability (aroundFirst), for a report that must
+	// stand on its own.
+	Around []string
+	// Seed is the run's seed (--seed): with the same flags it makes the
+	// same fault schedule and client choices.
+	Seed int64
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
 	// Dir is where the run kept its logs.
@@ -414,6 +421,12 @@ func (r *Report) print(w io.Writer) {
 			break
 		}
 		p("  [%s] %s", v.Check, v.What)
+	}
+	for _, l := range r.Around {
+		p("%s", l)
+	}
+	if r.exitCode() != 0 {
+		p("seed %d: run again with the same flags and --seed %d", r.Seed, r.Seed)
 	}
 	for _, a := range r.Artifacts {
 		p("wrote %s", a)

@@ -54,6 +54,10 @@ type clientConfig struct {
 	// Stream: the Go client's requests go over the stream protocol where
 	// a node serves it (--client-proto stream).
 	Stream bool `json:"stream,omitempty"`
+	// HTTP2: the client's requests go over HTTP/2 alone (h2 by ALPN over
+	// TLS, h2c without; --client-proto http2), all of them multiplexed on
+	// one connection per node.
+	HTTP2 bool `json:"http2,omitempty"`
 	// Worker, when set, is the command line of a conformance worker
 	// (docs/CONFORMANCE.md) the client drives the workload through
 	// (worker.go); SpareAddrs are the addresses of the spare nodes, which
@@ -156,6 +160,9 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	hc, err := httpClient(cfg.SourceIP, tc)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+	}
+	if cfg.HTTP2 {
+		hc.Transport.(attemptCounter).inner.(*http.Transport).Protocols = client.HTTP2Only()
 	}
 	if cfg.Stream {
 		// Under the attempt counter: from the client's source IP.
