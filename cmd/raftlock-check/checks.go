@@ -293,6 +293,12 @@ func faultsDuring(h History, from, to int64) string {
 	return ", during " + strings.Join(fs, ", ")
 }
 
+// lateGrantSlack is how soon after a hold begins its Lost() must be
+// reported closed when the grant had ended before its client knew of it
+// (the late-grant rule of checkLostBeforeRegrant): a client may hand out
+// such a lock with Lost() already closed, whose report trails the hold's.
+const lateGrantSlack = time.Second
+
 // checkLostBeforeRegrant checks the client's promise about Lost() (check
 // 5): a lock's Lost() channel closes before the cluster could grant the
 // lock to anyone else. For every grant g1 a client worked under (a hold)
@@ -312,7 +318,12 @@ func faultsDuring(h History, from, to int64) string {
 // judge them:
 //
 //   - a later grant acknowledged before the client had g1's handle (its
-//     hold): no Lost() existed yet;
+//     hold): no Lost() existed yet. The late-grant rule judges it instead:
+//     a client that learns of a grant only after the lock was granted to
+//     another (a late answer: the late-answer fault, a connection that
+//     delivers it after a cut) must not report it held with Lost() open;
+//     Lost() must be reported closed within lateGrantSlack of the hold
+//     (the exemptions below apply, up to the hold);
 //   - g1 released by its client (any release of that holder sent) or its
 //     session closed by its client (a close sent) before A2: both close
 //     Lost() first, and the report may trail the call;
@@ -363,6 +374,22 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 				from = min(from, f.Opened)
 			}
 			if a2 <= hd.Held {
+				// The late-grant rule: the client learnt of g1 only after
+				// the cluster had granted the lock to another.
+				if g1.ReleaseCall <= hd.Held || f != nil && f.CloseCall <= hd.Held || clientPaused(h, g1.Client, from, hd.Held) {
+					continue
+				}
+				judged++
+				if hd.Lost != pending && hd.Lost <= hd.Held+int64(lateGrantSlack) {
+					continue
+				}
+				open := "never closed while the client ran"
+				if hd.Lost != pending {
+					open = fmt.Sprintf("closed %v later", time.Duration(hd.Lost-hd.Held).Round(time.Millisecond))
+				}
+				vs = append(vs, Violation{Check: checkLostRegrant, At: hd.Held, Client: g1.Client,
+					What: fmt.Sprintf("client %d reported it held lock %s (token %d, Lost() open; %s) at %.3fs, after client %d was granted it (token %d) at %.3fs: a grant that ended before its client knew of it was trusted",
+						g1.Client, lock, g1.Token, open, float64(hd.Held-h.Start)/1e9, g2.Client, g2.Token, float64(a2-h.Start)/1e9)})
 				continue
 			}
 			if hd.Lost <= a2 {

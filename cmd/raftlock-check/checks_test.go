@@ -302,8 +302,8 @@ func TestLostMustCloseBeforeRegrant(t *testing.T) {
 		{"client cut off from the cluster (not paused)", nil,
 			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1700)}, nil,
 			[]FaultRec{{Kind: faultPartitionClient, Target: "client0", Start: 110, End: 1700, Lock: lk, Token: 5}}, 1, 1},
-		{"handle had not reached the client at the re-grant", nil,
-			[]HoldRec{holdRec(0, sA, hA, lk, 5, 1550, 1550)}, nil, nil, 0, 0},
+		{"handle reached the client after the re-grant, Lost() closed at once", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 1550, 1550)}, nil, nil, 0, 1},
 		{"client never had a handle (no hold)", nil, nil, nil, nil, 0, 0},
 		{"the earliest acknowledged later grant counts", []Op{
 			opOpen(2, sC, 1, 2), opKA(2, sC, 1400, 1410, resOK),
@@ -321,6 +321,56 @@ func TestLostMustCloseBeforeRegrant(t *testing.T) {
 			for _, v := range vs {
 				if v.Check != checkLostRegrant || v.Client != 0 {
 					t.Errorf("violation %+v: want check %s about client 0", v, checkLostRegrant)
+				}
+			}
+		})
+	}
+}
+
+// TestLateGrantMustNotBeTrusted pins the late-grant rule of check 5: a
+// client that learns of its grant only after the cluster granted the
+// lock to another (the late-answer fault held the answer; the grant was
+// revoked meanwhile) must not report it held with Lost() open.
+func TestLateGrantMustNotBeTrusted(t *testing.T) {
+	s := int64(time.Second)
+	// A's waiting acquire was granted token 5 at about 1 s, its answer
+	// held until 20 s; the grant was revoked at 2 s and granted to B
+	// (token 9, acknowledged at 15 s). A's session was kept alive all
+	// along.
+	base := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opWaitAcq(0, sA, hA, lk, s, 20*s, resOK, 5),
+		opWaitAcq(1, sB, hB, lk, 3*s, 15*s, resOK, 9),
+		opKA(0, sA, 21*s, 21*s+1, resOK), opKA(1, sB, 21*s, 21*s+1, resOK),
+	}
+	late := FaultRec{Kind: faultLateAnswer, Target: "client0", Start: s, End: 20 * s, Lock: lk, Token: 5, ActCall: 2 * s, ActReturn: 2*s + 1}
+	for _, tc := range []struct {
+		name         string
+		ops          []Op
+		hold         HoldRec
+		faults       []FaultRec
+		want, judged int
+	}{
+		{"late grant trusted: Lost() open", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s), []FaultRec{late}, 1, 1},
+		{"late grant trusted: Lost() never closed", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, pending), []FaultRec{late}, 1, 1},
+		{"late grant handed out with Lost() closed", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 20*s+2), []FaultRec{late}, 0, 1},
+		{"client paused before it reported the hold", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s),
+			[]FaultRec{late, {Kind: faultPauseClient, Target: "client0", Start: 16 * s, End: 19 * s}}, 0, 0},
+		{"released by its client before the hold", []Op{opRel(0, sA, hA, lk, 19*s, 19*s+1, resOK)},
+			holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s), []FaultRec{late}, 0, 0},
+		{"hold before the re-grant: the usual rule", nil, holdRec(0, sA, hA, lk, 5, 14*s, 14*s+1), []FaultRec{late}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(append(append([]Op(nil), base...), tc.ops...)...)
+			h.Holds, h.Faults = []HoldRec{tc.hold}, tc.faults
+			vs, judged := checkLostBeforeRegrant(h)
+			wantViolations(t, tc.name, vs, tc.want)
+			if judged != tc.judged {
+				t.Errorf("judged %d grants, want %d", judged, tc.judged)
+			}
+			for _, v := range vs {
+				if v.Check != checkLostRegrant || v.Client != 0 || !strings.Contains(v.What, "ended before its client knew of it") {
+					t.Errorf("violation %+v: want check %s about client 0's late grant", v, checkLostRegrant)
 				}
 			}
 		})

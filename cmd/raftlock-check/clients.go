@@ -205,6 +205,9 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 		case msgPinReply:
 			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s pinned %s token %d: %v\n", stamp(monoNow()), m.Lock, m.Token, m.OK)
+		case msgLateCaught:
+			p.replies.deliver(m)
+			fmt.Fprintf(p.logf, "%s holding the answer granting %s token %d\n", stamp(m.At), m.Lock, m.Token)
 		case msgWhereReply:
 			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s talking to %q\n", stamp(monoNow()), m.Node)

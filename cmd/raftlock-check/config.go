@@ -51,7 +51,7 @@ const (
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient, faultLateWrite,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant}
+	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant, faultLateAnswer}
 
 // diskFaults are the disk fault kinds (disks.go). They need root and
 // /dev/fuse, and put every data dir on a FUSE mount: "all" includes them

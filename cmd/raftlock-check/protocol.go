@@ -59,6 +59,14 @@ const (
 	// msgToken (Secret) gives the client a new ACL token: its requests
 	// carry it from then on (delete-token, restore).
 	msgToken = "token"
+	// msgLateArm (ID, WaitFor: the longest hold in nanoseconds) asks a
+	// client to hold the answer of its next granted waiting acquire (the
+	// late-answer fault); it answers msgLateCaught (ID, Lock, Token, Slot)
+	// once it holds one. msgLateRelease (ID; 0: whatever is armed) lets
+	// the answer go, or disarms.
+	msgLateArm     = "late_arm"
+	msgLateCaught  = "late_caught"
+	msgLateRelease = "late_release"
 )
 
 // Operation kinds.

@@ -42,6 +42,11 @@ type Report struct {
 	// LateAfterNewer counts the late-write faults whose held write landed
 	// after a newer holder's write: those prove the resource's fence.
 	LateAfterNewer int
+	// LateAnswersHeld counts the late-answer faults whose client reported
+	// the revoked grant held once its answer came (a hold): check 5 and
+	// the fencing check judge those; the others' clients refused the
+	// late grant, or gave up first.
+	LateAnswersHeld int
 
 	// ClientCuts counts the partition-client faults, CutRegrants those
 	// during which another client was granted the cut client's lock.
@@ -150,6 +155,11 @@ func analyze(h History, timeout time.Duration) *Report {
 		}
 		if f.Kind == faultLateWrite && strings.Contains(f.Note, lateAfterNewerNote) {
 			r.LateAfterNewer++
+		}
+		if f.Kind == faultLateAnswer && slices.ContainsFunc(h.Holds, func(hd HoldRec) bool {
+			return fmt.Sprintf("client%d", hd.Client) == f.Target && hd.Lock == f.Lock && hd.Token == f.Token
+		}) {
+			r.LateAnswersHeld++
 		}
 	}
 	r.Worker = workerFiguresOf(h, ss)
@@ -342,6 +352,9 @@ func (r *Report) print(w io.Writer) {
 		}
 	}
 	p("faults: %d: %s", total, strings.Join(fs, ", "))
+	if n := r.Faults[faultLateAnswer]; n > 0 {
+		p("late answers: %d, the revoked grant reported held by its client after %d", n, r.LateAnswersHeld)
+	}
 	if r.ClientCuts > 0 {
 		p("client cuts: %d, the cut client's lock granted to another during %d", r.ClientCuts, r.CutRegrants)
 	}

@@ -169,10 +169,12 @@ var awaitingFix = []string{}
 const operatorFaultTime = 30 * time.Second
 
 // operatorFaults is how many of the operator actions (restore,
-// delete-token, rotate-members) cfg injects, as a count of durations.
+// delete-token, rotate-members, revoke-grant, and late-answer, which
+// revokes the grant whose answer it holds) cfg injects, as a count of
+// durations.
 func operatorFaults(cfg Config) time.Duration {
 	var n time.Duration
-	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant} {
+	for _, k := range []string{faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant, faultLateAnswer} {
 		if slices.Contains(cfg.Faults, k) {
 			n++
 		}
@@ -434,23 +436,26 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 }
 
 // TestRevokedGrantsUnderFaults: an operator's revocations of held grants,
-// mixed with leader kills, pauses and restarts, the clients over the
-// stream protocol: no check may fail (the revoked holder's Lost() closes
-// before the next grant; fenced writes never overlap).
+// and of grants whose answer is held on its way (late-answer), mixed with
+// leader kills, pauses and restarts, the clients over the stream protocol:
+// no check may fail (the revoked holder's Lost() closes before the next
+// grant, a late grant is not trusted; fenced writes never overlap), and
+// a late answer must have reached a client that reported the grant held.
 func TestRevokedGrantsUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a real cluster and client processes")
 	}
 	cfg := testConfig(t, "")
 	cfg.ClientProto = protoStream
-	cfg.Faults = []string{faultRevokeGrant, faultKillLeader, faultPauseLeader, faultRestartAll}
-	cfg.Duration = 75 * time.Second
+	cfg.Faults = []string{faultRevokeGrant, faultLateAnswer, faultKillLeader, faultPauseLeader, faultRestartAll}
+	cfg.Duration = 90 * time.Second
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 3
 	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
 	rep := runLogged(t, cfg)
 	requireClean(t, rep, cfg.Out)
-	if rep.Faults[faultRevokeGrant] == 0 {
-		t.Errorf("no grant was revoked: %+v", rep.Faults)
+	if rep.Faults[faultRevokeGrant] == 0 || rep.LateAnswersHeld == 0 {
+		t.Errorf("no grant was revoked, or no late answer reached a client that reported the grant held (%d late answers held): %+v",
+			rep.LateAnswersHeld, rep.Faults)
 	}
 }
 
@@ -475,7 +480,8 @@ func TestCatchesGrantRevocationWithoutNotice(t *testing.T) {
 }
 
 // TestJavaWorkersUnderFaults runs every fault kind of --faults all (but
-// the disk faults and those of awaitingFix) with every client driven through the Java client's
+// the disk faults, late-answer, which holds Go clients' answers only, and
+// those of awaitingFix) with every client driven through the Java client's
 // conformance worker (clients/java/conformance-worker; issue 31):
 // no check may fail, and the Java clients must do work and hold locks.
 // The worker runs what `mvn install` built, so the test runs only where
@@ -495,7 +501,9 @@ func TestJavaWorkersUnderFaults(t *testing.T) {
 	cfg := testConfig(t, "")
 	// The disk faults judge the server, which TestMixedFaults runs them
 	// against; here they would only lengthen the run.
-	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool { return slices.Contains(awaitingFix, k) || isDiskFault(k) })
+	cfg.Faults = slices.DeleteFunc(cfg.Faults, func(k string) bool {
+		return slices.Contains(awaitingFix, k) || isDiskFault(k) || k == faultLateAnswer
+	})
 	cfg.Duration = 90*time.Second + operatorFaults(cfg)*operatorFaultTime/2
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 6
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second

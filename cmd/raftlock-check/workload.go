@@ -179,7 +179,10 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	l.token = bt.set
 	opts := []client.ClientOption{client.WithHTTPClient(hc)}
 	// The Go client's requests go through la, which answers msgWhere.
-	la := &lastAddr{inner: hc.Transport}
+	// Under la, the layer that holds a late answer (faultLateAnswer).
+	late := newLateAnswers(hc.Transport, l)
+	l.late = late.handle
+	la := &lastAddr{inner: late}
 	l.where = la.last
 	c, err := client.NewClient(addrs, client.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
