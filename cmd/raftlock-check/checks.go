@@ -192,6 +192,12 @@ func checkGrantsKept(h History) ([]Violation, int) {
 			if len(o.Holders) == 1 && o.Holders[0] == (holderInfo{Session: g.Session, Holder: g.Holder, Token: g.Token}) {
 				continue
 			}
+			// A mixed-kinds run's shared and slot grants have company.
+			if h.Mixed && slices.ContainsFunc(o.Holders, func(hd holderInfo) bool {
+				return hd.Session == g.Session && hd.Holder == g.Holder && hd.Token == g.Token
+			}) {
+				continue
+			}
 			vs = append(vs, Violation{Check: checkGrantKept, At: o.Return, Client: g.Client,
 				What: fmt.Sprintf("lock %s: client %d held token %d (session alive, not released) but a read by client %d via %s answered %s: a lost grant or a stale read",
 					o.Lock, g.Client, g.Token, o.Client, o.Node, describeHolders(o.Holders))})
@@ -347,6 +353,10 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 	}
 	grants := grantsOf(h)
 	ss := sessionsOf(h)
+	var kinds map[[3]string]grantKind
+	if h.Mixed {
+		_, kinds = kindsOf(h)
+	}
 	var vs []Violation
 	judged := 0
 	for _, lock := range slices.Sorted(maps.Keys(grants)) {
@@ -360,7 +370,8 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 			for j := i + 1; j < len(gs); j++ {
 				g := &gs[j]
 				if g.Token > g1.Token && (g.Session != g1.Session || g.Holder != g1.Holder) &&
-					(g2 == nil || g.Acked < g2.Acked) {
+					(g2 == nil || g.Acked < g2.Acked) &&
+					(kinds == nil || conflicts(kinds[[3]string{g1.Session, g1.Holder, lock}], kinds[[3]string{g.Session, g.Holder, lock}])) {
 					g2 = g
 				}
 			}
@@ -444,6 +455,9 @@ func grantAcked(gs []grant, w WriteRec) int64 {
 func quickChecks(h History) []Violation {
 	if h.Permits > 0 {
 		return semaphoreChecks(h)
+	}
+	if h.Mixed {
+		return mixedChecks(h)
 	}
 	vs := checkFence(h)
 	gv, _ := checkGrantsKept(h)

@@ -137,6 +137,14 @@ type Config struct {
 	// naive waiter.
 	Permits int
 
+	// MixedKinds makes every acquire pick its kind at random: exclusive,
+	// shared, or a semaphore of 1 to maxMixedPermits permits (mixed.go).
+	// An acquire whose kind disagrees with the lock's while it is held or
+	// waited for is refused (invalid_argument), so a name's kind changes
+	// between tenures only. The Go clients only, no naive waiter, no
+	// --permits.
+	MixedKinds bool
+
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
@@ -209,6 +217,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
 	fs.StringVar(&cfg.ResourcePostgres, "resource-postgres", "", "a PostgreSQL `DSN`: the protected resource is that database, every write a transaction fenced by the SQL fence (its tables raftlock_fence and checker_writes are dropped and made anew)")
 	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
+	fs.BoolVar(&cfg.MixedKinds, "mixed-kinds", false, "every acquire picks its kind at random: exclusive, shared, or a semaphore of 1 to 3 permits (one refused with invalid_argument while the lock is held or waited for in another kind); the checks judge every tenure by its kind")
 	fs.IntVar(&cfg.Permits, "permits", 0, "above 0: a semaphore run, every lock taken with that many permits (slots); the checks judge each slot as a lock and at most N writers at once")
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
@@ -309,6 +318,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
 	case c.Permits < 0 || c.Permits > api.MaxPermits:
 		return fmt.Errorf("--permits %d: want 0 (plain locks) to %d", c.Permits, api.MaxPermits)
+	case c.MixedKinds && (c.Permits > 0 || c.WorkerClients > 0):
+		return fmt.Errorf("--mixed-kinds: not with --permits or --worker-clients (the Go clients pick the kinds)")
 	case c.Permits > 0 && c.WorkerClients > 0:
 		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
 	}

@@ -60,8 +60,16 @@ func aroundFirst(h History, vs []Violation) []string {
 		if o.Token != 0 {
 			s += fmt.Sprintf(" token %d", o.Token)
 		}
-		if h.Permits > 0 && o.Kind == kindAcquire && o.Result == resOK {
+		switch {
+		case o.Kind == kindAcquire && o.Permits > 0:
+			s += fmt.Sprintf(" of %d permits", o.Permits)
+			if o.Result == resOK {
+				s += fmt.Sprintf(" slot %d", o.Slot)
+			}
+		case h.Permits > 0 && o.Kind == kindAcquire && o.Result == resOK:
 			s += fmt.Sprintf(" slot %d", o.Slot)
+		case o.Kind == kindAcquire && o.Mode == modeShared:
+			s += " shared"
 		}
 		if o.Session != "" {
 			s += " session " + short(o.Session, o.Holder)

@@ -83,8 +83,12 @@ const (
 // definite failures the model distinguishes; resUnknown is an outcome the
 // client cannot know (the call gave up, or the connection broke).
 const (
-	resOK          = "ok"
-	resBusy        = "busy"
+	resOK   = "ok"
+	resBusy = "busy"
+	// resInvalid: invalid_argument, changing nothing; in a run with
+	// --mixed-kinds, an acquire whose kind (mode, permits) disagrees with
+	// the lock's while it is held or waited for.
+	resInvalid     = "invalid"
 	resNotFound    = "not_found"
 	resWaitTimeout = "wait_timeout"
 	resNotHolder   = "not_holder"
@@ -143,6 +147,10 @@ type message struct {
 	// Slot is the semaphore slot of an acquire's grant and of a hold (a
 	// run with --permits; 0 otherwise).
 	Slot uint64 `json:"slot,omitempty"`
+	// Mode and Permits are an acquire's kind: "shared" or empty
+	// (exclusive), and its permits (0: a plain lock).
+	Mode    string `json:"mode,omitempty"`
+	Permits uint64 `json:"permits,omitempty"`
 	// Secret is msgToken's ACL token secret (checker to client only; never
 	// logged).
 	Secret string `json:"secret,omitempty"`

@@ -23,8 +23,8 @@ import (
 // process it starts is stopped and every iptables rule removed before it
 // returns, also when ctx ends early (the report then covers what ran).
 func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err error) {
-	if cfg.Permits > 0 {
-		cfg.NaiveShare = 0 // the naive waiter takes plain locks only
+	if cfg.Permits > 0 || cfg.MixedKinds {
+		cfg.NaiveShare = 0 // the naive waiter takes plain exclusive locks only
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 	}
 	hist, track := newHistoryLog(), newTracker()
-	hist.permits = cfg.Permits
+	hist.permits, hist.mixed = cfg.Permits, cfg.MixedKinds
 	var res fencedResource = newResource()
 	if cfg.ResourcePostgres != "" {
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -324,6 +324,9 @@ func describe(cfg Config) string {
 	}
 	if cfg.Permits > 0 {
 		s += fmt.Sprintf(", semaphores of %d permits", cfg.Permits)
+	}
+	if cfg.MixedKinds {
+		s += ", mixed kinds"
 	}
 	if cfg.ClientProto != "" && cfg.ClientProto != protoHTTP {
 		s += ", clients over " + cfg.ClientProto

@@ -368,6 +368,45 @@ func TestCatchesEarlySlotRegrantAfterRevoke(t *testing.T) {
 	}
 }
 
+// TestMixedKindsUnderFaults is the mixed-kinds workload (--mixed-kinds):
+// every acquire picks exclusive, shared or a semaphore of 1 to 3 permits,
+// so a name's kind changes between tenures (an acquire of another kind
+// while it is held or waited for is refused, invalid_argument), and the
+// resource keeps one fence per name across them, under leader kills,
+// pauses and restarts, paused, cut-off and late writers, revocations and
+// late answers. No check may fail (every write judged by its grant's
+// kind: checkTenures); exclusive, shared and semaphores of two sizes at
+// least must be granted, some acquires refused for their kind, and writes
+// judged.
+func TestMixedKindsUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a real cluster and client processes for two minutes")
+	}
+	cfg := testConfig(t, "")
+	cfg.MixedKinds = true
+	cfg.Faults = []string{faultKillLeader, faultPauseLeader, faultPauseClient, faultLateWrite, faultPartitionLeader,
+		faultPartitionClient, faultRestartAll, faultTransferLeader, faultRevokeGrant, faultLateAnswer}
+	dropPartitions(t, &cfg)
+	cfg.Duration = 75*time.Second + operatorFaults(cfg)*operatorFaultTime/2
+	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 5
+	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
+	rep := runLogged(t, cfg)
+	requireNoViolations(t, rep, cfg.Out)
+	sizes := 0
+	for n := 1; n <= maxMixedPermits; n++ {
+		if rep.KindsGranted[fmt.Sprintf("semaphore of %d", n)] > 0 {
+			sizes++
+		}
+	}
+	if rep.KindsGranted["exclusive"] == 0 || rep.KindsGranted["shared"] == 0 || sizes < 2 {
+		t.Errorf("the kinds did not meet: grants %v; want exclusive, shared and semaphores of two sizes at least", rep.KindsGranted)
+	}
+	if rep.OpCounts[kindAcquire][resInvalid] == 0 || rep.TenureWrites == 0 || rep.LostJudged == 0 {
+		t.Errorf("the run proves little: %d acquires refused for their kind, %d accepted writes and %d re-grants judged",
+			rep.OpCounts[kindAcquire][resInvalid], rep.TenureWrites, rep.LostJudged)
+	}
+}
+
 // TestCatchesSkippedSlotDelay: the build that skips the lock-delay
 // frees an expired holder's slot at once; a holder paused past its TTL
 // wakes up and writes inside its slot's next tenure. The fencing check,
