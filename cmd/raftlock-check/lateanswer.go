@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,9 +31,9 @@ import (
 // its writes.
 //
 // The answer is held in the client process, by a layer above the Go
-// client's transport (lateAnswers), for the first acquire granted after
-// the checker armed it (msgLateArm) whose request may last at least
-// lateAnswerMin more.
+// client's transport (lateAnswers): the checker arms every Go client
+// (msgLateArm), and the first acquire granted to one of them whose
+// request may last at least lateAnswerMin more is held.
 const faultLateAnswer = "late-answer"
 
 // lateAnswerExtra is how much longer than the TTL + lock-delay an answer
@@ -136,7 +137,8 @@ func (la *lateAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 		la.handle(message{T: msgLateRelease, ID: a.id})
 		return resp, nil
 	}
-	caught := message{T: msgLateCaught, ID: a.id, At: monoNow(), Lock: g.Name, Token: g.Token, WaitFor: int64(a.max)}
+	caught := message{T: msgLateCaught, ID: a.id, At: monoNow(), Lock: g.Name, Token: g.Token, WaitFor: int64(a.max),
+		Holder: holderOf(req)}
 	if g.Slot != nil {
 		caught.Slot = *g.Slot
 	}
@@ -155,30 +157,23 @@ func (la *lateAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// lateAnswer injects faultLateAnswer: it arms a Go client (not a worker's)
-// that is not paused, preferably one that waits for a lock, waits for the answer it holds, revokes that grant,
+// lateAnswer injects faultLateAnswer: it arms every Go client (not a
+// worker's) that is not paused, takes the first answer one of them holds
+// (armLateAnswer), revokes that grant,
 // lets the answer go once another client was granted the lock (the slot)
 // or the client's hold ran out, and then watches the holder as after a
 // revoke-grant (watchRevoked).
 func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
-	goClients := in.cfg.Clients - in.cfg.WorkerClients
-	if goClients <= 0 {
-		return FaultRec{}, fmt.Errorf("%w: no Go client", errSkipped)
-	}
-	c, ok := in.track.pickWaiter(in.rng, goClients, func(i int) bool { return !in.cs.procs[i].isPaused() })
-	if !ok {
-		return FaultRec{}, fmt.Errorf("%w: every Go client is paused", errSkipped)
+	hold := in.cfg.TTL + in.cfg.LockDelay + lateAnswerExtra
+	c, caught, err := in.armLateAnswer(ctx, hold)
+	if err != nil {
+		return FaultRec{}, err
 	}
 	p := in.cs.procs[c]
-	hold := in.cfg.TTL + in.cfg.LockDelay + lateAnswerExtra
-	actx, cancel := context.WithTimeout(ctx, lateAnswerCatch)
-	caught, err := p.request(actx, message{T: msgLateArm, WaitFor: int64(hold)})
-	cancel()
-	if err != nil {
-		p.send(message{T: msgLateRelease}) // disarm
-		return FaultRec{}, fmt.Errorf("%w: no waiting acquire of client%d granted within %s: %v", errSkipped, c, lateAnswerCatch, err)
+	caughtAt := caught.At
+	if caughtAt == 0 {
+		caughtAt = monoNow()
 	}
-	caughtAt := monoNow()
 	release := func() { p.send(message{T: msgLateRelease, ID: caught.ID}) }
 	var req api.RevokeRequest
 	err = in.cl.adminCall(ctx, func(ctx context.Context, cl *client.Client) error {
@@ -187,7 +182,9 @@ func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
 			return err
 		}
 		for _, h := range st.Holders {
-			if uint64(h.Token) == caught.Token && h.Slot == caught.Slot {
+			// One entry may grant several holders one token: the holder id,
+			// where the request's body named it, picks the grant.
+			if uint64(h.Token) == caught.Token && h.Slot == caught.Slot && (caught.Holder == "" || h.Holder == caught.Holder) {
 				req = api.RevokeRequest{Name: caught.Lock, Holder: h.Holder, SessionHandle: h.SessionHandle,
 					Reason: fmt.Sprintf("raftlock-check: late answer to client%d", c)}
 				return nil
@@ -230,4 +227,72 @@ func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
 	rec.Note += in.watchRevoked(ctx, c, hd, newer, lostCh, rec.ActCall) + ")"
 	rec.End = monoNow()
 	return rec, nil
+}
+
+// armLateAnswer arms every Go client that is not paused to hold the
+// answer of its next granted acquire, for at most hold, and returns the
+// first that caught one within lateAnswerCatch, with what it caught. The
+// others are disarmed; one that caught an answer all the same lets it go
+// at once (a late answer of a grant nobody revoked changes nothing).
+func (in *injector) armLateAnswer(ctx context.Context, hold time.Duration) (int, message, error) {
+	type armed struct {
+		c   int
+		m   message
+		err error
+	}
+	var eligible []int
+	for c := range in.cfg.Clients - in.cfg.WorkerClients {
+		if !in.cs.procs[c].isPaused() {
+			eligible = append(eligible, c)
+		}
+	}
+	if len(eligible) == 0 {
+		return 0, message{}, fmt.Errorf("%w: no Go client that is not paused", errSkipped)
+	}
+	actx, cancel := context.WithTimeout(ctx, lateAnswerCatch)
+	defer cancel()
+	answers := make(chan armed, len(eligible))
+	for _, c := range eligible {
+		go func() {
+			m, err := in.cs.procs[c].request(actx, message{T: msgLateArm, WaitFor: int64(hold)})
+			answers <- armed{c, m, err}
+		}()
+	}
+	first := armed{err: errors.New("none")}
+	for range eligible {
+		a := <-answers
+		if a.err == nil && first.err != nil {
+			first = a
+			cancel() // the others give up
+			continue
+		}
+		p := in.cs.procs[a.c]
+		if a.err == nil {
+			p.send(message{T: msgLateRelease, ID: a.m.ID})
+		} else {
+			p.send(message{T: msgLateRelease}) // disarm
+		}
+	}
+	if first.err != nil {
+		return 0, message{}, fmt.Errorf("%w: no acquire of %d Go clients granted within %s", errSkipped, len(eligible), lateAnswerCatch)
+	}
+	return first.c, first.m, nil
+}
+
+// holderOf returns the holder id an acquire request's body names, or ""
+// if its body cannot be read again.
+func holderOf(req *http.Request) string {
+	if req.GetBody == nil {
+		return ""
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return ""
+	}
+	defer body.Close()
+	var b api.AcquireBody
+	if json.NewDecoder(body).Decode(&b) != nil {
+		return ""
+	}
+	return b.Holder
 }

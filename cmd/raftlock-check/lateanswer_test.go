@@ -14,8 +14,8 @@ import (
 
 // TestLateAnswerHoldsOneGrantedAcquire pins the client side of the
 // late-answer fault: armed, the layer holds the answer of the next
-// granted acquire whose request may last the hold (telling the checker
-// which grant it holds), lets every other request through meanwhile, and
+// granted acquire whose request may last long enough (telling the
+// checker which grant, and holder, it holds), lets every other request through meanwhile, and
 // delivers the held answer, intact, once released (or its request is
 // about to time out).
 func TestLateAnswerHoldsOneGrantedAcquire(t *testing.T) {
@@ -32,7 +32,7 @@ func TestLateAnswerHoldsOneGrantedAcquire(t *testing.T) {
 	la := newLateAnswers(http.DefaultTransport, l)
 	hc := &http.Client{Transport: la}
 	post := func(ctx context.Context, path string) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader("{}"))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(`{"name":"check/lock0","holder":"h1"}`))
 		return hc.Do(req)
 	}
 	la.handle(message{T: msgLateArm, ID: 7, WaitFor: int64(time.Minute)})
@@ -75,8 +75,8 @@ func TestLateAnswerHoldsOneGrantedAcquire(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if caught.T != msgLateCaught || caught.ID != 7 || caught.Lock != "check/lock0" || caught.Token != 42 {
-		t.Fatalf("caught %+v, want late_caught 7 of check/lock0 token 42", caught)
+	if caught.T != msgLateCaught || caught.ID != 7 || caught.Lock != "check/lock0" || caught.Token != 42 || caught.Holder != "h1" {
+		t.Fatalf("caught %+v, want late_caught 7 of check/lock0 token 42, holder h1", caught)
 	}
 	// The rest of the traffic flows while the answer is held.
 	resp, err = post(context.Background(), "/v1/keepalive")

@@ -96,10 +96,9 @@ func dropDisks(t *testing.T, cfg *Config) {
 }
 
 // diskFaultTime is how much longer TestMixedFaults runs for each disk
-// fault kind it injects (a power loss restarts every node, then the
-// leader, then a follower; a disk is filled twice for 4-7 s; a slow disk
-// lasts 5-8 s).
-const diskFaultTime = 15 * time.Second
+// fault kind it injects (a power loss restarts every node, or the leader,
+// or a follower; a disk is filled for 4-7 s; a slow disk lasts 5-8 s).
+const diskFaultTime = 10 * time.Second
 
 // runLogged runs the checker with cfg and logs its summary. The run's
 // directory is logged first, so that a run the test's timeout kills
@@ -387,7 +386,7 @@ func TestMixedKindsUnderFaults(t *testing.T) {
 	cfg.Faults = []string{faultKillLeader, faultPauseLeader, faultPauseClient, faultLateWrite, faultPartitionLeader,
 		faultPartitionClient, faultRestartAll, faultTransferLeader, faultRevokeGrant, faultLateAnswer}
 	dropPartitions(t, &cfg)
-	cfg.Duration = 75*time.Second + operatorFaults(cfg)*operatorFaultTime/2
+	cfg.Duration = 60*time.Second + operatorFaults(cfg)*operatorFaultTime/2
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 5
 	cfg.GapMin, cfg.GapMax = time.Second, 2*time.Second
 	rep := runLogged(t, cfg)

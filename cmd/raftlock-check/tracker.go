@@ -157,29 +157,3 @@ func (t *tracker) pickHolder(rng *rand.Rand, eligible func(client int, hold mess
 	c := pool[rng.Intn(len(pool))]
 	return c, t.holding[c], true
 }
-
-// pickWaiter picks, among the clients below n that are eligible, one that
-// waits for a lock now (any of them if none waits), so that the answer of
-// its wait comes soon.
-func (t *tracker) pickWaiter(rng *rand.Rand, n int, eligible func(client int) bool) (client int, ok bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var waiting, any []int
-	for c := range n {
-		if !eligible(c) {
-			continue
-		}
-		any = append(any, c)
-		if len(t.waiting[c]) > 0 {
-			waiting = append(waiting, c)
-		}
-	}
-	pool := waiting
-	if len(pool) == 0 {
-		pool = any
-	}
-	if len(pool) == 0 {
-		return 0, false
-	}
-	return pool[rng.Intn(len(pool))], true
-}
