@@ -104,6 +104,15 @@ func grantsOf(h History) map[string][]grant {
 // already be past its last look at Lost() before a write (the resource's
 // ordering, the first rule, still holds it back); and a revoked grant is
 // not current.
+//
+// So does a late write (heldInTransit: the write a late-write fault held
+// on its way, past the lock-delay). The second rule rests on the
+// lock-delay: a holder that looked at Lost() and then stalled wakes up
+// within it. A write stalled on the wire longer than that may land in the
+// next tenure before the next holder's first write; the fence has not
+// seen the newer token then, and admits it. Fencing promises only what
+// the first rule judges: once the resource has seen a newer token, an
+// older one is refused (docs/FENCING.md, "Late writes").
 func checkFence(h History) []Violation {
 	var vs []Violation
 	grants := grantsOf(h)
@@ -125,7 +134,7 @@ func checkFence(h History) []Violation {
 			}
 		}
 		last[w.Lock] = w
-		if revoked(h, w.Client, grantAcked(grants[w.Lock], w), w.At) {
+		if revoked(h, w.Client, grantAcked(grants[w.Lock], w), w.At) || heldInTransit(h, w) {
 			continue
 		}
 		for _, g := range grants[w.Lock] {
@@ -181,6 +190,12 @@ func checkGrantsKept(h History) ([]Violation, int) {
 			}
 			judged++
 			if len(o.Holders) == 1 && o.Holders[0] == (holderInfo{Session: g.Session, Holder: g.Holder, Token: g.Token}) {
+				continue
+			}
+			// A mixed-kinds run's shared and slot grants have company.
+			if h.Mixed && slices.ContainsFunc(o.Holders, func(hd holderInfo) bool {
+				return hd.Session == g.Session && hd.Holder == g.Holder && hd.Token == g.Token
+			}) {
 				continue
 			}
 			vs = append(vs, Violation{Check: checkGrantKept, At: o.Return, Client: g.Client,
@@ -284,6 +299,12 @@ func faultsDuring(h History, from, to int64) string {
 	return ", during " + strings.Join(fs, ", ")
 }
 
+// lateGrantSlack is how soon after a hold begins its Lost() must be
+// reported closed when the grant had ended before its client knew of it
+// (the late-grant rule of checkLostBeforeRegrant): a client may hand out
+// such a lock with Lost() already closed, whose report trails the hold's.
+const lateGrantSlack = time.Second
+
 // checkLostBeforeRegrant checks the client's promise about Lost() (check
 // 5): a lock's Lost() channel closes before the cluster could grant the
 // lock to anyone else. For every grant g1 a client worked under (a hold)
@@ -303,7 +324,12 @@ func faultsDuring(h History, from, to int64) string {
 // judge them:
 //
 //   - a later grant acknowledged before the client had g1's handle (its
-//     hold): no Lost() existed yet;
+//     hold): no Lost() existed yet. The late-grant rule judges it instead:
+//     a client that learns of a grant only after the lock was granted to
+//     another (a late answer: the late-answer fault, a connection that
+//     delivers it after a cut) must not report it held with Lost() open;
+//     Lost() must be reported closed within lateGrantSlack of the hold
+//     (the exemptions below apply, up to the hold);
 //   - g1 released by its client (any release of that holder sent) or its
 //     session closed by its client (a close sent) before A2: both close
 //     Lost() first, and the report may trail the call;
@@ -327,6 +353,10 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 	}
 	grants := grantsOf(h)
 	ss := sessionsOf(h)
+	var kinds map[[3]string]grantKind
+	if h.Mixed {
+		_, kinds = kindsOf(h)
+	}
 	var vs []Violation
 	judged := 0
 	for _, lock := range slices.Sorted(maps.Keys(grants)) {
@@ -340,7 +370,8 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 			for j := i + 1; j < len(gs); j++ {
 				g := &gs[j]
 				if g.Token > g1.Token && (g.Session != g1.Session || g.Holder != g1.Holder) &&
-					(g2 == nil || g.Acked < g2.Acked) {
+					(g2 == nil || g.Acked < g2.Acked) &&
+					(kinds == nil || conflicts(kinds[[3]string{g1.Session, g1.Holder, lock}], kinds[[3]string{g.Session, g.Holder, lock}])) {
 					g2 = g
 				}
 			}
@@ -354,6 +385,22 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 				from = min(from, f.Opened)
 			}
 			if a2 <= hd.Held {
+				// The late-grant rule: the client learnt of g1 only after
+				// the cluster had granted the lock to another.
+				if g1.ReleaseCall <= hd.Held || f != nil && f.CloseCall <= hd.Held || clientPaused(h, g1.Client, from, hd.Held) {
+					continue
+				}
+				judged++
+				if hd.Lost != pending && hd.Lost <= hd.Held+int64(lateGrantSlack) {
+					continue
+				}
+				open := "never closed while the client ran"
+				if hd.Lost != pending {
+					open = fmt.Sprintf("closed %v later", time.Duration(hd.Lost-hd.Held).Round(time.Millisecond))
+				}
+				vs = append(vs, Violation{Check: checkLostRegrant, At: hd.Held, Client: g1.Client,
+					What: fmt.Sprintf("client %d reported it held lock %s (token %d, Lost() open; %s) at %.3fs, after client %d was granted it (token %d) at %.3fs: a grant that ended before its client knew of it was trusted",
+						g1.Client, lock, g1.Token, open, float64(hd.Held-h.Start)/1e9, g2.Client, g2.Token, float64(a2-h.Start)/1e9)})
 				continue
 			}
 			if hd.Lost <= a2 {
@@ -377,6 +424,21 @@ func checkLostBeforeRegrant(h History) ([]Violation, int) {
 	return vs, judged
 }
 
+// heldInTransit reports whether w is the write a late-write fault held on
+// its way to the resource: of the fault's client, lock and token, decided
+// while the fault lasted (the fault lets it land, waits for its decision,
+// and only then ends; its client is stopped meanwhile).
+func heldInTransit(h History, w WriteRec) bool {
+	target := fmt.Sprintf("client%d", w.Client)
+	for _, f := range h.Faults {
+		if f.Kind == faultLateWrite && f.Target == target && f.Lock == w.Lock && f.Token == w.Token &&
+			f.Start <= w.At && w.At <= f.End {
+			return true
+		}
+	}
+	return false
+}
+
 // grantAcked returns when the grant that write w was made under was
 // acknowledged (the first grant of gs with w's session, holder and token;
 // w.At if none is).
@@ -393,6 +455,9 @@ func grantAcked(gs []grant, w WriteRec) int64 {
 func quickChecks(h History) []Violation {
 	if h.Permits > 0 {
 		return semaphoreChecks(h)
+	}
+	if h.Mixed {
+		return mixedChecks(h)
 	}
 	vs := checkFence(h)
 	gv, _ := checkGrantsKept(h)

@@ -45,6 +45,55 @@ func TestCheckFence(t *testing.T) {
 	}
 }
 
+// TestCheckFenceLateWriteMayLandBeforeTheNewerHoldersFirst pins what
+// fencing promises a write held on the wire past the lock-delay (a
+// late-write fault): it may land in the next tenure while the resource
+// has not seen the newer token, and the fence admits it; once the
+// resource admitted the newer token, it must refuse it. A write of a
+// stale holder that was not held in transit stays judged by the
+// lock-delay rule (TestCheckFence).
+func TestCheckFenceLateWriteMayLandBeforeTheNewerHoldersFirst(t *testing.T) {
+	// A holds token 5 and releases at 400; B is granted token 9 at 500
+	// (acknowledged at 510). The late-write fault held A's write from 300
+	// to 700.
+	ops := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+		opRel(0, sA, hA, lk, 400, 410, resOK),
+		opAcq(1, sB, hB, lk, 490, 510, resOK, 9),
+		opKA(0, sA, 900, 901, resOK), opKA(1, sB, 900, 901, resOK),
+	}
+	late := FaultRec{Kind: faultLateWrite, Target: "client0", Start: 300, End: 700, Lock: lk, Token: 5}
+	for _, tc := range []struct {
+		name   string
+		faults []FaultRec
+		writes []WriteRec
+		want   int
+	}{
+		{"held write admitted in the next tenure before the newer holder's first write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+			write(1, sB, hB, lk, 9, 600, true)}, 0},
+		{"held write admitted after the newer holder's write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(1, sB, hB, lk, 9, 600, true),
+			write(0, sA, hA, lk, 5, 650, true)}, 1},
+		{"held write refused after the newer holder's write", []FaultRec{late}, []WriteRec{
+			write(0, sA, hA, lk, 5, 100, true), write(1, sB, hB, lk, 9, 600, true),
+			write(0, sA, hA, lk, 5, 650, false)}, 0},
+		{"a write of the same grant not held in transit", []FaultRec{{Kind: faultLateWrite, Target: "client0", Start: 300, End: 540, Lock: lk, Token: 5}},
+			[]WriteRec{write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+				write(1, sB, hB, lk, 9, 600, true)}, 1},
+		{"another client's late write", []FaultRec{{Kind: faultLateWrite, Target: "client2", Start: 300, End: 700, Lock: lk, Token: 5}},
+			[]WriteRec{write(0, sA, hA, lk, 5, 100, true), write(0, sA, hA, lk, 5, 550, true),
+				write(1, sB, hB, lk, 9, 600, true)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(ops...)
+			h.Writes, h.Faults = tc.writes, tc.faults
+			wantViolations(t, tc.name, checkFence(h), tc.want)
+		})
+	}
+}
+
 func TestCheckFenceExpiredHolder(t *testing.T) {
 	// A's session is last kept alive at 100 and reported gone at 1500; a
 	// rejected write of A after its lease (1100) is just a stale holder.
@@ -253,8 +302,8 @@ func TestLostMustCloseBeforeRegrant(t *testing.T) {
 		{"client cut off from the cluster (not paused)", nil,
 			[]HoldRec{holdRec(0, sA, hA, lk, 5, 21, 1700)}, nil,
 			[]FaultRec{{Kind: faultPartitionClient, Target: "client0", Start: 110, End: 1700, Lock: lk, Token: 5}}, 1, 1},
-		{"handle had not reached the client at the re-grant", nil,
-			[]HoldRec{holdRec(0, sA, hA, lk, 5, 1550, 1550)}, nil, nil, 0, 0},
+		{"handle reached the client after the re-grant, Lost() closed at once", nil,
+			[]HoldRec{holdRec(0, sA, hA, lk, 5, 1550, 1550)}, nil, nil, 0, 1},
 		{"client never had a handle (no hold)", nil, nil, nil, nil, 0, 0},
 		{"the earliest acknowledged later grant counts", []Op{
 			opOpen(2, sC, 1, 2), opKA(2, sC, 1400, 1410, resOK),
@@ -272,6 +321,56 @@ func TestLostMustCloseBeforeRegrant(t *testing.T) {
 			for _, v := range vs {
 				if v.Check != checkLostRegrant || v.Client != 0 {
 					t.Errorf("violation %+v: want check %s about client 0", v, checkLostRegrant)
+				}
+			}
+		})
+	}
+}
+
+// TestLateGrantMustNotBeTrusted pins the late-grant rule of check 5: a
+// client that learns of its grant only after the cluster granted the
+// lock to another (the late-answer fault held the answer; the grant was
+// revoked meanwhile) must not report it held with Lost() open.
+func TestLateGrantMustNotBeTrusted(t *testing.T) {
+	s := int64(time.Second)
+	// A's waiting acquire was granted token 5 at about 1 s, its answer
+	// held until 20 s; the grant was revoked at 2 s and granted to B
+	// (token 9, acknowledged at 15 s). A's session was kept alive all
+	// along.
+	base := []Op{
+		opOpen(0, sA, 1, 2), opOpen(1, sB, 1, 2),
+		opWaitAcq(0, sA, hA, lk, s, 20*s, resOK, 5),
+		opWaitAcq(1, sB, hB, lk, 3*s, 15*s, resOK, 9),
+		opKA(0, sA, 21*s, 21*s+1, resOK), opKA(1, sB, 21*s, 21*s+1, resOK),
+	}
+	late := FaultRec{Kind: faultLateAnswer, Target: "client0", Start: s, End: 20 * s, Lock: lk, Token: 5, ActCall: 2 * s, ActReturn: 2*s + 1}
+	for _, tc := range []struct {
+		name         string
+		ops          []Op
+		hold         HoldRec
+		faults       []FaultRec
+		want, judged int
+	}{
+		{"late grant trusted: Lost() open", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s), []FaultRec{late}, 1, 1},
+		{"late grant trusted: Lost() never closed", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, pending), []FaultRec{late}, 1, 1},
+		{"late grant handed out with Lost() closed", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 20*s+2), []FaultRec{late}, 0, 1},
+		{"client paused before it reported the hold", nil, holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s),
+			[]FaultRec{late, {Kind: faultPauseClient, Target: "client0", Start: 16 * s, End: 19 * s}}, 0, 0},
+		{"released by its client before the hold", []Op{opRel(0, sA, hA, lk, 19*s, 19*s+1, resOK)},
+			holdRec(0, sA, hA, lk, 5, 20*s+1, 25*s), []FaultRec{late}, 0, 0},
+		{"hold before the re-grant: the usual rule", nil, holdRec(0, sA, hA, lk, 5, 14*s, 14*s+1), []FaultRec{late}, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hist(append(append([]Op(nil), base...), tc.ops...)...)
+			h.Holds, h.Faults = []HoldRec{tc.hold}, tc.faults
+			vs, judged := checkLostBeforeRegrant(h)
+			wantViolations(t, tc.name, vs, tc.want)
+			if judged != tc.judged {
+				t.Errorf("judged %d grants, want %d", judged, tc.judged)
+			}
+			for _, v := range vs {
+				if v.Check != checkLostRegrant || v.Client != 0 || !strings.Contains(v.What, "ended before its client knew of it") {
+					t.Errorf("violation %+v: want check %s about client 0's late grant", v, checkLostRegrant)
 				}
 			}
 		})

@@ -38,18 +38,24 @@ type clientLock interface {
 }
 
 // goSession is a clientSession of the Go session package; permits above
-// 0 takes every lock as a semaphore of that many slots.
+// 0 takes every lock as a semaphore of that many slots; pick, if set,
+// picks each acquire's kind (--mixed-kinds): shared, or its permits.
 type goSession struct {
 	*session.Session
 	permits uint64
+	pick    func(name string) (shared bool, permits uint64)
 }
 
-// opts are the options of every acquire.
-func (s goSession) opts() []session.LockOption {
-	if s.permits > 0 {
-		return []session.LockOption{session.Permits(s.permits)}
+// kind returns the next acquire's kind and options.
+func (s goSession) kind(name string) (shared bool, opts []session.LockOption) {
+	n := s.permits
+	if s.pick != nil {
+		shared, n = s.pick(name)
 	}
-	return nil
+	if n > 0 {
+		opts = []session.LockOption{session.Permits(n)}
+	}
+	return shared, opts
 }
 
 func (s goSession) Over() bool {
@@ -58,7 +64,12 @@ func (s goSession) Over() bool {
 }
 
 func (s goSession) TryLock(ctx context.Context, name string) (clientLock, error) {
-	l, err := s.Session.TryLock(ctx, name, s.opts()...)
+	try := s.Session.TryLock
+	shared, opts := s.kind(name)
+	if shared {
+		try = s.Session.TryRLock
+	}
+	l, err := try(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +77,12 @@ func (s goSession) TryLock(ctx context.Context, name string) (clientLock, error)
 }
 
 func (s goSession) Lock(ctx context.Context, name string) (clientLock, error) {
-	l, err := s.Session.Lock(ctx, name, s.opts()...)
+	lock := s.Session.Lock
+	shared, opts := s.kind(name)
+	if shared {
+		lock = s.Session.RLock
+	}
+	l, err := lock(ctx, name, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -108,7 +108,8 @@ func startClients(cfg Config, addrs, spares []string, certs *certFiles, tokens [
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
 			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
-			Clients: cfg.Clients, Permits: cfg.Permits, Stream: cfg.ClientProto == "stream"}
+			Clients: cfg.Clients, Permits: cfg.Permits, Stream: cfg.ClientProto == protoStream, HTTP2: cfg.ClientProto == protoHTTP2,
+			MixedKinds: cfg.MixedKinds}
 		if i < len(tokens) {
 			cc.Token = tokens[i].secret
 		}
@@ -205,6 +206,9 @@ func (cs *clientSet) intake(p *clientProc, r io.Reader) {
 		case msgPinReply:
 			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s pinned %s token %d: %v\n", stamp(monoNow()), m.Lock, m.Token, m.OK)
+		case msgLateCaught:
+			p.replies.deliver(m)
+			fmt.Fprintf(p.logf, "%s holding the answer granting %s token %d\n", stamp(m.At), m.Lock, m.Token)
 		case msgWhereReply:
 			p.replies.deliver(m)
 			fmt.Fprintf(p.logf, "%s talking to %q\n", stamp(monoNow()), m.Node)

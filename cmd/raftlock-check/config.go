@@ -45,16 +45,18 @@ const (
 	// The disk faults (disks.go): power-loss, slow-disk, fill-disk.
 )
 
-// allFaults lists the fault kinds of --faults all (every kind but the
-// disk faults).
+// allFaults lists the fault kinds that need no disks of their own:
+// --faults all is these and the disk faults (where the machine can mount
+// the disks; see Config.DisksIfAble).
 var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, faultFreezeNode, faultPauseClient, faultLateWrite,
 	faultPartitionLeader, faultPartitionSplit, faultPartitionClient, faultRestartAll,
 	faultTransferLeader, faultReplaceNode, faultRemoveLeader, faultCorruptFollower,
-	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant}
+	faultRestore, faultDeleteToken, faultRotateMembers, faultRevokeGrant, faultLateAnswer}
 
-// diskFaults are the disk fault kinds (disks.go). They are not part of
-// "all": they need root and /dev/fuse, and put every data dir on a FUSE
-// mount; a run names them.
+// diskFaults are the disk fault kinds (disks.go). They need root and
+// /dev/fuse, and put every data dir on a FUSE mount: "all" includes them
+// where the machine can do that and leaves them out, with a warning,
+// where it cannot; a run that names them needs it.
 var diskFaults = []string{faultPowerLoss, faultSlowDisk, faultFillDisk}
 
 // knownFaults are every fault kind --faults accepts, in the order reports
@@ -85,6 +87,11 @@ type Config struct {
 	UnsafeFault string
 	// Faults are the fault kinds to inject.
 	Faults []string
+	// DisksIfAble: the disk faults in Faults came with "all", and are left
+	// out (with a warning in the report) where the nodes' disks cannot be
+	// mounted (not root, no /dev/fuse, the mount fails). Without it a run
+	// with disk faults that cannot mount them fails.
+	DisksIfAble bool
 	// TTL, LockDelay and Grace (the grace period) of the clients'
 	// sessions.
 	TTL       time.Duration
@@ -130,6 +137,14 @@ type Config struct {
 	// naive waiter.
 	Permits int
 
+	// MixedKinds makes every acquire pick its kind at random: exclusive,
+	// shared, or a semaphore of 1 to maxMixedPermits permits (mixed.go).
+	// An acquire whose kind disagrees with the lock's while it is held or
+	// waited for is refused (invalid_argument), so a name's kind changes
+	// between tenures only. The Go clients only, no naive waiter, no
+	// --permits.
+	MixedKinds bool
+
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
@@ -143,15 +158,23 @@ type Config struct {
 	// writer skip the fence: it trusts its lock alone.
 	UnfencedWriter bool
 
-	// ClientProto is the Go clients' protocol: "http" (HTTP/1.1) or
-	// "stream" (the nodes serve --stream-addr and the clients use it).
+	// ClientProto is the clients' protocol: "http" (HTTP/1.1), "http2"
+	// (HTTP/2 alone) or "stream" (the nodes serve --stream-addr and the
+	// Go clients use it).
 	ClientProto string
 }
+
+// The protocols of --client-proto.
+const (
+	protoHTTP   = "http"
+	protoHTTP2  = "http2"
+	protoStream = "stream"
+)
 
 // defaultConfig returns the defaults of the flags.
 func defaultConfig() Config {
 	return Config{Nodes: 3, Duration: 2 * time.Minute, Clients: 6, Locks: 3, Seed: 1,
-		Faults: append([]string(nil), allFaults...), TTL: 3 * time.Second, LockDelay: 10 * time.Second,
+		Faults: append([]string(nil), knownFaults...), DisksIfAble: true, TTL: 3 * time.Second, LockDelay: 10 * time.Second,
 		Grace: session.DefaultGracePeriod, GapMin: 2 * time.Second, GapMax: 5 * time.Second, CheckTimeout: 5 * time.Minute, LogLevel: "info",
 		NaiveShare: 0.1, TLS: true, ACL: true}
 }
@@ -177,15 +200,15 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(knownFaults, ", ")+
-		" (\"all\": every kind but the disk faults, "+strings.Join(diskFaults, ", ")+
-		", which need root and /dev/fuse and put each node's data dir on a FUSE mount over a tmpfs; name them, e.g. all,"+strings.Join(diskFaults, ",")+")")
+		" (\"all\": every kind; the disk faults, "+strings.Join(diskFaults, ", ")+
+		", need root and /dev/fuse and put each node's data dir on a FUSE mount over a tmpfs: \"all\" leaves them out, with a warning, where that cannot be done; named, they must run)")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
 	fs.DurationVar(&cfg.LockDelay, "lock-delay", cfg.LockDelay, "lock-delay of the clients' sessions")
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "grace period of the clients' sessions (how long one stays in jeopardy before its client declares it expired); freeze-node lasts longer than ttl + grace")
 	fs.DurationVar(&cfg.GapMin, "gap-min", cfg.GapMin, "shortest quiet time between faults")
 	fs.DurationVar(&cfg.GapMax, "gap-max", cfg.GapMax, "longest quiet time between faults")
 	fs.DurationVar(&cfg.CheckTimeout, "check-timeout", cfg.CheckTimeout, "give up the linearizability check after this long")
-	fs.StringVar(&cfg.ClientProto, "client-proto", "http", "protocol of the Go clients: http (HTTP/1.1) or stream (the nodes serve --stream-addr, the clients use the stream protocol; HTTP for each node's first request)")
+	fs.StringVar(&cfg.ClientProto, "client-proto", protoHTTP, "protocol of the clients: http (HTTP/1.1), http2 (HTTP/2 alone: h2 over TLS, h2c without; the workers' proxies too) or stream (the nodes serve --stream-addr, the Go clients use the stream protocol; HTTP for each node's first request)")
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
@@ -194,6 +217,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
 	fs.StringVar(&cfg.ResourcePostgres, "resource-postgres", "", "a PostgreSQL `DSN`: the protected resource is that database, every write a transaction fenced by the SQL fence (its tables raftlock_fence and checker_writes are dropped and made anew)")
 	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
+	fs.BoolVar(&cfg.MixedKinds, "mixed-kinds", false, "every acquire picks its kind at random: exclusive, shared, or a semaphore of 1 to 3 permits (one refused with invalid_argument while the lock is held or waited for in another kind); the checks judge every tenure by its kind")
 	fs.IntVar(&cfg.Permits, "permits", 0, "above 0: a semaphore run, every lock taken with that many permits (slots); the checks judge each slot as a lock and at most N writers at once")
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
@@ -208,16 +232,33 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 		return cfg, err
 	}
 	cfg.Faults = kinds
+	cfg.DisksIfAble = disksFromAll(*faults)
 	cfg.NodeFlags = strings.Fields(*nodeFlags)
 	return cfg, cfg.validate()
 }
 
-// parseFaults parses the --faults list.
+// disksFromAll reports whether the --faults list s brings the disk
+// faults through "all" alone (none of them named).
+func disksFromAll(s string) bool {
+	all := false
+	for _, k := range strings.Split(s, ",") {
+		switch k = strings.TrimSpace(k); {
+		case k == "all" || k == "" && strings.TrimSpace(s) == "":
+			all = true
+		case isDiskFault(k):
+			return false
+		}
+	}
+	return all
+}
+
+// parseFaults parses the --faults list ("all": every kind, the disk
+// faults included).
 func parseFaults(s string) ([]string, error) {
 	s = strings.TrimSpace(s)
 	switch s {
 	case "all", "":
-		return append([]string(nil), allFaults...), nil
+		return append([]string(nil), knownFaults...), nil
 	case "none":
 		return nil, nil
 	}
@@ -227,7 +268,7 @@ func parseFaults(s string) ([]string, error) {
 		k = strings.TrimSpace(k)
 		known := false
 		if k == "all" {
-			for _, a := range allFaults {
+			for _, a := range knownFaults {
 				if !seen[a] {
 					seen[a] = true
 					out = append(out, a)
@@ -253,8 +294,8 @@ func (c Config) validate() error {
 	switch {
 	case c.UnfencedWriter && c.ResourcePostgres == "":
 		return fmt.Errorf("--unsafe-unfenced-writer needs --resource-postgres (the in-memory resource always fences)")
-	case c.ClientProto != "" && c.ClientProto != "http" && c.ClientProto != "stream":
-		return fmt.Errorf("--client-proto %q: want http or stream", c.ClientProto)
+	case c.ClientProto != "" && c.ClientProto != protoHTTP && c.ClientProto != protoHTTP2 && c.ClientProto != protoStream:
+		return fmt.Errorf("--client-proto %q: want http, http2 or stream", c.ClientProto)
 	case c.Nodes != 3 && c.Nodes != 5:
 		return fmt.Errorf("--nodes %d: want 3 or 5", c.Nodes)
 	case c.Clients < 1 || c.Clients > 64:
@@ -277,6 +318,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
 	case c.Permits < 0 || c.Permits > api.MaxPermits:
 		return fmt.Errorf("--permits %d: want 0 (plain locks) to %d", c.Permits, api.MaxPermits)
+	case c.MixedKinds && (c.Permits > 0 || c.WorkerClients > 0):
+		return fmt.Errorf("--mixed-kinds: not with --permits or --worker-clients (the Go clients pick the kinds)")
 	case c.Permits > 0 && c.WorkerClients > 0:
 		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
 	}

@@ -70,6 +70,19 @@ const nodeStartTimeout = 90 * time.Second
 var errNoDisks = errors.New("the disk faults (" + faultPowerLoss + ", " + faultSlowDisk + ", " + faultFillDisk +
 	") need root and /dev/fuse: each node's data dir is a crashfs (FUSE) mount over a tmpfs")
 
+// canMountDisks says why the nodes' disks cannot be mounted here (nil if
+// they may be): crashfs needs root and /dev/fuse. The mount itself may
+// still fail.
+func canMountDisks() error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%w: not root", errNoDisks)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return fmt.Errorf("%w: %v", errNoDisks, err)
+	}
+	return nil
+}
+
 // nodeDisk is one node's disk: a tmpfs at tmp, holding crashfs's backing
 // tree (tmp/base) and, during a fill-disk fault, the filler (tmp/filler);
 // the node's data dir is a directory in the crashfs mount.

@@ -104,7 +104,8 @@ func TestNodeThatCannotStartIsAViolation(t *testing.T) {
 }
 
 // TestDiskFaultsParse pins the names of the disk fault kinds in --faults,
-// and that "all" does not include them.
+// and that "all" includes them, left out where the disks cannot be
+// mounted unless they are named.
 func TestDiskFaultsParse(t *testing.T) {
 	kinds, err := parseFaults("power-loss, slow-disk,fill-disk")
 	if err != nil || !slices.Equal(kinds, []string{faultPowerLoss, faultSlowDisk, faultFillDisk}) {
@@ -115,12 +116,24 @@ func TestDiskFaultsParse(t *testing.T) {
 			t.Errorf("%s is not a disk fault", k)
 		}
 	}
-	// "all" leaves them out (they need root and FUSE); named, they join it.
-	if all, err := parseFaults("all"); err != nil || slices.ContainsFunc(all, isDiskFault) {
-		t.Fatalf("--faults all: %v, %v: want no disk fault", all, err)
+	// "all" includes them, where the machine can mount the disks.
+	for _, s := range []string{"all", "", "all,kill-leader"} {
+		all, err := parseFaults(s)
+		if err != nil || !slices.Equal(all, knownFaults) {
+			t.Fatalf("--faults %q: %v, %v: want every kind, the disk faults included", s, all, err)
+		}
+		if !disksFromAll(s) {
+			t.Errorf("--faults %q: the disk faults came with all, and may be left out", s)
+		}
 	}
-	kinds, err = parseFaults("all,fill-disk")
-	if err != nil || len(kinds) != len(allFaults)+1 || kinds[len(kinds)-1] != faultFillDisk {
-		t.Fatalf("--faults all,fill-disk: %v, %v", kinds, err)
+	// Named, they must run.
+	for _, s := range []string{"all,fill-disk", "power-loss", "kill-leader"} {
+		if disksFromAll(s) {
+			t.Errorf("--faults %q: the disk faults are named (or not asked for): they must not be left out", s)
+		}
+	}
+	cfg, err := parseFlags(nil, io.Discard)
+	if err != nil || !cfg.DisksIfAble || !slices.Equal(cfg.Faults, knownFaults) {
+		t.Fatalf("default flags: %v, DisksIfAble %v, faults %v", err, cfg.DisksIfAble, cfg.Faults)
 	}
 }

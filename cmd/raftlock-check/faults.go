@@ -182,6 +182,8 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.deleteToken(ctx)
 	case faultRevokeGrant:
 		return in.revokeGrant(ctx)
+	case faultLateAnswer:
+		return in.lateAnswer(ctx)
 	case faultRotateMembers:
 		return in.rotateMembers(ctx)
 	case faultPowerLoss:

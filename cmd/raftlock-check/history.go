@@ -54,6 +54,10 @@ type Op struct {
 	Index uint64       `json:"index,omitempty"`
 	// Slot is the semaphore slot an acquire was granted (--permits).
 	Slot uint64 `json:"slot,omitempty"`
+	// Mode ("shared", or empty: exclusive) and Permits (0: a plain lock)
+	// are an acquire's kind.
+	Mode    string `json:"mode,omitempty"`
+	Permits uint64 `json:"permits,omitempty"`
 }
 
 // Done reports whether the operation returned.
@@ -141,11 +145,13 @@ type History struct {
 	Worker  []string `json:"worker,omitempty"`
 	// Permits is the run's --permits: above 0, every lock is a
 	// semaphore of that many slots (semaphore.go).
-	Permits int        `json:"permits,omitempty"`
-	Ops     []Op       `json:"-"`
-	Writes  []WriteRec `json:"-"`
-	Faults  []FaultRec `json:"-"`
-	Holds   []HoldRec  `json:"-"`
+	Permits int `json:"permits,omitempty"`
+	// Mixed: a run with --mixed-kinds (mixed.go).
+	Mixed  bool       `json:"mixed,omitempty"`
+	Ops    []Op       `json:"-"`
+	Writes []WriteRec `json:"-"`
+	Faults []FaultRec `json:"-"`
+	Holds  []HoldRec  `json:"-"`
 	// Expiries are the sessions their clients declared expired.
 	Expiries []ExpiryRec `json:"-"`
 	// Watches are the answers of the checker's prefix watcher
@@ -179,8 +185,10 @@ type historyLog struct {
 	exits    map[int]int64
 	expiries []ExpiryRec
 	watches  []WatchRec
-	// permits is the run's --permits (History.Permits).
+	// permits is the run's --permits (History.Permits); mixed its
+	// --mixed-kinds (History.Mixed).
 	permits int
+	mixed   bool
 }
 
 // holdKey names one hold of a client.
@@ -204,7 +212,7 @@ func (h *historyLog) record(client int, m message) (Op, bool) {
 		h.open[key] = len(h.ops)
 		h.ops = append(h.ops, Op{Client: client, ID: m.ID, Kind: m.Kind, Call: m.At, Return: pending,
 			Lock: m.Lock, Session: m.Session, Holder: m.Holder, Wait: m.Wait, WaitFor: m.WaitFor, Unlock: m.Unlock,
-			Verify: m.Verify, Naive: m.Naive, Node: m.Node, Result: resUnknown})
+			Verify: m.Verify, Naive: m.Naive, Node: m.Node, Mode: m.Mode, Permits: m.Permits, Result: resUnknown})
 		return Op{}, false
 	case msgRet:
 		i, ok := h.open[key]
@@ -292,7 +300,7 @@ func (h *historyLog) clientExited(client int, at int64) {
 func (h *historyLog) snapshot(start, end int64, clients int) History {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hist := History{Start: start, End: end, Clients: clients, Permits: h.permits,
+	hist := History{Start: start, End: end, Clients: clients, Permits: h.permits, Mixed: h.mixed,
 		Ops:    append([]Op(nil), h.ops...),
 		Writes: append([]WriteRec(nil), h.writes...),
 		Faults: append([]FaultRec(nil), h.faults...),

@@ -58,7 +58,7 @@ func modelOps(h History) []porcupine.Operation {
 	}
 	// Every revocation of a grant: lane 2*Clients+1 (made one at a time).
 	for _, f := range h.Faults {
-		if f.Kind == faultRevokeGrant && f.ActCall != 0 {
+		if (f.Kind == faultRevokeGrant || f.Kind == faultLateAnswer) && f.ActCall != 0 {
 			add(2*h.Clients+1, lockInput{Kind: kindRevoke, Lock: f.Lock, Token: f.Token}, lockOutput{Result: resOK}, f.ActCall, f.ActReturn, "revoke")
 		}
 	}

@@ -32,6 +32,8 @@ type link struct {
 	where func() string
 	// token, if set, takes the secret of a msgToken.
 	token func(secret string)
+	// late, if set, takes msgLateArm and msgLateRelease.
+	late func(m message)
 }
 
 func newLink(w io.Writer) *link {
@@ -89,6 +91,10 @@ func (l *link) readLoop(r io.Reader) error {
 				node = l.where()
 			}
 			l.send(message{T: msgWhereReply, ID: m.ID, Node: node})
+		case msgLateArm, msgLateRelease:
+			if l.late != nil {
+				l.late(m)
+			}
 		case msgToken:
 			if l.token != nil {
 				l.token(m.Secret)

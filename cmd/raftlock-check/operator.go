@@ -90,15 +90,22 @@ func restoredBetween(h History, from, to int64) bool {
 
 // revoked reports whether an operator action may have taken client's
 // sessions or grants away at some moment in [from, to] without any
-// operation of the client: a restore (any client), or the deletion of
-// client's token.
+// operation of the client: a restore (any client), the deletion of
+// client's token, or a revocation of its grant (revoke-grant, and the
+// late-answer fault's of the grant whose answer it held).
 func revoked(h History, client int, from, to int64) bool {
 	target := fmt.Sprintf("client%d", client)
 	for _, f := range h.Faults {
-		if f.ActCall == 0 || f.ActCall > to || f.ActReturn < from {
+		end := f.ActReturn
+		if f.Kind == faultLateAnswer {
+			// The grant it revoked is acknowledged later, when the held
+			// answer arrives: the revocation counts until the fault ends.
+			end = max(end, f.End)
+		}
+		if f.ActCall == 0 || f.ActCall > to || end < from {
 			continue
 		}
-		if f.Kind == faultRestore || (f.Kind == faultDeleteToken || f.Kind == faultRevokeGrant) && f.Target == target {
+		if f.Kind == faultRestore || (f.Kind == faultDeleteToken || f.Kind == faultRevokeGrant || f.Kind == faultLateAnswer) && f.Target == target {
 			return true
 		}
 	}
@@ -378,7 +385,8 @@ func (in *injector) deleteToken(ctx context.Context) (FaultRec, error) {
 }
 
 // revokeGrant revokes the grant of a client that holds a lock (pinned,
-// so that it keeps the grant until its Lost() closes): the holder must
+// so that it keeps the grant until its Lost() closes), of whatever kind
+// it is (exclusive, shared, a semaphore's slot): the holder must
 // learn at its keepalive that it lost the lock before anyone else is
 // granted it. Its session goes on.
 func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
@@ -393,8 +401,10 @@ func (in *injector) revokeGrant(ctx context.Context) (FaultRec, error) {
 		if err != nil {
 			return err
 		}
+		// One entry may grant several holders one token (shared
+		// waiters, slots): the holder id names the grant.
 		for _, h := range st.Holders {
-			if uint64(h.Token) == hold.Token {
+			if uint64(h.Token) == hold.Token && h.Holder == hold.Holder {
 				req = api.RevokeRequest{Name: hold.Lock, Holder: h.Holder, SessionHandle: h.SessionHandle,
 					Reason: fmt.Sprintf("raftlock-check: client%d", c)}
 				return nil

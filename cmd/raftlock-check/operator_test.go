@@ -113,6 +113,25 @@ func TestRevokedIsPerClientForATokenAndForAllForARestore(t *testing.T) {
 	}
 }
 
+// TestLateAnswerRevokesAGrantAcknowledgedAfterIt: the late-answer fault
+// revokes the grant whose answer it holds, which its client acknowledges
+// only when the answer arrives: the revocation counts, for that client,
+// until the fault ends.
+func TestLateAnswerRevokesAGrantAcknowledgedAfterIt(t *testing.T) {
+	h := History{Faults: []FaultRec{{Kind: faultLateAnswer, Target: "client1", Start: 90, ActCall: 100, ActReturn: 110, End: 900}}}
+	for _, tc := range []struct {
+		client   int
+		from, to int64
+		want     bool
+	}{
+		{1, 500, 2000, true}, {1, 900, 2000, true}, {1, 901, 2000, false}, {1, 0, 99, false}, {0, 500, 2000, false},
+	} {
+		if got := revoked(h, tc.client, tc.from, tc.to); got != tc.want {
+			t.Errorf("revoked(client%d, %d, %d) = %v, want %v", tc.client, tc.from, tc.to, got, tc.want)
+		}
+	}
+}
+
 // TestOperatorRevocationsExemptTheLeaseAndGrantChecks: a grant or a
 // session an operator action took away is not a lost grant (check 3), a
 // lost session (check 4) or a rejected current write (check 2); without

@@ -59,6 +59,14 @@ const (
 	// msgToken (Secret) gives the client a new ACL token: its requests
 	// carry it from then on (delete-token, restore).
 	msgToken = "token"
+	// msgLateArm (ID, WaitFor: the longest hold in nanoseconds) asks a
+	// client to hold the answer of its next granted waiting acquire (the
+	// late-answer fault); it answers msgLateCaught (ID, Lock, Token, Slot)
+	// once it holds one. msgLateRelease (ID; 0: whatever is armed) lets
+	// the answer go, or disarms.
+	msgLateArm     = "late_arm"
+	msgLateCaught  = "late_caught"
+	msgLateRelease = "late_release"
 )
 
 // Operation kinds.
@@ -75,8 +83,12 @@ const (
 // definite failures the model distinguishes; resUnknown is an outcome the
 // client cannot know (the call gave up, or the connection broke).
 const (
-	resOK          = "ok"
-	resBusy        = "busy"
+	resOK   = "ok"
+	resBusy = "busy"
+	// resInvalid: invalid_argument, changing nothing; in a run with
+	// --mixed-kinds, an acquire whose kind (mode, permits) disagrees with
+	// the lock's while it is held or waited for.
+	resInvalid     = "invalid"
 	resNotFound    = "not_found"
 	resWaitTimeout = "wait_timeout"
 	resNotHolder   = "not_holder"
@@ -135,6 +147,10 @@ type message struct {
 	// Slot is the semaphore slot of an acquire's grant and of a hold (a
 	// run with --permits; 0 otherwise).
 	Slot uint64 `json:"slot,omitempty"`
+	// Mode and Permits are an acquire's kind: "shared" or empty
+	// (exclusive), and its permits (0: a plain lock).
+	Mode    string `json:"mode,omitempty"`
+	Permits uint64 `json:"permits,omitempty"`
 	// Secret is msgToken's ACL token secret (checker to client only; never
 	// logged).
 	Secret string `json:"secret,omitempty"`

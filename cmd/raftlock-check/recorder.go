@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // recorder is a api.Backend that reports every call it passes on to
@@ -69,6 +70,8 @@ func outcome(err error) (result, text string) {
 		return resNotHolder, text
 	case codeWaitCancelled:
 		return resWaitCancelled, text
+	case api.CodeInvalidArgument:
+		return resInvalid, text
 	case api.CodeNoLeader:
 		// Only a single-attempt call returns it (the Go client retries
 		// no_leader until its ctx ends, which is caught above).
@@ -127,8 +130,12 @@ func (r *recorder) SessionInfo(ctx context.Context, sid string) (api.Info, error
 
 // Acquire implements api.Backend.
 func (r *recorder) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
-	id := r.begin(message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder,
-		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive})
+	m0 := message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder,
+		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive, Permits: req.Permits}
+	if req.Mode == sequencer.Shared {
+		m0.Mode = modeShared
+	}
+	id := r.begin(m0)
 	actx, attempts := withAttempts(ctx)
 	g, err := r.inner.Acquire(actx, req)
 	m := message{Kind: kindAcquire}

@@ -42,6 +42,11 @@ type Report struct {
 	// LateAfterNewer counts the late-write faults whose held write landed
 	// after a newer holder's write: those prove the resource's fence.
 	LateAfterNewer int
+	// LateAnswersHeld counts the late-answer faults whose client reported
+	// the revoked grant held once its answer came (a hold): check 5 and
+	// the fencing check judge those; the others' clients refused the
+	// late grant, or gave up first.
+	LateAnswersHeld int
 
 	// ClientCuts counts the partition-client faults, CutRegrants those
 	// during which another client was granted the cut client's lock.
@@ -73,8 +78,21 @@ type Report struct {
 	// accepted writes the semaphore-slots check judged, and SlotsUsed the
 	// distinct slots granted.
 	Permits, SlotWrites, SlotsUsed int
+	// Mixed is a mixed-kinds run's: TenureWrites counts the accepted
+	// writes the tenure check judged, KindsGranted the grants of each kind
+	// ("exclusive", "shared", "semaphore of N").
+	Mixed        bool
+	TenureWrites int
+	KindsGranted map[string]int
 
 	Violations []Violation
+	// Around lists the history around the first violation of a check
+	// other than linearizability (aroundFirst), for a report that must
+	// stand on its own.
+	Around []string
+	// Seed is the run's seed (--seed): with the same flags it makes the
+	// same fault schedule and client choices.
+	Seed int64
 	// Artifacts are the files written for a failed run.
 	Artifacts []string
 	// Dir is where the run kept its logs.
@@ -144,10 +162,18 @@ func analyze(h History, timeout time.Duration) *Report {
 		if f.Kind == faultLateWrite && strings.Contains(f.Note, lateAfterNewerNote) {
 			r.LateAfterNewer++
 		}
+		if f.Kind == faultLateAnswer && slices.ContainsFunc(h.Holds, func(hd HoldRec) bool {
+			return fmt.Sprintf("client%d", hd.Client) == f.Target && hd.Lock == f.Lock && hd.Token == f.Token
+		}) {
+			r.LateAnswersHeld++
+		}
 	}
 	r.Worker = workerFiguresOf(h, ss)
 	if h.Permits > 0 {
 		return r.analyzeSemaphores(h)
+	}
+	if h.Mixed {
+		return r.analyzeMixed(h)
 	}
 	r.Lin = runPorcupine(h, timeout)
 	if r.Lin.Result == porcupine.Illegal {
@@ -163,6 +189,30 @@ func analyze(h History, timeout time.Duration) *Report {
 	_, r.QueueJudged = checkQueueOrder(h)
 	_, r.Ghost = checkNoGhostGrant(h)
 	_, r.Watch = checkPrefixWatch(h)
+	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
+	return r
+}
+
+// analyzeMixed runs the checks of a mixed-kinds run (mixed.go) on h,
+// whose figures r already holds.
+func (r *Report) analyzeMixed(h History) *Report {
+	r.Mixed = true
+	r.Lin = linearizability{Result: porcupine.Ok, NotRun: "a mixed-kinds run: the lock model has one exclusive holder per lock"}
+	r.Violations = append(r.Violations, mixedChecks(h)...)
+	_, r.TenureWrites = checkTenures(h)
+	_, r.GrantReads = checkGrantsKept(h)
+	_, r.LostJudged = checkLostBeforeRegrant(h)
+	r.KindsGranted = map[string]int{}
+	grants, _ := kindsOf(h)
+	for _, gs := range grants {
+		for _, g := range gs {
+			label := g.kind.String()
+			if g.kind.permits > 0 {
+				label = fmt.Sprintf("semaphore of %d", g.kind.permits)
+			}
+			r.KindsGranted[label]++
+		}
+	}
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].At < r.Violations[j].At })
 	return r
 }
@@ -335,6 +385,9 @@ func (r *Report) print(w io.Writer) {
 		}
 	}
 	p("faults: %d: %s", total, strings.Join(fs, ", "))
+	if n := r.Faults[faultLateAnswer]; n > 0 {
+		p("late answers: %d, the revoked grant reported held by its client after %d", n, r.LateAnswersHeld)
+	}
 	if r.ClientCuts > 0 {
 		p("client cuts: %d, the cut client's lock granted to another during %d", r.ClientCuts, r.CutRegrants)
 	}
@@ -381,6 +434,13 @@ func (r *Report) print(w io.Writer) {
 		p("  semaphores of %d permits: each slot judged as a lock (%d slots granted); %d violations of at most %d writers at once  (%d accepted writes judged)",
 			r.Permits, r.SlotsUsed, r.count(checkSlotBound), r.Permits, r.SlotWrites)
 	}
+	if r.Mixed {
+		var ks []string
+		for _, k := range slices.Sorted(maps.Keys(r.KindsGranted)) {
+			ks = append(ks, fmt.Sprintf("%s %d", k, r.KindsGranted[k]))
+		}
+		p("  mixed kinds: grants %s; %d tenure violations  (%d accepted writes judged)", strings.Join(ks, ", "), r.count(checkTenure), r.TenureWrites)
+	}
 	if r.Lin.NotRun != "" {
 		p("  1 linearizable (porcupine): not run (%s)", r.Lin.NotRun)
 	} else {
@@ -391,12 +451,16 @@ func (r *Report) print(w io.Writer) {
 		p("    INCONCLUSIVE: porcupine gave up after %v (--check-timeout): it found no violation, nor a linearization; \"raftlock-check analyze\" of the history tries again",
 			r.Lin.Timeout)
 	}
-	p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
+	if r.Mixed {
+		p("  2 fencing at the resource:  judged by the tenure check (mixed kinds)")
+	} else {
+		p("  2 fencing at the resource:  %d violations", r.count(checkFencing))
+	}
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
 	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
-	if r.Permits > 0 {
-		p("  6, 7 queue order, no ghost grants: not run (a semaphore run; no naive waiter)")
+	if r.Permits > 0 || r.Mixed {
+		p("  6, 7 queue order, no ghost grants: not run (a semaphore or mixed-kinds run; no naive waiter)")
 	} else {
 		p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
 		p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)
@@ -414,6 +478,12 @@ func (r *Report) print(w io.Writer) {
 			break
 		}
 		p("  [%s] %s", v.Check, v.What)
+	}
+	for _, l := range r.Around {
+		p("%s", l)
+	}
+	if r.exitCode() != 0 {
+		p("seed %d: run again with the same flags and --seed %d", r.Seed, r.Seed)
 	}
 	for _, a := range r.Artifacts {
 		p("wrote %s", a)

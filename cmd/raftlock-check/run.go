@@ -23,8 +23,8 @@ import (
 // process it starts is stopped and every iptables rule removed before it
 // returns, also when ctx ends early (the report then covers what ran).
 func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err error) {
-	if cfg.Permits > 0 {
-		cfg.NaiveShare = 0 // the naive waiter takes plain locks only
+	if cfg.Permits > 0 || cfg.MixedKinds {
+		cfg.NaiveShare = 0 // the naive waiter takes plain exclusive locks only
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -81,14 +81,23 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		return nil, err
 	}
 	if slices.ContainsFunc(cfg.Faults, isDiskFault) {
-		if err := cl.mountDisks(filepath.Join(dir, "disks")); err != nil {
+		err := canMountDisks()
+		if err == nil {
+			err = cl.mountDisks(filepath.Join(dir, "disks"))
+		}
+		switch {
+		case err == nil:
+			// Unmounted once the nodes are stopped (the deferred stopAll
+			// below runs first).
+			defer cl.unmountDisks()
+		case cfg.DisksIfAble:
+			warnings = append(warnings, fmt.Sprintf("the disk faults left out of --faults all: %v", err))
+			cfg.Faults = slices.DeleteFunc(slices.Clone(cfg.Faults), isDiskFault)
+		default:
 			return nil, err
 		}
-		// Unmounted once the nodes are stopped (the deferred stopAll
-		// below runs first).
-		defer cl.unmountDisks()
 	}
-	cl.stream = cfg.ClientProto == "stream"
+	cl.stream = cfg.ClientProto == protoStream
 	if cfg.TLS {
 		if err := cl.enableTLS(filepath.Join(dir, "tls")); err != nil {
 			return nil, err
@@ -119,7 +128,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 	}
 	hist, track := newHistoryLog(), newTracker()
-	hist.permits = cfg.Permits
+	hist.permits, hist.mixed = cfg.Permits, cfg.MixedKinds
 	var res fencedResource = newResource()
 	if cfg.ResourcePostgres != "" {
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -216,6 +225,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		rep.Violations = append(rep.Violations, in.failures...)
 		sort.SliceStable(rep.Violations, func(i, j int) bool { return rep.Violations[i].At < rep.Violations[j].At })
 	}
+	rep.Around = aroundFirst(h, rep.Violations)
+	rep.Seed = cfg.Seed
 	rep.Elapsed = time.Since(began)
 	if err := rep.writeArtifacts(dir, h); err != nil {
 		rep.Warnings = append(rep.Warnings, err.Error())
@@ -313,6 +324,12 @@ func describe(cfg Config) string {
 	}
 	if cfg.Permits > 0 {
 		s += fmt.Sprintf(", semaphores of %d permits", cfg.Permits)
+	}
+	if cfg.MixedKinds {
+		s += ", mixed kinds"
+	}
+	if cfg.ClientProto != "" && cfg.ClientProto != protoHTTP {
+		s += ", clients over " + cfg.ClientProto
 	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault

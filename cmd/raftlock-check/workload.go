@@ -54,6 +54,10 @@ type clientConfig struct {
 	// Stream: the Go client's requests go over the stream protocol where
 	// a node serves it (--client-proto stream).
 	Stream bool `json:"stream,omitempty"`
+	// HTTP2: the client's requests go over HTTP/2 alone (h2 by ALPN over
+	// TLS, h2c without; --client-proto http2), all of them multiplexed on
+	// one connection per node.
+	HTTP2 bool `json:"http2,omitempty"`
 	// Worker, when set, is the command line of a conformance worker
 	// (docs/CONFORMANCE.md) the client drives the workload through
 	// (worker.go); SpareAddrs are the addresses of the spare nodes, which
@@ -63,6 +67,8 @@ type clientConfig struct {
 	// Permits, above 0, takes every lock as a semaphore of that many
 	// slots (a semaphore run; no naive waiter).
 	Permits int `json:"permits,omitempty"`
+	// MixedKinds: every acquire picks its kind at random (--mixed-kinds).
+	MixedKinds bool `json:"mixed_kinds,omitempty"`
 }
 
 // Shape of a client's work.
@@ -129,6 +135,9 @@ type workload struct {
 
 	rmu sync.Mutex
 	rng *rand.Rand
+	// kinds is each lock's kind of the client's last acquire of it (a
+	// mixed-kinds run; see pickKind), under rmu.
+	kinds map[string]grantKind
 
 	// hmu guards what the client holds now and whether the checker pinned
 	// it (see msgPin).
@@ -157,6 +166,9 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	if err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
+	if cfg.HTTP2 {
+		hc.Transport.(attemptCounter).inner.(*http.Transport).Protocols = client.HTTP2Only()
+	}
 	if cfg.Stream {
 		// Under the attempt counter: from the client's source IP.
 		ac := hc.Transport.(attemptCounter)
@@ -172,7 +184,10 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	l.token = bt.set
 	opts := []client.ClientOption{client.WithHTTPClient(hc)}
 	// The Go client's requests go through la, which answers msgWhere.
-	la := &lastAddr{inner: hc.Transport}
+	// Under la, the layer that holds a late answer (faultLateAnswer).
+	late := newLateAnswers(hc.Transport, l)
+	l.late = late.handle
+	la := &lastAddr{inner: late}
 	l.where = la.last
 	c, err := client.NewClient(addrs, client.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
@@ -203,6 +218,33 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 		w.readers = append(w.readers, &recorder{inner: rc, link: l, node: hostPort(a)})
 	}
 	return w, nil
+}
+
+// pickKind picks the kind of an acquire of name in a mixed-kinds run: the
+// kind of the client's last acquire of name, or, one time in four, the
+// first time and after a refusal of that kind (forgetKind), a new one
+// (mixedKind). Other clients pick theirs, so the kinds meet; the
+// stickiness keeps most acquires from being refused.
+func (w *workload) pickKind(name string) (shared bool, permits uint64) {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	k, ok := w.kinds[name]
+	if !ok || w.rng.Intn(4) == 0 {
+		k.shared, k.permits = mixedKind(w.rng.Intn)
+		if w.kinds == nil {
+			w.kinds = map[string]grantKind{}
+		}
+		w.kinds[name] = k
+	}
+	return k.shared, k.permits
+}
+
+// forgetKind makes the next acquire of name pick a new kind: the lock
+// refused the last one (invalid_argument).
+func (w *workload) forgetKind(name string) {
+	w.rmu.Lock()
+	defer w.rmu.Unlock()
+	delete(w.kinds, name)
 }
 
 func (w *workload) float() float64 {
@@ -277,7 +319,11 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 		return nil, err
 	}
 	id.Store(s.ID())
-	return goSession{Session: s, permits: uint64(w.cfg.Permits)}, nil
+	gs := goSession{Session: s, permits: uint64(w.cfg.Permits)}
+	if w.cfg.MixedKinds {
+		gs.pick = w.pickKind
+	}
+	return gs, nil
 }
 
 // onEvent reports a state change of the session whose id is in id (an
@@ -298,7 +344,7 @@ func (w *workload) useSession(ctx context.Context, s clientSession) {
 		switch f := w.float(); {
 		case f < readShare:
 			w.read(ctx, name, false)
-		case f < readShare+(1-readShare)*w.cfg.NaiveShare && w.cfg.Permits == 0:
+		case f < readShare+(1-readShare)*w.cfg.NaiveShare && w.cfg.Permits == 0 && !w.cfg.MixedKinds:
 			w.naiveWait(ctx, s.ID(), name)
 		default:
 			var (
@@ -310,9 +356,12 @@ func (w *workload) useSession(ctx context.Context, s clientSession) {
 			} else {
 				l, err = s.TryLock(ctx, name)
 			}
+			if api.CodeOf(err) == api.CodeInvalidArgument && w.cfg.MixedKinds {
+				w.forgetKind(name)
+			}
 			if err == nil {
 				w.hold(ctx, s, l)
-			} else if ctx.Err() == nil && !errors.Is(err, api.ErrLockBusy) &&
+			} else if ctx.Err() == nil && !errors.Is(err, api.ErrLockBusy) && api.CodeOf(err) != api.CodeInvalidArgument &&
 				!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 				w.logf("acquire %s: %v", name, err)
 			}
