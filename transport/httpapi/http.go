@@ -161,7 +161,8 @@ func (s *Server) routes() {
 }
 
 // endpoint wraps a handler: forwarding when this node does not lead (the
-// Authorization header goes along: the leader authenticates), then, with
+// Authorization header goes along: the leader authenticates; a blocking
+// query is counted against this node's caps first), then, with
 // ACLs on and unless the route is open, authentication, and error answers
 // for a returned error.
 func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
@@ -181,6 +182,15 @@ func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.
 						s.writeError(w, r, err)
 						return
 					}
+				}
+				if isBlockingQuery(r) {
+					secret, _ := api.ParseBearer(r.Header.Get("Authorization"))
+					done, err := s.svc.AdmitForwardedQuery(secret)
+					if err != nil {
+						s.writeError(w, r, err)
+						return
+					}
+					defer done()
 				}
 				s.forward(w, r, li)
 				return
