@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -195,6 +196,29 @@ func writeLoop(ctx context.Context, t *testing.T, cl *client.Client, name string
 	}
 }
 
+// acquireP50 takes and releases lock name k times through cl, one
+// session, and returns the median time of a pair (a figure to print).
+func acquireP50(ctx context.Context, t *testing.T, cl *client.Client, name string, k int) time.Duration {
+	t.Helper()
+	s, err := cl.OpenSession(ctx, api.OpenRequest{TTL: time.Minute, Name: "timed"})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ds := make([]time.Duration, 0, k)
+	for range k {
+		t0 := time.Now()
+		if _, err := cl.Acquire(ctx, api.AcquireRequest{Name: name, Session: s.ID, Holder: "h"}); err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		if err := cl.Release(ctx, api.ReleaseRequest{Name: name, Session: s.ID, Holder: "h"}); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
 // TestReadOnlyBurstOfWatchesCannotTakeLeadership pins issue 40 item 3: a
 // read-only token's burst of 3,000 single-lock watches against the
 // leader is capped (--max-blocking-queries-per-token 200: every watch
@@ -253,6 +277,70 @@ func TestReadOnlyBurstOfWatchesCannotTakeLeadership(t *testing.T) {
 	}
 	if rss > 256<<10 {
 		t.Fatalf("leader RSS %d kB under the burst, want under 256 MB", rss)
+	}
+	bcancel()
+}
+
+// TestBurstOfWatchesThroughAFollowerStaysOffThePeerPort pins issue 40
+// item 4: the same burst sent to a follower is capped there
+// (--max-blocking-queries-per-token), the watches it forwards share a
+// few multiplexed connections to the leader's peer port instead of one
+// each, and a writer's acquire through that follower still succeeds.
+func TestBurstOfWatchesThroughAFollowerStaysOffThePeerPort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, ac, reader, writer := burstCluster(ctx, t)
+	before, err := ac.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	li, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi := (li + 1) % len(c.Nodes)
+	faddr := c.Nodes[fi].HTTPAddr
+	peer := c.Flag(li, "--raft-addr")
+	conns0 := establishedTo(t, peer)
+	const n, perToken = 3000, 200
+	bctx, bcancel := context.WithCancel(ctx)
+	defer bcancel()
+	acquireOnce(ctx, t, writer, "burst/held", true)
+	b := startWatchBurst(bctx, t, faddr, reader, "burst/held", n, lockIndex(ctx, t, faddr, reader, "burst/held"))
+	proccluster.Eventually(t, time.Minute, "every watch past the token's cap refused", func() error {
+		if got := b.refused.Load(); got != n-perToken {
+			return fmt.Errorf("%d refused, want %d (%d answered otherwise, first %v; %d failed, first %v)", got, n-perToken, b.answered.Load(), b.first.Load(), b.failed.Load(), b.firstErr.Load())
+		}
+		return nil
+	})
+	wtok, err := ac.CreateToken(ctx, api.TokenRequest{Name: "via-follower", Rules: []string{"write:"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	via, err := client.NewClient([]string{faddr}, client.WithToken(wtok.Secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer via.CloseIdleConnections()
+	acquireOnce(ctx, t, via, "legit/follower", false)
+	p50 := acquireP50(ctx, t, via, "legit/follower", 50)
+	conns := establishedTo(t, peer)
+	after, err := ac.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("via follower %s: %d watches sent, %d refused; leader peer-port connections %d -> %d; term %d -> %d; acquire+release through it meanwhile: p50 %v",
+		c.Nodes[fi].ID, n, b.refused.Load(), conns0, conns, before.Term, after.Term, p50)
+	// Raft's own connections, the other follower's and a few forwarding
+	// connections: far below one per watch held (200).
+	if conns > conns0+16 {
+		t.Fatalf("leader's peer port holds %d connections (%d before the burst): forwarding opened one per watch", conns, conns0)
+	}
+	if after.Term != before.Term {
+		t.Fatalf("leadership changed under the burst: term %d -> %d", before.Term, after.Term)
 	}
 	bcancel()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"sync"
@@ -79,6 +80,51 @@ func watchVia(ctx context.Context, hc *http.Client, addr, name, wait string) (in
 	return resp.StatusCode, nil
 }
 
+// A follower forwards to the leader's peer port over HTTP/2: 300 watches
+// waiting on the leader through one follower share a few connections
+// (ForwardConnsPerLeader and the protocol probe), where HTTP/1.1 opened
+// one each, and an acquire through the follower is answered meanwhile.
+func TestFollowerForwardsOverAFewMultiplexedConnections(t *testing.T) {
+	leader := httpapitest.New("n1")
+	peer := string(newPeerPort(t, leader).Transport.LocalAddr())
+	addr, follower := followerOf(t, peer, 0)
+	ctx := testCtx(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 400}}
+	defer hc.CloseIdleConnections()
+	const n = 300
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = watchVia(wctx, hc, addr, fmt.Sprintf("w/%d", i), "1m")
+		}()
+	}
+	eventually(t, 10*time.Second, "every watch waiting on the leader", func() error {
+		if got := leader.Calls("WatchLock"); got != n {
+			return fmt.Errorf("%d watches reached the leader, want %d", got, n)
+		}
+		return nil
+	})
+	c := newTestClient(t, addr)
+	s, err := c.OpenSession(ctx, api.OpenRequest{Name: "via-follower"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "a", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatalf("an acquire through the follower while %d watches wait: %v", n, err)
+	}
+	dials := follower.dials.Load()
+	t.Logf("%d watches and an acquire forwarded over %d connections to the leader's peer port", n, dials)
+	if dials > ForwardConnsPerLeader+1 {
+		t.Fatalf("the follower opened %d connections to the leader for %d requests, want at most %d", dials, n+2, ForwardConnsPerLeader+1)
+	}
+	cancel()
+	wg.Wait()
+}
+
 // A follower counts the blocking queries it forwards against its caps
 // before forwarding (QueryAdmitter): one past the cap is answered
 // resource_exhausted there, and never reaches the leader; each ends its
@@ -142,6 +188,36 @@ func TestFollowerCapsTheWatchesItForwardsAndReleasesThemOnEveryPath(t *testing.T
 	held(1)
 	c.Close()
 	held(0)
+}
+
+// A follower forwards to a peer port that speaks HTTP/1.1 only (a member
+// of an older build, during a rolling upgrade) over HTTP/1.1: the probe
+// tells, and the request is answered.
+func TestFollowerForwardsOverHTTP1ToAnOlderPeerPort(t *testing.T) {
+	leader := httpapitest.New("n1")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: NewServer(leader), ErrorLog: log.New(io.Discard, "", 0)}
+	var h1 http.Protocols
+	h1.SetHTTP1(true)
+	srv.Protocols = &h1
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	addr, _ := followerOf(t, ln.Addr().String(), 0)
+	c := newTestClient(t, addr)
+	ctx := testCtx(t)
+	s, err := c.OpenSession(ctx, api.OpenRequest{Name: "via-follower"})
+	if err != nil {
+		t.Fatalf("open through a follower to an HTTP/1.1-only leader: %v", err)
+	}
+	if _, err := c.Acquire(ctx, api.AcquireRequest{Name: "a", Session: s.ID, Holder: "h"}); err != nil {
+		t.Fatalf("acquire through a follower to an HTTP/1.1-only leader: %v", err)
+	}
+	if n := leader.Calls("Acquire"); n != 1 {
+		t.Fatalf("the leader served %d acquires, want 1", n)
+	}
 }
 
 // eventually polls cond until it holds, failing the test with its last

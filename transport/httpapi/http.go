@@ -68,8 +68,10 @@ func WithLogger(l hclog.Logger) ServerOption {
 
 // WithProxyTransport sets the RoundTripper a follower forwards requests to
 // the leader with. It must not time out a response sooner than the longest
-// waiting acquire (api.MaxWait). The default dials with a 5 s timeout
-// and never times out responses.
+// waiting acquire (api.MaxWait). The default dials through the service's
+// DialPeer, never times out responses, and speaks HTTP/2 without TLS to a
+// peer port that serves it (ServePeers), on at most ForwardConnsPerLeader
+// connections per leader, HTTP/1.1 to one of an older build.
 func WithProxyTransport(rt http.RoundTripper) ServerOption {
 	return func(s *Server) {
 		if rt != nil {
@@ -85,14 +87,7 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 		o(s)
 	}
 	if s.proxy == nil {
-		dial := svc.DialPeer
-		s.proxy = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           dial,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}
+		s.proxy = newForwardTransport(svc.DialPeer)
 	}
 	if !s.metricsOnly {
 		// A probe every few seconds on the metrics listener would drown
