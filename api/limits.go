@@ -154,6 +154,25 @@ const (
 	DefaultMaxPrefixWatchersPerToken = 128
 )
 
+// Default caps on the blocking queries one node serves, or forwards to
+// the leader, at once: every watch (GET /v1/lock?index=I, GET
+// /v1/locks?index=I, prefix watches included) and every blocking
+// overview (GET /v1/overview?index=I). Node-local, not replicated: a
+// blocking query holds a request, a goroutine and a timer, not state.
+// Past either cap a new one is refused with resource_exhausted (429:
+// retry once others ended); those already waiting go on.
+const (
+	// DefaultMaxBlockingQueries bounds a node's concurrent blocking
+	// queries (raftlockd --max-blocking-queries;
+	// node.Config.MaxBlockingQueries).
+	DefaultMaxBlockingQueries = 2048
+	// DefaultMaxBlockingQueriesPerToken bounds those of one ACL token
+	// (ACLs on; raftlockd --max-blocking-queries-per-token;
+	// node.Config.MaxBlockingQueriesPerToken): an eighth, so that one
+	// read-only token cannot take every watch from the others.
+	DefaultMaxBlockingQueriesPerToken = 256
+)
+
 // MaxPermits bounds a semaphore's permits (POST /v1/acquire "permits"): a
 // lock taken with permits N has N slots, each with its own holder, token
 // and lock-delay; every slot is stored, shown and timed by the leader, so

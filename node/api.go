@@ -472,60 +472,6 @@ func (n *Node) lockState(name string) api.LockState {
 	return n.lockStateOf(l)
 }
 
-// WatchLock answers the lock's state once its Index is above index, or the
-// current state when wait has passed. It blocks on the node's change
-// notifications, never polls, and confirms leadership before answering.
-func (n *Node) WatchLock(ctx context.Context, name string, index uint64, wait time.Duration) (api.LockState, error) {
-	if err := api.ValidateLockName(name); err != nil {
-		return api.LockState{}, err
-	}
-	if wait == 0 {
-		wait = api.DefaultWatchWait
-	}
-	if err := api.CheckWatchWait("wait", wait); err != nil {
-		return api.LockState{}, err
-	}
-	if err := n.authorize(ctx, api.AccessRead, name); err != nil {
-		return api.LockState{}, err
-	}
-	if err := n.verifyRead(ctx); err != nil {
-		return api.LockState{}, err
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		lost := n.leadershipDone()
-		n.mu.Lock()
-		changed := n.changed
-		n.mu.Unlock()
-		st := n.lockState(name)
-		if index == 0 || st.Index > index {
-			return n.answerWatch(ctx, st)
-		}
-		select {
-		case <-changed:
-		case <-timer.C:
-			return n.answerWatch(ctx, st)
-		case <-lost:
-			return api.LockState{}, n.noLeader()
-		case <-n.stop:
-			return api.LockState{}, n.noLeader()
-		case <-ctx.Done():
-			return api.LockState{}, ctx.Err()
-		}
-	}
-}
-
-// answerWatch answers a watch with st, read after its wait: once the
-// caller's token is known to still exist (reauthorize) and leadership is
-// confirmed.
-func (n *Node) answerWatch(ctx context.Context, st api.LockState) (api.LockState, error) {
-	if err := n.reauthorize(ctx); err != nil {
-		return api.LockState{}, err
-	}
-	return st, n.verifyRead(ctx)
-}
-
 // Locks lists the locks (held, waited for or delayed) whose names start
 // with prefix.
 func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error) {

@@ -34,6 +34,11 @@ func (n *Node) onEvent(e fsm.Event) {
 	case fsm.EventHalted:
 		n.halt(e.Err)
 	case fsm.EventLockChanged, fsm.EventRestored:
+		if e.Kind == fsm.EventRestored {
+			n.lockWakers.wakeAll()
+		} else {
+			n.lockWakers.wake(e.Lock)
+		}
 		n.mu.Lock()
 		close(n.changed)
 		n.changed = make(chan struct{})

@@ -121,6 +121,12 @@ type Config struct {
 	// api.DefaultMaxPrefixWatchers, api.DefaultMaxPrefixWatchersPerToken;
 	// negative refused). Node-local: a watch holds no replicated state.
 	MaxPrefixWatchers, MaxPrefixWatchersPerToken int
+	// MaxBlockingQueries and MaxBlockingQueriesPerToken cap the blocking
+	// queries (watches of a lock or a prefix, blocking overviews) this
+	// node serves, or forwards to the leader, at once, in all and per ACL
+	// token (zero: api.DefaultMaxBlockingQueries,
+	// api.DefaultMaxBlockingQueriesPerToken; negative refused).
+	MaxBlockingQueries, MaxBlockingQueriesPerToken int
 	// ACL turns access control on (raftlockd --acl; every node of a
 	// cluster the same): every API call but GET /v1/health needs a token
 	// (api.Principal in its context, put there by the HTTP layer from
@@ -345,6 +351,13 @@ type Node struct {
 	// prefixChanges is the ring of recent lock changes the prefix
 	// watches wake on (watchprefix.go).
 	prefixChanges changeRing
+	// blocking counts the blocking queries served or forwarded,
+	// watchConfirm shares leadership confirmations among them, and
+	// lockWakers wakes the watches of one lock (blocking.go).
+	blocking     watchCount
+	watchConfirm keepAliveConfirmer
+	lockWakers   lockWakers
+	steps        chan struct{} // blockingSteps slots
 
 	events eventLog     // recent events for the status page (events.go)
 	probes memberProbes // the leader's last look at the members (overview.go)
@@ -401,6 +414,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log:     cfg.Logger.Named("node"),
 		noTerm:  make(chan struct{}),
 		changed: make(chan struct{}),
+		steps:   make(chan struct{}, blockingSteps),
 		stop:    make(chan struct{}),
 		fatal:   make(chan struct{}),
 	}

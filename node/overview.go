@@ -39,7 +39,8 @@ type memberProbes struct {
 // above index (at once for index 0), or after wait. It needs read access
 // to every lock (the rule read: with the empty prefix); the members are
 // shown to an admin token only. It blocks on the node's events, never
-// polls, and confirms leadership before answering.
+// polls, and confirms leadership before answering (confirmWatch); with
+// index it counts against the node's caps on blocking queries.
 func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (api.Overview, error) {
 	if wait == 0 {
 		wait = api.DefaultWatchWait
@@ -51,7 +52,14 @@ func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (
 		return api.Overview{}, err
 	}
 	admin := n.authorize(ctx, api.AccessAdmin, "") == nil
-	if err := n.verifyRead(ctx); err != nil {
+	if index != 0 {
+		done, err := n.enterBlocking(n.blockingToken(ctx))
+		if err != nil {
+			return api.Overview{}, err
+		}
+		defer done()
+	}
+	if err := n.confirmWatch(ctx); err != nil {
 		return api.Overview{}, err
 	}
 	timer := time.NewTimer(wait)
@@ -79,7 +87,7 @@ func (n *Node) Overview(ctx context.Context, index uint64, wait time.Duration) (
 	if err := n.reauthorize(ctx); err != nil {
 		return api.Overview{}, err
 	}
-	return ov, n.verifyRead(ctx)
+	return ov, n.confirmWatch(ctx)
 }
 
 // overview reads the state the page shows.

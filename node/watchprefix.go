@@ -22,7 +22,8 @@ import (
 // before answering; woken, it reads the state machine only when the
 // node's ring of recent changes (changeRing) says a lock under prefix
 // changed, or cannot say; it needs read access to the whole prefix, and counts
-// against the node's caps on prefix watches (resource_exhausted).
+// against the node's caps on prefix watches and on blocking queries
+// (resource_exhausted).
 func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error) {
 	if err := api.CheckPrefix(prefix); err != nil {
 		return api.LocksChange{}, err
@@ -40,12 +41,23 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 	if p, on, _ := n.principal(ctx); on {
 		token = p.TokenID
 	}
-	done, err := n.prefixWatches.enter(token, n.cfg.MaxPrefixWatchers, n.cfg.MaxPrefixWatchersPerToken)
+	done, err := n.prefixWatches.enter(token, n.cfg.MaxPrefixWatchers, n.cfg.MaxPrefixWatchersPerToken,
+		"prefix watches", "; retry later, or watch a shorter prefix with one watch instead of many")
 	if err != nil {
 		return api.LocksChange{}, err
 	}
 	defer done()
-	if err := n.verifyRead(ctx); err != nil {
+	bdone, err := n.enterBlocking(token)
+	if err != nil {
+		return api.LocksChange{}, err
+	}
+	defer bdone()
+	free, err := n.step(ctx)
+	if err != nil {
+		return api.LocksChange{}, err
+	}
+	if err := n.confirmWatch(ctx); err != nil {
+		free()
 		return api.LocksChange{}, err
 	}
 	timer := time.NewTimer(wait)
@@ -59,13 +71,22 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 		if scan || n.prefixChanges.changedSince(prefix, index) {
 			c := n.locksChange(prefix, index)
 			if c.Reset || len(c.Locks) > 0 {
+				defer free()
 				return n.answerWatchLocks(ctx, c)
 			}
 		}
 		scan = false
+		free()
 		select {
 		case <-changed:
+			if free, err = n.step(ctx); err != nil {
+				return api.LocksChange{}, err
+			}
 		case <-timer.C:
+			if free, err = n.step(ctx); err != nil {
+				return api.LocksChange{}, err
+			}
+			defer free()
 			return n.answerWatchLocks(ctx, n.locksChange(prefix, index))
 		case <-lost:
 			return api.LocksChange{}, n.noLeader()
@@ -97,7 +118,7 @@ func (n *Node) answerWatchLocks(ctx context.Context, c api.LocksChange) (api.Loc
 	if err := n.reauthorize(ctx); err != nil {
 		return api.LocksChange{}, err
 	}
-	if err := n.verifyRead(ctx); err != nil {
+	if err := n.confirmWatch(ctx); err != nil {
 		return api.LocksChange{}, err
 	}
 	return c, nil
@@ -168,27 +189,29 @@ func (r *changeRing) changedSince(prefix string, index uint64) bool {
 	return false
 }
 
-// watchCount counts the prefix watches a node serves, in all and by ACL
-// token, against its caps. The zero value is ready.
+// watchCount counts the requests of one kind a node serves at once (prefix
+// watches, blocking queries), in all and by ACL token, against its caps.
+// The zero value is ready.
 type watchCount struct {
 	mu      sync.Mutex
 	total   int
 	byToken map[string]int
 }
 
-// enter counts one more watch by token ("" with ACLs off), or refuses it
-// (resource_exhausted) past max in all or perToken for the token; done
-// uncounts it.
-func (w *watchCount) enter(token string, max, perToken int) (done func(), err error) {
+// enter counts one more request by token ("" with ACLs off), or refuses
+// it (resource_exhausted naming what, the requests counted, and its cap;
+// hint ends the node-wide refusal) past max in all or perToken for the
+// token; done uncounts it (once: later calls do nothing).
+func (w *watchCount) enter(token string, max, perToken int, what, hint string) (done func(), err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.total >= max {
 		return nil, api.Errorf(api.CodeResourceExhausted,
-			"this node serves its limit of %d prefix watches; retry later, or watch a shorter prefix with one watch instead of many", max)
+			"this node serves its limit of %d %s%s", max, what, hint)
 	}
 	if token != "" && w.byToken[token] >= perToken {
 		return nil, api.Errorf(api.CodeResourceExhausted,
-			"token %s holds its limit of %d prefix watches on this node; end one first", token, perToken)
+			"token %s holds its limit of %d %s on this node; end one first", token, perToken, what)
 	}
 	if w.byToken == nil {
 		w.byToken = map[string]int{}
@@ -197,19 +220,23 @@ func (w *watchCount) enter(token string, max, perToken int) (done func(), err er
 	if token != "" {
 		w.byToken[token]++
 	}
+	var once sync.Once
 	return func() {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.total--
-		if token != "" {
-			if w.byToken[token]--; w.byToken[token] == 0 {
-				delete(w.byToken, token)
+		once.Do(func() {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			w.total--
+			if token != "" {
+				if w.byToken[token]--; w.byToken[token] == 0 {
+					delete(w.byToken, token)
+				}
 			}
-		}
+		})
 	}, nil
 }
 
-// resolveWatchCaps fills in and checks the caps on prefix watches.
+// resolveWatchCaps fills in and checks the caps on prefix watches and
+// blocking queries.
 func (c *Config) resolveWatchCaps() error {
 	if c.MaxPrefixWatchers == 0 {
 		c.MaxPrefixWatchers = api.DefaultMaxPrefixWatchers
@@ -219,6 +246,15 @@ func (c *Config) resolveWatchCaps() error {
 	}
 	if c.MaxPrefixWatchers < 0 || c.MaxPrefixWatchersPerToken < 0 {
 		return invalid("MaxPrefixWatchers %d and MaxPrefixWatchersPerToken %d must be positive", c.MaxPrefixWatchers, c.MaxPrefixWatchersPerToken)
+	}
+	if c.MaxBlockingQueries == 0 {
+		c.MaxBlockingQueries = api.DefaultMaxBlockingQueries
+	}
+	if c.MaxBlockingQueriesPerToken == 0 {
+		c.MaxBlockingQueriesPerToken = api.DefaultMaxBlockingQueriesPerToken
+	}
+	if c.MaxBlockingQueries < 0 || c.MaxBlockingQueriesPerToken < 0 {
+		return invalid("MaxBlockingQueries %d and MaxBlockingQueriesPerToken %d must be positive", c.MaxBlockingQueries, c.MaxBlockingQueriesPerToken)
 	}
 	return nil
 }

@@ -96,6 +96,9 @@ type options struct {
 	// prefixWatchers and prefixWatchersPerToken: --max-prefix-watchers
 	// and --max-prefix-watchers-per-token (node-local caps).
 	prefixWatchers, prefixWatchersPerToken int
+	// blockingQueries and blockingQueriesPerToken: --max-blocking-queries
+	// and --max-blocking-queries-per-token.
+	blockingQueries, blockingQueriesPerToken int
 	// debugRemote allows a non-loopback --debug-addr.
 	debugRemote bool
 	// streamAddr: the stream protocol's listener (--stream-addr; "": off).
@@ -142,6 +145,8 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.metricsOpen, "metrics-open", false, "with --acl, serve GET /metrics without a token (otherwise it needs one with read on the empty prefix)")
 	fs.IntVar(&o.prefixWatchers, "max-prefix-watchers", api.DefaultMaxPrefixWatchers, "most prefix watches (GET /v1/locks?index=) this node serves at once")
 	fs.IntVar(&o.prefixWatchersPerToken, "max-prefix-watchers-per-token", api.DefaultMaxPrefixWatchersPerToken, "most prefix watches of one ACL token this node serves at once, with --acl")
+	fs.IntVar(&o.blockingQueries, "max-blocking-queries", api.DefaultMaxBlockingQueries, "most blocking queries (watches: GET /v1/lock?index=, /v1/locks?index=, /v1/overview?index=) this node serves or forwards at once")
+	fs.IntVar(&o.blockingQueriesPerToken, "max-blocking-queries-per-token", api.DefaultMaxBlockingQueriesPerToken, "most blocking queries of one ACL token this node serves or forwards at once, with --acl")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP,
 		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP))
 	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", api.DefaultIdleTimeout,
@@ -197,6 +202,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.prefixWatchers < 1 || o.prefixWatchersPerToken < 1 {
 		return o, fmt.Errorf("--max-prefix-watchers %d and --max-prefix-watchers-per-token %d: want 1 or more", o.prefixWatchers, o.prefixWatchersPerToken)
+	}
+	if o.blockingQueries < 1 || o.blockingQueriesPerToken < 1 {
+		return o, fmt.Errorf("--max-blocking-queries %d and --max-blocking-queries-per-token %d: want 1 or more", o.blockingQueries, o.blockingQueriesPerToken)
 	}
 	if o.maxConnsPerIP < api.MinMaxConnsPerIP || o.maxConnsPerIP > api.MaxMaxConnsPerIP {
 		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
@@ -700,6 +708,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		TrailingLogs: o.backup.trailingLogs, LogStore: o.logStore.logStore,
 		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout, Wire: nodehttp.Wire{},
 		MaxPrefixWatchers: o.prefixWatchers, MaxPrefixWatchersPerToken: o.prefixWatchersPerToken,
+		MaxBlockingQueries: o.blockingQueries, MaxBlockingQueriesPerToken: o.blockingQueriesPerToken,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -28,6 +28,7 @@ var serveGroups = []flagGroup{
 	{"TLS and ACL", []string{"tls-cert", "tls-key", "tls-ca", "client-cert-auth", "insecure", "acl", "metrics-open"}},
 	{"Limits", []string{"max-sessions", "max-locks", "max-waiters-per-lock", "max-locks-per-session",
 		"max-sessions-per-token", "max-locks-per-token", "max-waiters-per-token", "max-prefix-watchers", "max-prefix-watchers-per-token",
+		"max-blocking-queries", "max-blocking-queries-per-token",
 		"max-conns-per-ip", "http-idle-timeout"}},
 	{"Observability", []string{"log-level", "log-json", "metrics-addr", "debug-addr", "debug-allow-remote", "version"}},
 	{"Development", []string{"dev", "unsafe-fault"}},

@@ -68,8 +68,10 @@ func WithLogger(l hclog.Logger) ServerOption {
 
 // WithProxyTransport sets the RoundTripper a follower forwards requests to
 // the leader with. It must not time out a response sooner than the longest
-// waiting acquire (api.MaxWait). The default dials with a 5 s timeout
-// and never times out responses.
+// waiting acquire (api.MaxWait). The default dials through the service's
+// DialPeer, never times out responses, and speaks HTTP/2 without TLS to a
+// peer port that serves it (ServePeers), on at most ForwardConnsPerLeader
+// connections per leader, HTTP/1.1 to one of an older build.
 func WithProxyTransport(rt http.RoundTripper) ServerOption {
 	return func(s *Server) {
 		if rt != nil {
@@ -85,14 +87,7 @@ func NewServer(svc Service, opts ...ServerOption) *Server {
 		o(s)
 	}
 	if s.proxy == nil {
-		dial := svc.DialPeer
-		s.proxy = &http.Transport{
-			Proxy:                 nil,
-			DialContext:           dial,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-			ExpectContinueTimeout: time.Second,
-		}
+		s.proxy = newForwardTransport(svc.DialPeer)
 	}
 	if !s.metricsOnly {
 		// A probe every few seconds on the metrics listener would drown
@@ -161,7 +156,8 @@ func (s *Server) routes() {
 }
 
 // endpoint wraps a handler: forwarding when this node does not lead (the
-// Authorization header goes along: the leader authenticates), then, with
+// Authorization header goes along: the leader authenticates; a blocking
+// query is counted against this node's caps first), then, with
 // ACLs on and unless the route is open, authentication, and error answers
 // for a returned error.
 func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
@@ -181,6 +177,15 @@ func (s *Server) endpoint(forward, open bool, h func(http.ResponseWriter, *http.
 						s.writeError(w, r, err)
 						return
 					}
+				}
+				if isBlockingQuery(r) {
+					secret, _ := api.ParseBearer(r.Header.Get("Authorization"))
+					done, err := s.svc.AdmitForwardedQuery(secret)
+					if err != nil {
+						s.writeError(w, r, err)
+						return
+					}
+					defer done()
 				}
 				s.forward(w, r, li)
 				return

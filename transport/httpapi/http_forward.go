@@ -77,6 +77,24 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li api.LeaderIn
 	p.ServeHTTP(w, r.WithContext(ctx))
 }
 
+// isBlockingQuery reports whether r is a blocking query, which a follower
+// counts against its caps before forwarding it (QueryAdmitter): a watch
+// of a lock or a prefix (GET /v1/lock or /v1/locks with index or wait)
+// or a blocking overview (GET /v1/overview with an index).
+func isBlockingQuery(r *http.Request) bool {
+	if r.Method != http.MethodGet {
+		return false
+	}
+	q := r.URL.Query()
+	switch r.URL.Path {
+	case "/v1/lock", "/v1/locks":
+		return q.Has("index") || q.Has("wait")
+	case "/v1/overview":
+		return q.Has("index")
+	}
+	return false
+}
+
 // leaderCheckInterval is how often a forwarded request checks whether this
 // node's view of the leader changed.
 const leaderCheckInterval = 100 * time.Millisecond

@@ -20,8 +20,9 @@ type PeerServer struct {
 }
 
 // ServePeers serves svc's API on ln (RaftNet.Peers) until Close, over
-// HTTP/1.1 only, with the timeouts of ConfigureServer: idle connections
-// are closed after idle (zero: DefaultIdleTimeout).
+// HTTP/1.1 and HTTP/2 with prior knowledge (h2c: how followers forward),
+// with the timeouts of ConfigureServer: idle connections are closed after
+// idle (zero: DefaultIdleTimeout).
 func ServePeers(ln net.Listener, svc Service, log hclog.Logger, idle time.Duration) *PeerServer {
 	if log == nil {
 		log = hclog.NewNullLogger()
@@ -35,11 +36,14 @@ func ServePeers(ln net.Listener, svc Service, log hclog.Logger, idle time.Durati
 		done: make(chan struct{}),
 	}
 	ConfigureServer(p.srv, idle)
-	// HTTP/1.1 only: the members' forwarding and calls speak it, and the
-	// port has no use for HTTP/2 (DESIGN.md, "HTTP/2 on the API").
-	var h1 http.Protocols
-	h1.SetHTTP1(true)
-	p.srv.Protocols = &h1
+	// HTTP/1.1 for the members' calls (and older members' forwarding),
+	// HTTP/2 with prior knowledge for forwarding: one connection carries
+	// up to PeerStreamsPerConn requests (DESIGN.md, "HTTP/2 on the API").
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	p.srv.Protocols = &protos
+	p.srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: PeerStreamsPerConn}
 	go func() {
 		defer close(p.done)
 		if err := p.srv.Serve(ln); err != nil && err != http.ErrServerClosed {

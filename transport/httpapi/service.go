@@ -30,6 +30,7 @@ type Service interface {
 	MetricsService
 	Digester
 	PeerDialer
+	QueryAdmitter
 }
 
 // Replica is what every server asks of its service beyond the lock
@@ -178,6 +179,16 @@ type Digester interface {
 	// Diverged is told by the leader that this replica's digest differs
 	// from the majority's (POST /v1/internal/diverged).
 	Diverged(d api.DivergedNotice)
+}
+
+// QueryAdmitter caps the blocking queries a follower forwards.
+type QueryAdmitter interface {
+	// AdmitForwardedQuery counts a blocking query (a watch) this node,
+	// not leading, is about to forward to the leader against its caps on
+	// blocking queries, by the secret of its bearer token ("" without
+	// one), or refuses it (resource_exhausted, answered at once). done
+	// uncounts it once the forwarded query ended.
+	AdmitForwardedQuery(secret string) (done func(), err error)
 }
 
 // PeerDialer reaches the node's peers: the Server forwards through

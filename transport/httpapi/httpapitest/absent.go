@@ -201,3 +201,6 @@ func WatchLocks(ctx context.Context, b api.Backend, prefix string, index uint64,
 		}
 	}
 }
+
+// AdmitForwardedQuery admits every forwarded query (no caps).
+func (Absent) AdmitForwardedQuery(string) (func(), error) { return func() {}, nil }
