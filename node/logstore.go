@@ -253,6 +253,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	if err := n.checkRaftDB(dbPath); err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	reserve, err := setDiskReserve(n.cfg.ID, dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	store, err := openBolt(dir, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
@@ -275,7 +279,7 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
 	n.log.Info("Raft stores open", "log_store", kind, "log", n.logPath, "stable", dbPath)
-	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, probes: map[string]func() error{
+	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, reserve: reserve, onFull: n.stopFull, probes: map[string]func() error{
 		// A write (fsynced) of a key of its own proves the stable store
 		// works (not the log store, even where that is raft.db too).
 		storeStable: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },

@@ -52,6 +52,13 @@ type storeWatch struct {
 	probes map[string]func() error
 	slowAt time.Time // when the last slow write was logged
 
+	// reserve is the data dir's disk reserve (disk.go); full is set once
+	// a write failed for want of space and the reserve was released, and
+	// onFull is then called once.
+	reserve *diskReserve
+	full    atomic.Bool
+	onFull  func(file string, err error)
+
 	errors atomic.Uint64 // failed writes, ever
 	mu     sync.Mutex
 	// failing holds, per store (storeLog, storeStable, storeSnapshots),
@@ -135,6 +142,19 @@ const slowWrite = 500 * time.Millisecond
 
 // diskProbeEvery is how often a failing file is probed.
 const diskProbeEvery = time.Second
+
+// diskFull handles a write to a Raft store, in file, that failed for
+// want of space (err): it releases the disk reserve, refuses every later
+// append (watchedLog), calls onFull the first time (the node stops), and
+// reports whether a retry of the write may succeed (the reserve was set).
+func (s *storeWatch) diskFull(file string, err error) bool {
+	first := s.full.CompareAndSwap(false, true)
+	s.reserve.release()
+	if first && s.onFull != nil {
+		s.onFull(file, err)
+	}
+	return s.reserve != nil
+}
 
 // probe tries every failing store's probe once; a success clears it.
 func (s *storeWatch) probe() {
@@ -225,6 +245,9 @@ func (s *watchedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Lo
 func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.w.full.Load() {
+		return s.w.note(storeLog, s.file, fmt.Errorf("%w: no more log entries are stored, the room left is kept for the term and vote", ErrDiskFull))
+	}
 	start := time.Now()
 	err := s.store.StoreLogs(ls)
 	s.w.observe("log", s.file, time.Since(start))
@@ -237,6 +260,9 @@ func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 			err = s.store.StoreLogs(ls)
 		}
 	}
+	if noSpace(err) {
+		s.w.diskFull(s.file, err)
+	}
 	return s.w.note(storeLog, s.file, err)
 }
 
@@ -244,7 +270,11 @@ func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 func (s *watchedLog) DeleteRange(min, max uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.note(storeLog, s.file, s.store.DeleteRange(min, max))
+	err := s.store.DeleteRange(min, max)
+	if noSpace(err) {
+		s.w.diskFull(s.file, err)
+	}
+	return s.w.note(storeLog, s.file, err)
 }
 
 // IsMonotonic implements raft.MonotonicLogStore for a store that does
@@ -276,16 +306,23 @@ type watchedStable struct {
 
 // Set implements raft.StableStore.
 func (s *watchedStable) Set(k, v []byte) error {
-	start := time.Now()
-	err := s.StableStore.Set(k, v)
-	s.w.observe("stable", s.file, time.Since(start))
-	return s.w.note(storeStable, s.file, err)
+	return s.write(func() error { return s.StableStore.Set(k, v) })
 }
 
 // SetUint64 implements raft.StableStore.
 func (s *watchedStable) SetUint64(k []byte, v uint64) error {
+	return s.write(func() error { return s.StableStore.SetUint64(k, v) })
+}
+
+// write runs set, watched; one that fails for want of space runs again
+// with the disk reserve released (storeWatch.diskFull), so that Raft
+// stores its term and vote on a full disk rather than panic.
+func (s *watchedStable) write(set func() error) error {
 	start := time.Now()
-	err := s.StableStore.SetUint64(k, v)
+	err := set()
+	if noSpace(err) && s.w.diskFull(s.file, err) {
+		err = set()
+	}
 	s.w.observe("stable", s.file, time.Since(start))
 	return s.w.note(storeStable, s.file, err)
 }
