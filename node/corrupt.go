@@ -2,9 +2,12 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/raftlock/raftlock/fsm"
 )
 
 // haltTimeout bounds how long a halted node waits for Raft to stop.
@@ -15,10 +18,23 @@ const haltTimeout = 10 * time.Second
 // serves nothing (it is not ready, so it answers no_leader, and it
 // applies nothing more), and it shuts Raft down so that it neither leads
 // nor votes on a log it cannot trust. Fatal is closed with the error,
-// which names the entry, the file it came from and the repair. halt runs
+// which names the entry, the file it came from and the repair; an entry
+// of a command version above this build's, whose checksum holds, was
+// written by a newer build (a node rolled back after an upgrade): that is
+// said, a DataNewerError, with no advice to wipe a sound node. halt runs
 // on the FSM's goroutine with the state lock held: it only flags and
 // hands the rest to a goroutine.
 func (n *Node) halt(err error) {
+	var newer *fsm.NewerVersionError
+	if errors.As(err, &newer) {
+		var index uint64
+		if ce := (*fsm.CorruptEntryError)(nil); errors.As(err, &ce) {
+			index = ce.Index
+		}
+		n.stopFor(fmt.Errorf("node %s: log entry %d: %w; this node has stopped and serves nothing until then",
+			n.cfg.ID, index, &DataNewerError{File: n.logPath, Version: newer.Version}), "a log entry written by a newer build: stopping")
+		return
+	}
 	n.stopFor(fmt.Errorf("node %s: %w, read from %s: this node has stopped and serves nothing from it; "+
 		"repair: run `raftlock members remove %s` on the cluster, wipe the data dir %s and start this node with --join "+
 		"(its state comes back from the others)", n.cfg.ID, err, n.logPath, n.cfg.ID, n.cfg.DataDir), "corrupt log entry: stopping")
@@ -57,8 +73,9 @@ func (n *Node) stopFor(err error, line string) {
 }
 
 // Fatal is closed when the node has stopped itself for good: it met a
-// corrupt log entry (FatalErr says which, where, and how to repair it),
-// or its disk filled up (ErrDiskFull).
+// corrupt log entry, or one written by a newer build (FatalErr says
+// which, where, and how to repair it), or its disk filled up
+// (ErrDiskFull).
 // An embedding application should stop using the node; raftlockd exits.
 func (n *Node) Fatal() <-chan struct{} { return n.fatal }
 

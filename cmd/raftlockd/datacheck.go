@@ -102,6 +102,9 @@ const (
 	// exitDiskFull: the disk of the data dir is full (node.ErrDiskFull);
 	// restarting once there is room brings the node back.
 	exitDiskFull = 3
+	// exitDataNewer: the data dir holds a command version a newer build
+	// wrote (node.DataNewerError); run a newer build, do not wipe it.
+	exitDataNewer = 4
 )
 
 // exitStatus is the exit status of a node that failed to start or
@@ -110,6 +113,8 @@ func exitStatus(err error) int {
 	switch {
 	case errors.Is(err, node.ErrDiskFull):
 		return exitDiskFull
+	case errors.As(err, new(*node.DataNewerError)):
+		return exitDataNewer
 	}
 	return 1
 }
