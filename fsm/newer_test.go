@@ -5,6 +5,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"github.com/raftlock/raftlock/api"
 )
 
 // A command of a version above this build's whose checksum holds was
@@ -37,5 +39,14 @@ func TestDecodeTellsANewerBuildsCommandFromDamage(t *testing.T) {
 	flipped[0] = Version + 1 // the version byte of a sound entry, damaged
 	if _, err := Decode(flipped); err == nil || errors.As(err, &newer) {
 		t.Errorf("a version %d entry whose version byte reads %d: %v, want damage", Version, Version+1, err)
+	}
+}
+
+// The wire contract names the command version that lock options need
+// (api.CommandsLockOptions, which a follower checks against its leader's
+// record): it is this package's VersionLockOptions.
+func TestAPINamesTheLockOptionsCommandVersion(t *testing.T) {
+	if api.CommandsLockOptions != VersionLockOptions {
+		t.Fatalf("api.CommandsLockOptions %d, fsm.VersionLockOptions %d", api.CommandsLockOptions, VersionLockOptions)
 	}
 }
