@@ -55,9 +55,9 @@ func followerOn(t *testing.T, ctx context.Context, disk *crashfs.FS, extra ...st
 // catches up. (hashicorp/raft's pipeline replication used to deadlock
 // when a follower failed an append with more appends in flight: the
 // leader then sent it nothing more but heartbeats, and its flag stayed
-// up for good; the node drains the pipeline, pipeline.go.) A failing
-// store is also probed every second, so the flag clears even if nothing
-// is written.
+// up for good; the node drains the pipeline, pipeline.go.) The log's
+// flag clears on the first append that succeeds: Raft sends n3 again
+// the entries it failed to store, even once nothing more is written.
 func TestStorageFailingClearsOnceTheDiskWorksAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes on a FUSE disk")
