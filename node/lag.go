@@ -23,36 +23,42 @@ const (
 
 // commitLag follows the commit index a follower's leader announces in
 // its appends (AppendEntriesRequest.LeaderCommitIndex; heartbeats carry
-// none), as the node's transport hands them to Raft (rpcTap). It keeps
-// the highest announced, and since when the follower has not applied an
-// index it was told is committed.
+// none), as the node's transport hands them to Raft (rpcTap), and
+// judges, when health asks, how far the state machine is behind it. The
+// tap only records (no lock of the state machine on Raft's RPC path):
+// the time an index was announced is judged at the next health check,
+// so a lateness it reports is a lower bound, never more than the truth.
 type commitLag struct {
-	applied func() uint64 // the state machine's last applied index
-
 	mu           sync.Mutex
 	leaderCommit uint64    // highest commit index announced
-	target       uint64    // an announced commit index not applied yet (or 0)
+	seenAt       time.Time // when it was announced
+	target       uint64    // an announced commit index the follower must reach
 	since        time.Time // when target was announced
 }
 
 // saw records a commit index announced at now.
 func (c *commitLag) saw(commit uint64, now time.Time) {
-	applied := c.applied()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.leaderCommit = max(c.leaderCommit, commit)
-	if applied >= c.target {
-		// The last target was reached: the next one is timed from now.
-		c.target, c.since = c.leaderCommit, now
+	if commit > c.leaderCommit {
+		c.leaderCommit, c.seenAt = commit, now
+	}
+	if c.target == 0 {
+		c.target, c.since = commit, now
 	}
 }
 
 // behind answers the highest commit index announced, how many entries
-// the state machine (at applied) is behind it, and for how long it has
-// not applied an index announced committed (0 if it has).
+// the state machine (at applied) is behind it, and for how long at least
+// it has not applied an index announced committed (0 if it has).
 func (c *commitLag) behind(applied uint64, now time.Time) (leaderCommit, entries uint64, late time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.target != 0 && applied >= c.target {
+		// Reached: the next target is the newest index announced,
+		// timed from when it was.
+		c.target, c.since = c.leaderCommit, c.seenAt
+	}
 	if c.leaderCommit > applied {
 		entries = c.leaderCommit - applied
 	}

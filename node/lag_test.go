@@ -12,7 +12,7 @@ import (
 // committed; one that keeps up, even a little behind, is not.
 func TestHealthLagBoundIsEntriesOrTimeBehindTheLeadersCommit(t *testing.T) {
 	var applied uint64
-	c := &commitLag{applied: func() uint64 { return applied }}
+	c := &commitLag{}
 	t0 := time.Unix(1000, 0)
 	if why := c.lagReason(0, t0); why != "" {
 		t.Fatalf("before any append: %q", why)
@@ -42,6 +42,9 @@ func TestHealthLagBoundIsEntriesOrTimeBehindTheLeadersCommit(t *testing.T) {
 	// since they were announced.
 	at := t0.Add(300 * time.Second)
 	c.saw(applied+3, at)
+	if why := c.lagReason(applied, at.Add(time.Second)); why != "" {
+		t.Fatalf("3 entries behind for a second: %q", why)
+	}
 	c.saw(applied+4, at.Add(5*time.Second))
 	if why := c.lagReason(applied, at.Add(healthMaxLagTime)); why != "" {
 		t.Fatalf("stuck for exactly the bound: %q", why)

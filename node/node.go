@@ -442,7 +442,6 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.peer = rn
 		trans = rn.Transport
 	}
-	n.lag.applied = n.fsm.AppliedIndex
 	if nt, ok := trans.(*raft.NetworkTransport); ok {
 		trans = newDrainingTransport(nt, &n.lag) // pipeline.go: hashicorp/raft#612 and #717
 	}
