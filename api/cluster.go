@@ -72,7 +72,16 @@ type LeaderInfo struct {
 	// Members is a digest of the membership as the replica sees it
 	// (HeaderMembers); empty when unknown.
 	Members string
+	// Commands is the highest command version the leader's build reads,
+	// by its member record (0: unknown). A follower answers what that
+	// leader cannot serve rather than forward it (CommandsLockOptions).
+	Commands byte
 }
+
+// CommandsLockOptions is the command version (fsm.VersionLockOptions)
+// that semaphores, hold limits, revocations, release requests and the
+// admin session calls need on every member.
+const CommandsLockOptions byte = 5
 
 // ForwardAddr is where a follower forwards to the leader: its peer port
 // when it has one, else its HTTP address.

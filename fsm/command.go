@@ -256,6 +256,18 @@ var ErrDecode = errors.New("fsm: cannot decode command")
 // bytes do not match its checksum: a corrupt entry.
 var ErrChecksum = errors.New("checksum mismatch")
 
+// NewerVersionError is wrapped (with ErrDecode) by the error of a
+// command whose version byte is above Version while its CRC-32C, which
+// covers that byte, holds: a newer build wrote it, and it is not
+// damaged (a bit flip in the version byte fails the checksum).
+type NewerVersionError struct {
+	Version byte
+}
+
+func (e *NewerVersionError) Error() string {
+	return fmt.Sprintf("command version %d, written by a newer build (this build reads versions %d to %d)", e.Version, VersionUnchecked, Version)
+}
+
 // variant returns the payload of c's Type and whether it is set; with alloc
 // it first allocates a fresh payload (for decoding into).
 func (c *Command) variant(alloc bool) (any, bool, error) {
@@ -386,6 +398,10 @@ func Decode(data []byte) (Command, error) {
 		data = data[:end]
 	case VersionUnchecked:
 	default:
+		if end := len(data) - checksumLen; data[0] > Version && end >= 2 &&
+			binary.BigEndian.Uint32(data[end:]) == crc32.Checksum(data[:end], castagnoli) {
+			return Command{}, fmt.Errorf("%w: %w", ErrDecode, &NewerVersionError{Version: data[0]})
+		}
 		return Command{}, fmt.Errorf("%w: version %d, this build reads %d to %d", ErrDecode, data[0], VersionUnchecked, Version)
 	}
 	c := Command{Type: CommandType(data[1])}

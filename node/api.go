@@ -573,7 +573,9 @@ func (n *Node) Leader() api.LeaderInfo {
 	}
 	for _, m := range mv.members {
 		if m.ID == li.ID {
-			li.HTTPAddr = m.HTTPAddr
+			// A record without the field is a build from before the
+			// binary format: it reads checksummed JSON.
+			li.HTTPAddr, li.Commands = m.HTTPAddr, max(m.Commands, fsm.VersionJSON)
 		}
 	}
 	return li

@@ -2,6 +2,10 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +77,51 @@ func TestCorruptEntryStopsEveryReplicaBeforeItIsApplied(t *testing.T) {
 		}
 	}
 	t.Logf("%d of 3 replicas halted; the others never applied the entry", halted)
+}
+
+// An entry of a command version a newer build wrote (its checksum holds;
+// a rolled-back node meets one) stops a replica as a corrupt one does,
+// before it is applied, but says what it is: the version found, the
+// versions this build reads, "run a newer build", and never advises to
+// wipe the data dir (DataNewerError).
+func TestNewerBuildsEntryStopsAReplicaWithoutAdvisingAWipe(t *testing.T) {
+	c := newTestCluster(t, 3, slowRaft)
+	ld, _ := c.leader()
+	cmd := fsm.Command{Type: fsm.CmdRelease, Now: time.Now().UnixNano(),
+		Release: &fsm.LockRef{Lock: "x", Session: "s", Holder: "h"}}
+	data, err := cmd.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[0] = fsm.Version + 1
+	end := len(data) - 4
+	binary.BigEndian.PutUint32(data[end:], crc32.Checksum(data[:end], crc32.MakeTable(crc32.Castagnoli)))
+	f := ld.raft.Apply(data, 5*time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatalf("propose: %v", err)
+	}
+	select {
+	case <-ld.Fatal():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the leader %s did not stop on the newer build's entry", ld.ID())
+	}
+	err = ld.FatalErr()
+	var newer *DataNewerError
+	if !errors.As(err, &newer) || newer.Version != fsm.Version+1 {
+		t.Fatalf("FatalErr = %v, want a DataNewerError of version %d", err, fsm.Version+1)
+	}
+	msg := err.Error()
+	for _, want := range []string{fmt.Sprintf("command version %d", fsm.Version+1), fmt.Sprintf("reads versions 1 to %d", fsm.Version), "run a newer build", ld.LogPath()} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q does not say %q", msg, want)
+		}
+	}
+	for _, never := range []string{"wipe the data dir", "--join", "is corrupt"} {
+		if strings.Contains(msg, never) {
+			t.Errorf("%q says %q to a sound node", msg, never)
+		}
+	}
+	if a := ld.fsm.AppliedIndex(); a >= f.Index() {
+		t.Errorf("applied up to %d, past the entry %d", a, f.Index())
+	}
 }

@@ -39,6 +39,22 @@ func (e *DataDamagedError) Error() string {
 	return fmt.Sprintf("data dir damaged: %s: %s; %s", e.File, e.What, e.Repair)
 }
 
+// DataNewerError is why a node refused to start on, or stopped at, a
+// data dir that holds a command version this build cannot read, written
+// by a newer build (a node rolled back after an upgrade): the data dir is
+// sound, and a newer build reads it.
+type DataNewerError struct {
+	// File holds the entry; Version is the command version found.
+	File    string
+	Version byte
+}
+
+func (e *DataNewerError) Error() string {
+	return fmt.Sprintf("data dir written by a newer build: %s holds command version %d, and this build reads versions %d to %d; "+
+		"the data dir is not damaged: run a newer build (one that reads command version %d) on it, and do not wipe it (docs/DAMAGED.md, \"A newer build's data dir\")",
+		e.File, e.Version, fsm.VersionUnchecked, fsm.Version, e.Version)
+}
+
 func (n *Node) damaged(file, format string, args ...any) error {
 	return DataDamaged(n.cfg.ID, file, fmt.Sprintf(format, args...))
 }
@@ -295,6 +311,10 @@ func (n *Node) checkOpenStores(dbPath, logPath string, logs raft.LogStore, stabl
 			continue
 		}
 		if _, err := fsm.Decode(l.Data); err != nil {
+			var newer *fsm.NewerVersionError
+			if errors.As(err, &newer) {
+				return fmt.Errorf("log entry %d: %w", i, &DataNewerError{File: logPath, Version: newer.Version})
+			}
 			return n.damaged(logPath, "%v", &fsm.CorruptEntryError{Index: i, Err: err})
 		}
 	}

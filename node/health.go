@@ -14,7 +14,9 @@ import (
 // a quorum of voters (itself included; a peer counts as unreached while
 // its heartbeats fail, and Raft itself steps down after LeaderLeaseTimeout
 // without a quorum) or it follows a known leader it heard from within
-// ElectionTimeout (at least HeartbeatTimeout). Otherwise it says why.
+// ElectionTimeout (at least HeartbeatTimeout) and is within the lag
+// bound of the commit index that leader announced (lag.go). Otherwise it
+// says why.
 func (n *Node) Health() api.HealthStatus {
 	st := n.health()
 	st.ID, st.AppliedIndex = n.cfg.ID, n.fsm.AppliedIndex()
@@ -76,6 +78,9 @@ func (n *Node) health() api.HealthStatus {
 		if ago > limit {
 			return api.HealthStatus{LastContact: ago,
 				Reason: fmt.Sprintf("no contact with leader %s for %v (limit %v)", id, ago.Round(time.Millisecond), limit)}
+		}
+		if why := n.lag.lagReason(n.fsm.AppliedIndex(), time.Now()); why != "" {
+			return api.HealthStatus{LastContact: ago, Reason: why}
 		}
 		return api.HealthStatus{Healthy: true, LastContact: ago}
 	case raft.Candidate:

@@ -253,6 +253,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 	if err := n.checkRaftDB(dbPath); err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
+	reserve, err := setDiskReserve(n.cfg.ID, dir)
+	if err != nil {
+		return nil, nil, err
+	}
 	store, err := openBolt(dir, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("node: %w", err)
@@ -275,9 +279,10 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		return nil, nil, fmt.Errorf("node: %w", err)
 	}
 	n.log.Info("Raft stores open", "log_store", kind, "log", n.logPath, "stable", dbPath)
-	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, probes: map[string]func() error{
-		// A write (fsynced) of a key of its own proves the file works.
-		dbPath: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },
+	n.watched = &storeWatch{log: n.log, latency: n.metrics.storeWrite, reserve: reserve, onFull: n.stopFull, probes: map[string]func() error{
+		// A write (fsynced) of a key of its own proves the stable store
+		// works (not the log store, even where that is raft.db too).
+		storeStable: func() error { return store.Set(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano))) },
 	}}
 	n.watchedStable = &watchedStable{StableStore: store, file: dbPath, w: n.watched}
 	// The leader replicates recent entries from memory instead of reading
@@ -288,11 +293,6 @@ func (n *Node) openStores() (*raftboltdb.BoltStore, raft.LogStore, error) {
 		// reads and the close go through it.
 		wl.rebuild = n.rebuildWAL
 		n.logs, n.walLog = wl, wl
-		// raft-wal's own stable keys live in wal-meta.db, in wal/ (the
-		// current WAL's, after a rebuild).
-		n.watched.probes[n.logPath] = func() error {
-			return wl.setStable(diskProbeKey, []byte(time.Now().UTC().Format(time.RFC3339Nano)))
-		}
 	}
 	logs, err := raft.NewLogCache(logCacheSize, wl)
 	if err != nil {

@@ -325,6 +325,7 @@ type Node struct {
 	snap    snapshotState // backup and restore (snapshot.go)
 	metrics *nodeMetrics  // GET /metrics (metrics.go)
 	watch   *raftWatch    // leader changes, dead peers (raftwatch.go)
+	lag     commitLag     // the leader's announced commit index (lag.go)
 	// members caches the membership digest Leader reports on every
 	// request (membersView in api.go).
 	members atomic.Pointer[membersView]
@@ -433,7 +434,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	stages.begin("open the snapshot store")
 	snapDir := filepath.Join(cfg.DataDir, snapshotsDirName)
-	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), func(err error) { n.watched.note(snapDir, err) })
+	snaps, err := openSnapshotStore(cfg.DataDir, cfg.Logger.Named("snapshots"), func(err error) { n.watched.note(storeSnapshots, snapDir, err) })
 	if err != nil {
 		n.closeRaftStores()
 		return nil, fmt.Errorf("node: snapshot store: %w", err)
@@ -463,7 +464,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		trans = rn.Transport
 	}
 	if nt, ok := trans.(*raft.NetworkTransport); ok {
-		trans = newDrainingTransport(nt) // pipeline.go: hashicorp/raft#612 and #717
+		trans = newDrainingTransport(nt, &n.lag) // pipeline.go: hashicorp/raft#612 and #717
 	}
 	n.trans = trans
 	if n.peer != nil {

@@ -26,9 +26,13 @@ import (
 // current term: database not open", hashicorp/raft#717). Close waits for
 // the handlers under way and drops every later heartbeat (the transport's
 // shutdown ends its wait for an answer).
+//
+// Its Consumer hands Raft the RPCs through an rpcTap, which records the
+// commit index the leader announces (health's lag bound, lag.go).
 type drainingTransport struct {
 	*raft.NetworkTransport
 	gate *heartbeatGate
+	rpcs *rpcTap
 }
 
 // heartbeatGate lets heartbeat handlers run until it is closed.
@@ -37,10 +41,14 @@ type heartbeatGate struct {
 	closed bool
 }
 
-// newDrainingTransport wraps t.
-func newDrainingTransport(t *raft.NetworkTransport) drainingTransport {
-	return drainingTransport{NetworkTransport: t, gate: &heartbeatGate{}}
+// newDrainingTransport wraps t; lag records the commit index of every
+// append t receives.
+func newDrainingTransport(t *raft.NetworkTransport, lag *commitLag) drainingTransport {
+	return drainingTransport{NetworkTransport: t, gate: &heartbeatGate{}, rpcs: newRPCTap(t.Consumer(), lag)}
 }
+
+// Consumer implements raft.Transport, through the tap.
+func (t drainingTransport) Consumer() <-chan raft.RPC { return t.rpcs.consumer() }
 
 // SetHeartbeatHandler implements raft.WithHeartbeat (hashicorp/raft's
 // fast path), through the gate.
@@ -55,6 +63,7 @@ func (t drainingTransport) SetHeartbeatHandler(cb func(rpc raft.RPC)) {
 // Close implements raft.WithClose: no heartbeat handler runs after it.
 func (t drainingTransport) Close() error {
 	t.gate.close()
+	t.rpcs.close()
 	return t.NetworkTransport.Close()
 }
 

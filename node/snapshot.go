@@ -317,6 +317,13 @@ func (n *Node) seedRestore(conf raft.Configuration, snaps raft.SnapshotStore) er
 	}
 	n.log.Warn("new cluster starts from a backup", "backup_index", b.Header.Index, "backup_created", b.Header.Created,
 		"floor", floor, "sessions_ended", rep.SessionsEnded, "grants_dropped", rep.GrantsDropped,
-		"locks", rep.State.Locks, "hold", seed.Hold)
+		"locks", rep.State.Locks, "hold", seed.Hold, "acl_tokens", rep.State.Tokens)
+	if rep.State.Tokens > 0 {
+		// The backup's tokens come back as they were: one deleted (a
+		// revoked credential) after the backup was taken is valid again.
+		n.log.Warn(fmt.Sprintf("the new cluster holds the backup's %d ACL tokens, also every one deleted since %s: "+
+			"delete again each token revoked since the backup (raftlock snapshot inspect --tokens FILE lists them; docs/OPERATIONS.md)",
+			rep.State.Tokens, b.Header.Created.UTC().Format(time.RFC3339)), "acl_tokens", rep.State.Tokens)
+	}
 	return nil
 }

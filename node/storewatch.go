@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -24,12 +23,15 @@ const storageLogEvery = 30 * time.Second
 // (the log store, raft.db or wal/, and the stable store, raft.db) and the
 // snapshot store (snapshots/). A failed write (a full disk, an I/O error)
 // is counted, logged (at most once per storageLogEvery while they go on,
-// with the number suppressed) and kept as a storage error of its file
-// until a write to the same file succeeds again (for snapshots/: until a
+// with the number suppressed) and kept as a storage error of its store
+// until a write to the same store succeeds again (for snapshots/: until a
 // snapshot completes), so that /v1/health and the metrics say a node
 // cannot write, which Raft alone only logs. A success elsewhere does not
 // clear it: with raft-wal, log writes into a preallocated segment go on
-// succeeding on a full disk while every snapshot fails.
+// succeeding on a full disk while every snapshot fails, and a write to
+// wal-meta.db or to a key of raft.db succeeds while every append of
+// entries fails. With the boltdb log store the log and the stable store
+// are one file, raft.db, watched as two stores.
 type storeWatch struct {
 	log hclog.Logger
 	// latency, if set, observes every write's duration (fsync included)
@@ -39,29 +41,48 @@ type storeWatch struct {
 	// (µs; weight 1/4 per write), which the leader compares with its
 	// followers' (slowdisk.go).
 	logEWMA atomic.Int64
-	// probes test a failing file (while it fails, every diskProbeEvery): a
-	// success clears its error, so that the flag does not stay up on a
-	// node that writes nothing more once its disk works again.
+	// probes test a failing store (while it fails, every diskProbeEvery)
+	// by writing to that store: a success clears its error, so that the
+	// flag does not stay up on a node that writes nothing more once its
+	// disk works again. Only the stable store has one (a key of its own
+	// in raft.db); the log store's error clears on the next append that
+	// succeeds (Raft sends a follower the entries it failed to store
+	// again, and a leader whose append failed steps down and is sent them
+	// by the next), since no probe write can prove that appends work.
 	probes map[string]func() error
 	slowAt time.Time // when the last slow write was logged
 
+	// reserve is the data dir's disk reserve (disk.go); full is set once
+	// a write failed for want of space and the reserve was released, and
+	// onFull is then called once.
+	reserve *diskReserve
+	full    atomic.Bool
+	onFull  func(file string, err error)
+
 	errors atomic.Uint64 // failed writes, ever
 	mu     sync.Mutex
-	// failing holds, per file, the error of its last write while that
-	// failed.
+	// failing holds, per store (storeLog, storeStable, storeSnapshots),
+	// the error of its last write while that failed, naming the file.
 	failing map[string]error
 	logged  time.Time // when the last error line was written
 	quiet   int       // errors not logged since
 }
 
-// note records the outcome of a write to file.
-func (s *storeWatch) note(file string, err error) error {
+// The stores a storeWatch tells apart.
+const (
+	storeLog       = "log"
+	storeStable    = "stable"
+	storeSnapshots = "snapshots"
+)
+
+// note records the outcome of a write to store, held in file.
+func (s *storeWatch) note(store, file string, err error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
-		if _, ok := s.failing[file]; ok {
-			delete(s.failing, file)
-			s.log.Info("storage writes succeed again", "file", file, "failed_meanwhile", s.quiet)
+		if _, ok := s.failing[store]; ok {
+			delete(s.failing, store)
+			s.log.Info("storage writes succeed again", "store", store, "file", file, "failed_meanwhile", s.quiet)
 			if len(s.failing) == 0 {
 				s.quiet = 0
 			}
@@ -72,13 +93,13 @@ func (s *storeWatch) note(file string, err error) error {
 	if s.failing == nil {
 		s.failing = make(map[string]error)
 	}
-	s.failing[file] = fmt.Errorf("%s: %w", file, err)
+	s.failing[store] = fmt.Errorf("%s: %w", file, err)
 	if now := time.Now(); now.Sub(s.logged) >= storageLogEvery {
 		what := "Raft store write failed: this node cannot store log entries or its term and vote"
-		if filepath.Base(file) == snapshotsDirName {
+		if store == storeSnapshots {
 			what = "snapshot failed: this node cannot compact its log (it counts as failing storage until a snapshot succeeds)"
 		}
-		s.log.Error(what, "file", file, "error", err, "suppressed", s.quiet)
+		s.log.Error(what, "store", store, "file", file, "error", err, "suppressed", s.quiet)
 		s.logged, s.quiet = now, 0
 	} else {
 		s.quiet++
@@ -122,25 +143,38 @@ const slowWrite = 500 * time.Millisecond
 // diskProbeEvery is how often a failing file is probed.
 const diskProbeEvery = time.Second
 
-// probe tries every failing file's probe once; a success clears it.
+// diskFull handles a write to a Raft store, in file, that failed for
+// want of space (err): it releases the disk reserve, refuses every later
+// append (watchedLog), calls onFull the first time (the node stops), and
+// reports whether a retry of the write may succeed (the reserve was set).
+func (s *storeWatch) diskFull(file string, err error) bool {
+	first := s.full.CompareAndSwap(false, true)
+	s.reserve.release()
+	if first && s.onFull != nil {
+		s.onFull(file, err)
+	}
+	return s.reserve != nil
+}
+
+// probe tries every failing store's probe once; a success clears it.
 func (s *storeWatch) probe() {
 	s.mu.Lock()
 	var todo []string
-	for file, err := range s.failing {
-		if _, ok := s.probes[file]; ok && !errors.Is(err, wal.ErrSealed) {
-			todo = append(todo, file)
+	for store := range s.failing {
+		if _, ok := s.probes[store]; ok {
+			todo = append(todo, store)
 		}
 	}
 	s.mu.Unlock()
-	for _, file := range todo {
-		if err := s.probes[file](); err == nil {
-			s.note(file, nil)
+	for _, store := range todo {
+		if err := s.probes[store](); err == nil {
+			s.note(store, "", nil)
 		}
 	}
 }
 
-// StorageError is the error of every file whose last write failed
-// (naming the file; in the order of their names), nil if none.
+// StorageError is the error of every store whose last write failed
+// (naming the file; in the order of the stores' names), nil if none.
 func (s *storeWatch) StorageError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -211,6 +245,9 @@ func (s *watchedLog) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Lo
 func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.w.full.Load() {
+		return s.w.note(storeLog, s.file, fmt.Errorf("%w: no more log entries are stored, the room left is kept for the term and vote", ErrDiskFull))
+	}
 	start := time.Now()
 	err := s.store.StoreLogs(ls)
 	s.w.observe("log", s.file, time.Since(start))
@@ -223,14 +260,21 @@ func (s *watchedLog) StoreLogs(ls []*raft.Log) error {
 			err = s.store.StoreLogs(ls)
 		}
 	}
-	return s.w.note(s.file, err)
+	if noSpace(err) {
+		s.w.diskFull(s.file, err)
+	}
+	return s.w.note(storeLog, s.file, err)
 }
 
 // DeleteRange implements raft.LogStore.
 func (s *watchedLog) DeleteRange(min, max uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w.note(s.file, s.store.DeleteRange(min, max))
+	err := s.store.DeleteRange(min, max)
+	if noSpace(err) {
+		s.w.diskFull(s.file, err)
+	}
+	return s.w.note(storeLog, s.file, err)
 }
 
 // IsMonotonic implements raft.MonotonicLogStore for a store that does
@@ -241,18 +285,6 @@ func (s *watchedLog) IsMonotonic() bool {
 	defer s.mu.RUnlock()
 	m, ok := s.store.(raft.MonotonicLogStore)
 	return ok && m.IsMonotonic()
-}
-
-// setStable writes key k of the store it wraps, if that is also a
-// stable store (raft-wal is: its wal-meta.db).
-func (s *watchedLog) setStable(k, v []byte) error {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	st, ok := s.store.(raft.StableStore)
-	if !ok {
-		return fmt.Errorf("the log store %T keeps no keys", s.store)
-	}
-	return st.Set(k, v)
 }
 
 // Close closes the store it wraps (the current one, after a rebuild).
@@ -274,18 +306,25 @@ type watchedStable struct {
 
 // Set implements raft.StableStore.
 func (s *watchedStable) Set(k, v []byte) error {
-	start := time.Now()
-	err := s.StableStore.Set(k, v)
-	s.w.observe("stable", s.file, time.Since(start))
-	return s.w.note(s.file, err)
+	return s.write(func() error { return s.StableStore.Set(k, v) })
 }
 
 // SetUint64 implements raft.StableStore.
 func (s *watchedStable) SetUint64(k []byte, v uint64) error {
+	return s.write(func() error { return s.StableStore.SetUint64(k, v) })
+}
+
+// write runs set, watched; one that fails for want of space runs again
+// with the disk reserve released (storeWatch.diskFull), so that Raft
+// stores its term and vote on a full disk rather than panic.
+func (s *watchedStable) write(set func() error) error {
 	start := time.Now()
-	err := s.StableStore.SetUint64(k, v)
+	err := set()
+	if noSpace(err) && s.w.diskFull(s.file, err) {
+		err = set()
+	}
 	s.w.observe("stable", s.file, time.Since(start))
-	return s.w.note(s.file, err)
+	return s.w.note(storeStable, s.file, err)
 }
 
 // StorageError is why this node cannot write its Raft stores (raft.db,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/raftlock/raftlock/api"
+	"github.com/raftlock/raftlock/fsm"
 	"github.com/raftlock/raftlock/node"
 	"github.com/raftlock/raftlock/node/backupfile"
 	"github.com/raftlock/raftlock/transport/client"
@@ -29,6 +30,11 @@ const snapshotInspectHelp = `Checks a backup file offline (its checksum, format 
 it holds: the Raft index and term it was taken at, when and by which node, its
 sessions, locks and ACL tokens, and its SHA-256. A truncated, corrupted or
 foreign file is refused (invalid_argument) saying why.
+
+With --tokens it also lists the backup's ACL tokens (ids, names and rules;
+never a secret or its hash). A restore brings every one of them back, also
+those deleted since the backup: delete each again (raftlock acl token delete
+ID) once the restored cluster serves.
 
 Given a stopped node's data dir instead, prints its last Raft index: no token
 that node knew of is above it, a lower bound for raftlockd --min-token.`
@@ -58,6 +64,9 @@ type snapshotReport struct {
 	ACLTokens     int                 `json:"acl_tokens"`
 	Bytes         int                 `json:"bytes"`
 	Checksum      string              `json:"checksum"`
+	// Tokens lists the backup's ACL tokens (inspect --tokens): ids, names
+	// and rules, never a secret or its hash.
+	Tokens []api.TokenInfo `json:"tokens,omitempty"`
 }
 
 func reportOf(file string, b *backupfile.Backup, size int) snapshotReport {
@@ -139,7 +148,9 @@ func writeFileAtomic(file string, data []byte) error {
 	return err
 }
 
-func (c *cli) snapshotInspect(*flag.FlagSet) runFunc {
+func (c *cli) snapshotInspect(fs *flag.FlagSet) runFunc {
+	var tokens bool
+	fs.BoolVar(&tokens, "tokens", false, "also list the backup's ACL tokens (ids, names, rules; never secrets): a restore brings each back, also those deleted since")
 	return func(_ context.Context, pos []string) error {
 		if fi, err := os.Stat(pos[0]); err == nil && fi.IsDir() {
 			return c.inspectDataDir(pos[0])
@@ -149,11 +160,36 @@ func (c *cli) snapshotInspect(*flag.FlagSet) runFunc {
 			return fmt.Errorf("snapshot inspect: %w", err)
 		}
 		r := reportOf(pos[0], b, len(data))
+		if tokens {
+			if r.Tokens, err = backupTokens(b); err != nil {
+				return fmt.Errorf("snapshot inspect: %s: %w", pos[0], err)
+			}
+		}
 		if c.json() {
 			return c.printJSON(r)
 		}
-		return c.printSnapshotReport(r)
+		if err := c.printSnapshotReport(r); err != nil || !tokens {
+			return err
+		}
+		if err := c.printf("\nACL tokens in the backup (a restore brings each back: delete again every one deleted since the backup):\n"); err != nil {
+			return err
+		}
+		return c.printTokens(r.Tokens)
 	}
+}
+
+// backupTokens lists the ACL tokens of backup b: ids, names, rules and
+// creation, never the secret's hash.
+func backupTokens(b *backupfile.Backup) ([]api.TokenInfo, error) {
+	f := fsm.New(nil)
+	if err := f.Load(b.State); err != nil {
+		return nil, fmt.Errorf("its state does not load: %w", err)
+	}
+	out := []api.TokenInfo{}
+	for _, t := range f.Tokens() {
+		out = append(out, api.TokenInfo{ID: t.ID, Name: t.Name, Rules: t.Rules, Created: t.Created})
+	}
+	return out, nil
 }
 
 func (c *cli) snapshotRestore(fs *flag.FlagSet) runFunc {

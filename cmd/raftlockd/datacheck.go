@@ -95,6 +95,30 @@ func runCheckCommand(args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// raftlockd's exit statuses beyond 0 (stopped on a signal), 1 (an error)
+// and 2 (a usage error or a misconfiguration): a supervisor or an
+// operator tells these apart without reading the log.
+const (
+	// exitDiskFull: the disk of the data dir is full (node.ErrDiskFull);
+	// restarting once there is room brings the node back.
+	exitDiskFull = 3
+	// exitDataNewer: the data dir holds a command version a newer build
+	// wrote (node.DataNewerError); run a newer build, do not wipe it.
+	exitDataNewer = 4
+)
+
+// exitStatus is the exit status of a node that failed to start or
+// stopped itself with err.
+func exitStatus(err error) int {
+	switch {
+	case errors.Is(err, node.ErrDiskFull):
+		return exitDiskFull
+	case errors.As(err, new(*node.DataNewerError)):
+		return exitDataNewer
+	}
+	return 1
+}
+
 // existing returns the files of paths that exist.
 func existing(paths []string) []string {
 	var out []string

@@ -450,7 +450,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			if !o.dev {
 				logger.Error("start failed", "id", spec.id, "error", err)
-				return 1
+				return exitStatus(err)
 			}
 			fmt.Fprintf(stderr, "raftlockd --dev: node %s did not start: %v\n", spec.id, err)
 			if errors.Is(err, syscall.EADDRINUSE) {
@@ -474,7 +474,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	case err := <-firstError(servers):
 		logger.Error("stopping", "error", err)
 		fmt.Fprintf(stderr, "raftlockd: %v\n", err)
-		return 1
+		return exitStatus(err)
 	}
 	return 0
 }

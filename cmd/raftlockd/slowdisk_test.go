@@ -55,9 +55,9 @@ func followerOn(t *testing.T, ctx context.Context, disk *crashfs.FS, extra ...st
 // catches up. (hashicorp/raft's pipeline replication used to deadlock
 // when a follower failed an append with more appends in flight: the
 // leader then sent it nothing more but heartbeats, and its flag stayed
-// up for good; the node drains the pipeline, pipeline.go.) A failing
-// store is also probed every second, so the flag clears even if nothing
-// is written.
+// up for good; the node drains the pipeline, pipeline.go.) The log's
+// flag clears on the first append that succeeds: Raft sends n3 again
+// the entries it failed to store, even once nothing more is written.
 func TestStorageFailingClearsOnceTheDiskWorksAgain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: runs raftlockd processes on a FUSE disk")
@@ -188,4 +188,63 @@ func TestSlowLeaderDiskHandsLeadershipToAHealthyVoter(t *testing.T) {
 	} else if total := metric(t, c.Nodes[slow].HTTPAddr, `raftlock_storage_write_seconds_count{store="log"}`); total <= v {
 		t.Errorf("n%d's raftlock_storage_write_seconds shows no write over 1 s (%v of %v)", slow+1, v, total)
 	}
+}
+
+// A follower that falls far behind its leader (its fsyncs take a second
+// while the others' take well under a millisecond) answers /v1/health
+// not ok, naming its lag and the bound, though it hears from its leader
+// on time (heartbeats touch no disk); once its disk is fast again it
+// catches up and is healthy.
+func TestFollowerFarBehindItsLeaderIsNotHealthy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: runs raftlockd processes on a FUSE disk")
+	}
+	disk, err := crashfs.MountT(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, n3 := followerOn(t, ctx, disk)
+	cl := c.Client(client.WithRequestTimeout(10 * time.Second))
+	disk.SetSyncDelay(time.Second)
+	defer disk.SetSyncDelay(0)
+	wctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := cl.OpenSession(wctx, api.OpenRequest{Name: fmt.Sprintf("w%d", w), TTL: 5 * time.Minute})
+			if err != nil {
+				return
+			}
+			name := fmt.Sprintf("lag/%d", w)
+			for wctx.Err() == nil {
+				if _, err := cl.Acquire(wctx, api.AcquireRequest{Name: name, Session: s.ID, Holder: "h"}); err == nil {
+					_ = cl.Release(wctx, api.ReleaseRequest{Name: name, Session: s.ID, Holder: "h"})
+				}
+			}
+		}()
+	}
+	defer func() { stop(); wg.Wait() }()
+	proccluster.Eventually(t, 90*time.Second, "n3 says it is behind its leader", func() error {
+		h, _ := n3.Health(ctx)
+		if h.OK || !strings.Contains(h.Reason, "behind its leader") || !strings.Contains(h.Reason, "the bound is") {
+			return fmt.Errorf("health %+v", h)
+		}
+		if h.Leader == "" || h.LastContactMillis > 1000 {
+			return fmt.Errorf("n3 lost its leader, not only fell behind: %+v", h)
+		}
+		return nil
+	})
+	stop()
+	wg.Wait()
+	disk.SetSyncDelay(0)
+	proccluster.Eventually(t, time.Minute, "n3 healthy once it caught up", func() error {
+		if h, _ := n3.Health(ctx); !h.OK {
+			return fmt.Errorf("health %+v", h)
+		}
+		return nil
+	})
 }

@@ -35,6 +35,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, li api.LeaderIn
 		s.writeError(w, r, api.Errorf(api.CodeTooLarge, "request body is %d bytes; the limit is %d", r.ContentLength, api.MaxBodyBytes))
 		return
 	}
+	if err := leaderReads(r, li); err != nil { // http_version.go
+		s.writeError(w, r, err)
+		return
+	}
 	target := &url.URL{Scheme: "http", Host: addr}
 	view := li.ID + "@" + strconv.FormatUint(li.Term, 10)
 	// The leader stamps its own leader and term headers on the answer; ours
