@@ -235,6 +235,24 @@ func (n *nodeProc) take() (*exec.Cmd, <-chan struct{}) {
 	return cmd, exited
 }
 
+// reapExited detaches n's process if it has exited on its own, and
+// returns its exit status (ok false: it still runs, or none was started).
+func (c *cluster) reapExited(n *nodeProc) (code int, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return 0, false
+	}
+	select {
+	case <-n.exited:
+	default:
+		return 0, false
+	}
+	code = n.cmd.ProcessState.ExitCode()
+	n.cmd, n.paused = nil, false
+	return code, true
+}
+
 // kill kills node n with SIGKILL and reaps it.
 func (c *cluster) kill(n *nodeProc) {
 	cmd, exited := n.take()

@@ -352,6 +352,18 @@ func (in *injector) fillDisk(ctx context.Context) (FaultRec, error) {
 	if err := os.Remove(target.disk.filler()); err != nil {
 		in.logf("fill-disk: remove the filler of %s: %v", target.id, err)
 	}
+	// A node that cannot write stops with "disk full", exit status 3
+	// (docs/OPERATIONS.md), and its supervisor (the systemd unit, the
+	// chart) starts it again: the checker is that supervisor once the
+	// filler is gone. Any other exit is a violation.
+	if code, exited := in.cl.reapExited(target); exited {
+		full += fmt.Sprintf(", then stopped with status %d", code)
+		if code != diskFullExit {
+			in.nodeFailed(target, faultFillDisk, fmt.Errorf("it exited with status %d, not %d (disk full)", code, diskFullExit))
+		} else {
+			in.restart(target)
+		}
+	}
 	rec.Note = fmt.Sprintf("(%s; %d MiB filler; its health while full: %s)", role, filled>>20, full)
 	wctx, cancel := waitCtx(nodeStartTimeout + 10*time.Second)
 	defer cancel()
@@ -361,6 +373,9 @@ func (in *injector) fillDisk(ctx context.Context) (FaultRec, error) {
 	rec.End = monoNow()
 	return rec, nil
 }
+
+// diskFullExit is raftlockd's exit status when its disk is full (node.ErrDiskFull).
+const diskFullExit = 3
 
 // fillFile writes zeros to a new file at p until the filesystem is full
 // (ENOSPC), and returns how many bytes it wrote.
