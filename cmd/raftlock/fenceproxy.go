@@ -28,6 +28,9 @@ Whom it trusts (docs/FENCING.md, "The fence proxy's trust model"):
   --lock NAME, --lock-prefix P  the locks it guards (repeatable; or --any-lock);
                                 another lock's sequencer is refused 403
                                 lock_not_guarded, never forwarded or recorded
+  --route PATH=LOCK             or: a request under PATH must carry LOCK's
+                                sequencer (repeatable; the longest PATH wins;
+                                a path under none, or not clean, is refused)
   the cluster (--addr, --token, --ca/--cert/--key, as every command): a
                                 sequencer that would raise a mark is first
                                 checked with POST /v1/sequencer/check, once;
@@ -73,9 +76,10 @@ func (c *cli) fenceProxy(fs *flag.FlagSet) runFunc {
 	keyFile := fs.String("tls-key", "", "the private key `FILE` of --tls-cert")
 	clientCA := fs.String("client-ca", "", "require client certificates signed by this CA `FILE` (with --tls-cert)")
 	upstreamCA := fs.String("upstream-ca", "", "verify an https:// backend against this CA `FILE` (default: the system's roots)")
-	var locks, prefixes stringsFlag
+	var locks, prefixes, routes stringsFlag
 	fs.Var(&locks, "lock", "guard the lock `NAME` (repeatable)")
 	fs.Var(&prefixes, "lock-prefix", "guard every lock whose name starts with `PREFIX` (repeatable)")
+	fs.Var(&routes, "route", "`PATH=LOCK`: a request under PATH must carry a sequencer of LOCK (repeatable)")
 	anyLock := fs.Bool("any-lock", false, "guard every lock name (instead of --lock or --lock-prefix)")
 	clusterCheck := fs.Bool("cluster-check", true, "confirm with the cluster (--addr) a sequencer that would raise a mark")
 	maxNames := fs.Int("max-names", fenceproxy.DefaultMaxNames, "keep the marks of at most `N` locks")
@@ -99,15 +103,12 @@ func (c *cli) fenceProxy(fs *flag.FlagSet) runFunc {
 			return usagef(cmd, "--drain-timeout and --upstream-timeout must be positive, like 30s")
 		case *maxNames <= 0:
 			return usagef(cmd, "--max-names must be positive")
-		case *anyLock == (len(locks)+len(prefixes) > 0):
-			return usagef(cmd, "say which locks it guards: --lock NAME or --lock-prefix PREFIX (repeatable), or --any-lock")
+		case btoi(*anyLock)+btoi(len(locks)+len(prefixes) > 0)+btoi(len(routes) > 0) != 1:
+			return usagef(cmd, "say which locks it guards, one way: --lock NAME and --lock-prefix PREFIX, or --route PATH=LOCK (repeatable), or --any-lock")
 		}
-		var guarded *fenceproxy.LockSet
-		if !*anyLock {
-			var err error
-			if guarded, err = fenceproxy.NewLockSet(locks, prefixes); err != nil {
-				return usagef(cmd, "%v", err)
-			}
+		guarded, err := guardedLocks(locks, prefixes, routes, *anyLock)
+		if err != nil {
+			return usagef(cmd, "%v", err)
 		}
 		up, err := url.Parse(*upstream)
 		if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
@@ -170,7 +171,7 @@ func (c *cli) fenceProxy(fs *flag.FlagSet) runFunc {
 		}
 		warnTrust(logger, ln.Addr().String(), *clientCA != "", *clusterCheck, *anyLock)
 		logger.Info("fencing", "listen", scheme+"://"+ln.Addr().String(), "upstream", up.String(), "state", *state,
-			"locks", guardedList(locks, prefixes, *anyLock), "cluster_check", *clusterCheck, "client_certs", *clientCA != "")
+			"locks", guardedList(locks, prefixes, routes, *anyLock), "cluster_check", *clusterCheck, "client_certs", *clientCA != "")
 		errc := make(chan error, 1)
 		go func() {
 			if serverTLS != nil {
@@ -212,7 +213,7 @@ func warnTrust(logger hclog.Logger, addr string, clientCerts, clusterCheck, anyL
 }
 
 // guardedList describes the guarded locks for the start line.
-func guardedList(locks, prefixes []string, anyLock bool) string {
+func guardedList(locks, prefixes, routes []string, anyLock bool) string {
 	if anyLock {
 		return "any"
 	}
@@ -220,7 +221,37 @@ func guardedList(locks, prefixes []string, anyLock bool) string {
 	for _, p := range prefixes {
 		parts = append(parts, p+"*")
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(append(parts, routes...), ",")
+}
+
+// guardedLocks is the proxy's Options.Locks from the flags: nil for
+// --any-lock.
+func guardedLocks(locks, prefixes, routes []string, anyLock bool) (*fenceproxy.LockSet, error) {
+	switch {
+	case anyLock:
+		return nil, nil
+	case len(routes) == 0:
+		return fenceproxy.NewLockSet(locks, prefixes)
+	}
+	m := make(map[string]string, len(routes))
+	for _, r := range routes {
+		path, lock, ok := strings.Cut(r, "=")
+		if !ok {
+			return nil, fmt.Errorf("--route %q: want PATH=LOCK, like /stock/42=stock/42", r)
+		}
+		if _, dup := m[path]; dup {
+			return nil, fmt.Errorf("--route: path %s given twice", path)
+		}
+		m[path] = lock
+	}
+	return fenceproxy.NewRoutes(m)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // readPool reads a PEM file of CA certificates for flag.

@@ -70,7 +70,8 @@ func putThrough(t *testing.T, hc *http.Client, base, seq, body string) (int, str
 // before and after a kill -9 and restart of the proxy, and the real
 // holder's writes keep passing: the cluster confirms a sequencer before it
 // raises a mark. A real grant of a lock the proxy does not guard is
-// refused lock_not_guarded.
+// refused lock_not_guarded, and so is one of another guarded lock on a
+// path --route gives to this lock.
 func TestFenceProxyRefusesAForgedSequencerAndKeepsTheHolderAcrossARestart(t *testing.T) {
 	daemon, cli := binaries(t)
 	c := proccluster.Start(t, daemon, 3)
@@ -110,11 +111,22 @@ func TestFenceProxyRefusesAForgedSequencerAndKeepsTheHolderAcrossARestart(t *tes
 		}
 	}
 	check("first")
+	// Routed: a real grant of another guarded lock is refused on this
+	// lock's path.
+	routed := startFenceProxy(t, cli, url, filepath.Join(t.TempDir(), "routed.json"), "--addr", c.AddrList(),
+		"--route", "/stock/42=stock/42", "--route", "/stock/43=stock/43")
+	if st, code := putThrough(t, hc, routed.base, other.Sequencer().String(), "other"); st != http.StatusForbidden || code != "lock_not_guarded" {
+		t.Fatalf("routed: stock/43's sequencer on /stock/42: HTTP %d %s, want 403 lock_not_guarded", st, code)
+	}
+	if st, code := putThrough(t, hc, routed.base, l.Sequencer().String(), "routed"); st != http.StatusNoContent {
+		t.Fatalf("routed: the holder: HTTP %d %s", st, code)
+	}
+	routed.kill()
 	fp.kill()
 	fp = startFenceProxy(t, cli, url, state, args...)
 	check("after a restart")
-	if got := backend.seen(); got != "holder,holder" {
-		t.Fatalf("the backend saw %q, want only the holder's two writes", got)
+	if got := backend.seen(); got != "holder,routed,holder" {
+		t.Fatalf("the backend saw %q, want only the holder's three writes", got)
 	}
 	if !strings.Contains(fp.log(), "NO CLIENT AUTHENTICATION") {
 		t.Errorf("no warning about the missing --client-ca in %q", fp.log())

@@ -80,9 +80,10 @@ type Options struct {
 	Transport http.RoundTripper
 	// Logger logs refusals at debug and failures at warn (default: none).
 	Logger hclog.Logger
-	// Locks are the lock names the proxy guards; nil guards every name.
-	// A sequencer of any other lock is refused (403 lock_not_guarded):
-	// never forwarded, never checked with the fence.
+	// Locks are the lock names the proxy guards (NewLockSet), or the lock
+	// of each request path (NewRoutes); nil guards every name. A sequencer
+	// of any other lock, or of another path's, is refused (403
+	// lock_not_guarded): never forwarded, never checked with the fence.
 	Locks *LockSet
 	// Cluster, if set, confirms a sequencer before it may raise a mark
 	// (see Proxy). Nil: any well-formed sequencer raises the marks.
@@ -102,7 +103,8 @@ const (
 	// with Retry-After.
 	CodeDraining = "draining"
 	// CodeLockNotGuarded: the sequencer is of a lock the proxy does not
-	// guard (Options.Locks). HTTP 403; nothing was forwarded or recorded.
+	// guard, or not of the lock of the request's path (Options.Locks).
+	// HTTP 403; nothing was forwarded or recorded.
 	CodeLockNotGuarded = "lock_not_guarded"
 	// CodeUnconfirmed: the cluster does not know the sequencer as a
 	// current grant (forged, or its grant ended), and it would have raised
@@ -237,10 +239,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, rerr)
 		return
 	}
-	if p.locks != nil && !p.locks.Guards(s.Name) {
-		p.refuse(w, r, &sequencer.RequestError{Status: http.StatusForbidden, Code: CodeLockNotGuarded,
-			Message: fmt.Sprintf("lock %q is not one this proxy guards", s.Name)})
-		return
+	if p.locks != nil {
+		if ok, why := p.locks.Admits(r.URL.Path, r.URL.RawPath, s.Name); !ok {
+			p.refuse(w, r, &sequencer.RequestError{Status: http.StatusForbidden, Code: CodeLockNotGuarded, Message: why})
+			return
+		}
 	}
 	if rerr := p.confirm(r.Context(), s); rerr != nil {
 		p.refuse(w, r, rerr)

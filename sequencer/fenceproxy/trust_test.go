@@ -2,6 +2,7 @@ package fenceproxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -167,5 +168,59 @@ func TestProxyAsksTheClusterOncePerSequencer(t *testing.T) {
 	wg.Wait()
 	if n := cl.callCount(); n != 1 {
 		t.Fatalf("%d questions, want 1", n)
+	}
+}
+
+// With routes, a request must carry a sequencer of its path's lock: a
+// valid sequencer of another guarded lock is refused, and so is a path
+// under no route or one the backend could read as another path (dot
+// segments, encoded or doubled slashes).
+func TestProxyRoutesEachPathToItsLock(t *testing.T) {
+	b, up := newBackend(t)
+	routes, err := NewRoutes(map[string]string{"/stock/42": "stock/42", "/stock/43": "stock/43"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := newProxy(t, up, sequencer.NewFence(), Options{Locks: routes})
+	put := func(path, seq string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+path, nil)
+		req.URL.Opaque = path // sent as written, not cleaned
+		req.Header.Set(sequencer.Header, seq)
+		req.Header.Set("X-Test-Id", path)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Error.Code
+	}
+	for _, c := range []struct {
+		path, seq string
+		want      int
+	}{
+		{"/stock/42", "rl1:x:5:stock/42", http.StatusOK},
+		{"/stock/42/items/1", "rl1:x:5:stock/42", http.StatusOK},
+		{"/stock/43", "rl1:x:6:stock/43", http.StatusOK},
+		{"/stock/42", "rl1:x:7:stock/43", http.StatusForbidden},
+		{"/stock/420", "rl1:x:5:stock/42", http.StatusForbidden},
+		{"/other", "rl1:x:5:stock/42", http.StatusForbidden},
+		{"/stock/42/../43", "rl1:x:5:stock/42", http.StatusForbidden},
+		{"/stock/42/..%2F43", "rl1:x:5:stock/42", http.StatusForbidden},
+		{"/stock//42", "rl1:x:5:stock/42", http.StatusForbidden},
+	} {
+		st, code := put(c.path, c.seq)
+		if st != c.want || (c.want == http.StatusForbidden && code != CodeLockNotGuarded) {
+			t.Errorf("%s with %s: %d %s, want %d", c.path, c.seq, st, code, c.want)
+		}
+		if st == http.StatusOK {
+			<-b.arrived
+		}
+	}
+	if n := len(b.log()); n != 6 {
+		t.Fatalf("the backend saw %v, want the three admitted requests", b.log())
 	}
 }
