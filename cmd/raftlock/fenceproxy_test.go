@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,13 +19,29 @@ import (
 	"github.com/raftlock/raftlock/session"
 )
 
+// fenceProxy is a `raftlock fence-proxy` process.
+type fenceProxy struct {
+	base string // http:// or https://, and the address
+	kill func()
+
+	mu     sync.Mutex
+	stderr strings.Builder
+}
+
+// log returns what the proxy wrote to stderr so far.
+func (p *fenceProxy) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
 // startFenceProxy runs `raftlock fence-proxy` in front of upstream, with
-// its marks in state, and returns its base URL once it listens; the
-// process is killed when the test ends (or by the returned kill).
-func startFenceProxy(t *testing.T, bin, upstream, state string) (base string, kill func()) {
+// its marks in state and the extra args, and returns it once it listens;
+// the process is killed (-9) when the test ends, or by its kill.
+func startFenceProxy(t *testing.T, bin, upstream, state string, args ...string) *fenceProxy {
 	t.Helper()
 	addr := proccluster.FreeAddr(t)
-	cmd := exec.Command(bin, "fence-proxy", "--listen", addr, "--upstream", upstream, "--state", state)
+	cmd := exec.Command(bin, append([]string{"fence-proxy", "--listen", addr, "--upstream", upstream, "--state", state}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -32,19 +49,26 @@ func startFenceProxy(t *testing.T, bin, upstream, state string) (base string, ki
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	p := &fenceProxy{base: "http://" + addr}
+	if slices.Contains(args, "--tls-cert") {
+		p.base = "https://" + addr
+	}
 	var once sync.Once
-	kill = func() {
+	p.kill = func() {
 		once.Do(func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
 	}
-	t.Cleanup(kill)
+	t.Cleanup(p.kill)
 	ready := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		signalled := false
 		for sc.Scan() {
+			p.mu.Lock()
+			p.stderr.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			if !signalled && strings.Contains(sc.Text(), "fencing") {
 				close(ready)
 				signalled = true
@@ -54,9 +78,9 @@ func startFenceProxy(t *testing.T, bin, upstream, state string) (base string, ki
 	select {
 	case <-ready:
 	case <-time.After(30 * time.Second):
-		t.Fatal("fence-proxy did not start in 30s")
+		t.Fatalf("fence-proxy did not start in 30s: %s", p.log())
 	}
-	return "http://" + addr, kill
+	return p
 }
 
 // A former holder's write through `raftlock fence-proxy` is refused once a
@@ -82,7 +106,8 @@ func TestFenceProxyRefusesAFormerHoldersWriteAcrossARestart(t *testing.T) {
 	}))
 	defer backend.Close()
 	state := filepath.Join(t.TempDir(), "fence.json")
-	base, kill := startFenceProxy(t, cli, backend.URL, state)
+	fp := startFenceProxy(t, cli, backend.URL, state, "--addr", c.AddrList(), "--lock", "stock/42")
+	base := fp.base
 
 	put := func(base string, seq sequencer.Sequencer, body string) int {
 		req, _ := http.NewRequest(http.MethodPut, base+"/stock/42", strings.NewReader(body))
@@ -125,8 +150,8 @@ func TestFenceProxyRefusesAFormerHoldersWriteAcrossARestart(t *testing.T) {
 	if st := put(base, seqA, "a2"); st != http.StatusConflict {
 		t.Fatalf("former holder a: HTTP %d, want 409", st)
 	}
-	kill()
-	base, _ = startFenceProxy(t, cli, backend.URL, state)
+	fp.kill()
+	base = startFenceProxy(t, cli, backend.URL, state, "--addr", c.AddrList(), "--lock", "stock/42").base
 	if st := put(base, seqA, "a3"); st != http.StatusConflict {
 		t.Fatalf("former holder a after a restart: HTTP %d, want 409", st)
 	}

@@ -142,7 +142,7 @@ once. Exits 1 (lock_lost) if the leadership is lost.`,
 no_election_leader, if there is none). With --observe, prints every leader in
 grant order until interrupted.`,
 			nargs: [2]int{1, 1}, setup: (*cli).leader},
-		{name: "fence-proxy", usage: "--listen ADDR --upstream URL --state FILE",
+		{name: "fence-proxy", usage: "--lock NAME --listen ADDR --upstream URL --state FILE",
 			summary: "fence an HTTP backend: forward only requests with a current sequencer", help: fenceProxyHelp,
 			setup: (*cli).fenceProxy},
 		{name: "tls init", usage: "DIR --node ID=HOST [--node ...] [--client NAME ...]",

@@ -19,12 +19,12 @@
 // a plain lock) and the highest token of another Config:
 //
 //	CREATE TABLE raftlock_fence (
-//	  lock_name       VARCHAR(512) NOT NULL,  -- text in PostgreSQL
-//	  slot            INTEGER      NOT NULL,  -- -1: the lock itself
-//	  exclusive_token NUMERIC(20)  NOT NULL,  -- BIGINT UNSIGNED in MySQL
-//	  any_token       NUMERIC(20)  NOT NULL,
-//	  permits         INTEGER      NOT NULL,
-//	  other_token     NUMERIC(20)  NOT NULL,
+//	  lock_name       VARBINARY(512) NOT NULL,  -- text in PostgreSQL
+//	  slot            INTEGER        NOT NULL,  -- -1: the lock itself
+//	  exclusive_token NUMERIC(20)    NOT NULL,  -- BIGINT UNSIGNED in MySQL
+//	  any_token       NUMERIC(20)    NOT NULL,
+//	  permits         INTEGER        NOT NULL,
+//	  other_token     NUMERIC(20)    NOT NULL,
 //	  PRIMARY KEY (lock_name, slot))
 //
 // The statements are short enough to copy into a service in any language
@@ -151,9 +151,11 @@ func (f *Fence) Schema() string {
 	// which has no unsigned BIGINT.
 	name, token := "text", "NUMERIC(20)"
 	if f.dialect == MySQL {
-		// 512 bytes of UTF-8 lock name; utf8mb4_bin compares bytes, as
-		// raftlock does (two names differing in case are two locks).
-		name, token = "VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "BIGINT UNSIGNED"
+		// 512 bytes of UTF-8 lock name, compared as bytes, as raftlock
+		// does: names differing in case or in trailing spaces are two
+		// locks. (utf8mb4_bin is a PAD SPACE collation: it folds "a"
+		// and "a " into one row.)
+		name, token = "VARBINARY(512)", "BIGINT UNSIGNED"
 	}
 	return `CREATE TABLE IF NOT EXISTS ` + f.table + ` (
   lock_name       ` + name + ` NOT NULL,

@@ -191,6 +191,90 @@ func TestSQLFenceRefusalNamesTheLaterTenuresToken(t *testing.T) {
 	})
 }
 
+// Two lock names that differ only in trailing spaces are two locks, as
+// raftlock has them: each has its own fence rows, and a grant of one never
+// makes the other's holder stale (a PAD SPACE collation folded them).
+func TestSQLFenceKeepsNamesThatDifferInTrailingSpacesApart(t *testing.T) {
+	each(t, func(t *testing.T, e *engine, db *sql.DB) {
+		f := newFence(t, e, db, "")
+		ctx := context.Background()
+		for _, c := range []struct{ seq, want string }{
+			{"rl1:x:10:a", "admit"},
+			{"rl1:x:5:a ", "admit"}, // another lock: not below "a"'s 10
+			{"rl1:p0/2:3:a  ", "admit"},
+			{"rl1:x:20:a ", "admit"},
+			{"rl1:x:11:a", "admit"}, // "a" is not below "a "'s 20
+			{"rl1:x:9:a", "stale"},
+			{"rl1:x:19:a ", "stale"},
+			{"rl1:p1/2:4:a  ", "admit"},
+		} {
+			if got := verdict(check(ctx, db, f, c.seq, nil)); got != c.want {
+				t.Errorf("%q: %s, want %s", c.seq, got, c.want)
+			}
+		}
+		var rows int
+		if err := db.QueryRow(`SELECT count(*) FROM raftlock_fence WHERE slot = -1`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 3 {
+			t.Errorf("%d lock rows, want 3 (\"a\", \"a \", \"a  \")", rows)
+		}
+	})
+}
+
+// The migration of docs/FENCING.md turns a MySQL table made with the
+// utf8mb4_bin DDL (PAD SPACE: "a" and "a " share a row) into one that
+// keeps them apart, and the copy it describes keeps what the folded row
+// refused refused for the other name.
+func TestSQLFenceMigrationSplitsNamesFoldedByAPadSpaceCollation(t *testing.T) {
+	each(t, func(t *testing.T, e *engine, db *sql.DB) {
+		if e.dialect != sqlfence.MySQL {
+			t.Skip("PostgreSQL's text never folded trailing spaces")
+		}
+		ctx := context.Background()
+		if _, err := db.Exec(`CREATE TABLE raftlock_fence (
+  lock_name       VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  slot            INTEGER NOT NULL,
+  exclusive_token BIGINT UNSIGNED NOT NULL,
+  any_token       BIGINT UNSIGNED NOT NULL,
+  permits         INTEGER NOT NULL,
+  other_token     BIGINT UNSIGNED NOT NULL,
+  PRIMARY KEY (lock_name, slot)
+)`); err != nil {
+			t.Fatal(err)
+		}
+		f, err := sqlfence.New(sqlfence.MySQL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := verdict(check(ctx, db, f, "rl1:x:10:a", nil)); got != "admit" {
+			t.Fatalf("before: %s", got)
+		}
+		if got := verdict(check(ctx, db, f, "rl1:x:5:a ", nil)); got != "stale" {
+			t.Fatalf("before the migration \"a \" shares \"a\"'s row: %s, want stale", got)
+		}
+		for _, q := range []string{
+			`ALTER TABLE raftlock_fence MODIFY lock_name VARBINARY(512) NOT NULL`,
+			`INSERT IGNORE INTO raftlock_fence (lock_name, slot, exclusive_token, any_token, permits, other_token)
+SELECT 'a ', slot, exclusive_token, any_token, permits, other_token FROM raftlock_fence WHERE lock_name = 'a'`,
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		for _, c := range []struct{ seq, want string }{
+			{"rl1:x:5:a ", "stale"}, // refused before, refused after
+			{"rl1:x:12:a ", "admit"},
+			{"rl1:x:11:a", "admit"}, // "a" no longer shares "a "'s 12
+			{"rl1:x:10:a", "stale"},
+		} {
+			if got := verdict(check(ctx, db, f, c.seq, nil)); got != c.want {
+				t.Errorf("after the migration %q: %s, want %s", c.seq, got, c.want)
+			}
+		}
+	})
+}
+
 // The fence row is locked until the writer's transaction ends: a newer
 // holder's check waits for the older holder's commit, and then its writes
 // come after the older one's; an older holder that comes after a newer

@@ -142,8 +142,9 @@ class SQLFence:
     def schema(self) -> str:
         """The CREATE TABLE statement of the fence table."""
         if self.dialect == MYSQL:
-            # utf8mb4_bin compares bytes, as raftlock does.
-            name, token = "VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin", "BIGINT UNSIGNED"
+            # Bytes, compared as raftlock does: names that differ in case or
+            # in trailing spaces are two locks (utf8mb4_bin pads spaces).
+            name, token = "VARBINARY(512)", "BIGINT UNSIGNED"
         else:
             # Tokens are unsigned 64-bit: NUMERIC(20) (no unsigned BIGINT).
             name, token = "text", "NUMERIC(20)"

@@ -267,6 +267,28 @@ def test_sqlfence_gives_the_shared_vectors_verdicts(engine):
         conn.close()
 
 
+def test_sqlfence_keeps_names_that_differ_in_trailing_spaces_apart(engine):
+    # Two names, two locks: a PAD SPACE collation would fold "a " into "a".
+    f = fence(engine)
+    conn = engine.connect()
+    try:
+        steps = [
+            ("rl1:x:10:a", "admit"),
+            ("rl1:x:5:a ", "admit"),
+            ("rl1:x:20:a ", "admit"),
+            ("rl1:x:11:a", "admit"),
+            ("rl1:x:9:a", "stale"),
+            ("rl1:x:19:a ", "stale"),
+        ]
+        assert [verdict(conn, f, seq) for seq, _ in steps] == [want for _, want in steps]
+        with engine.admin.cursor() as c:
+            c.execute(f"SELECT count(*) FROM {DEFAULT_TABLE} WHERE slot = -1")
+            assert c.fetchone()[0] == 2
+        engine.admin.commit()
+    finally:
+        conn.close()
+
+
 def test_sqlfence_refusal_names_the_later_tenures_token(engine):
     f = fence(engine)
     conn = engine.connect()

@@ -140,8 +140,9 @@ public final class SqlFence {
         String name = "text";
         String token = "NUMERIC(20)"; // unsigned 64-bit: PostgreSQL has no unsigned BIGINT
         if (dialect == Dialect.MYSQL) {
-            // utf8mb4_bin compares bytes, as raftlock does.
-            name = "VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+            // Bytes, compared as raftlock does: names that differ in case or
+            // in trailing spaces are two locks (utf8mb4_bin pads spaces).
+            name = "VARBINARY(512)";
             token = "BIGINT UNSIGNED";
         }
         return "CREATE TABLE IF NOT EXISTS " + table + " (\n"

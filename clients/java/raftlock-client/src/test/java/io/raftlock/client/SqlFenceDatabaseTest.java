@@ -179,6 +179,23 @@ class SqlFenceDatabaseTest {
         }
     }
 
+    /** Two names that differ in trailing spaces are two locks (a PAD SPACE collation folds them). */
+    @ParameterizedTest
+    @EnumSource(SqlFence.Dialect.class)
+    void keepsNamesThatDifferInTrailingSpacesApart(SqlFence.Dialect d) throws Exception {
+        try (Connection admin = admin(d); Connection c = connect(d)) {
+            SqlFence f = fence(d, admin);
+            String[][] steps = {
+                {"rl1:x:10:a", "admit"}, {"rl1:x:5:a ", "admit"}, {"rl1:x:20:a ", "admit"},
+                {"rl1:x:11:a", "admit"}, {"rl1:x:9:a", "stale"}, {"rl1:x:19:a ", "stale"},
+            };
+            for (String[] st : steps) {
+                assertEquals(st[1], verdict(c, f, st[0]), "\"" + st[0] + "\"");
+            }
+            assertEquals(2, count(admin, "SELECT count(*) FROM " + SqlFence.DEFAULT_TABLE + " WHERE slot = -1"));
+        }
+    }
+
     @ParameterizedTest
     @EnumSource(SqlFence.Dialect.class)
     void refusalNamesTheLaterTenuresToken(SqlFence.Dialect d) throws Exception {
