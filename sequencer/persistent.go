@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/raftlock/raftlock/sequencer/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 )
 
@@ -134,7 +132,7 @@ func OpenFileFence(path string) (*FileFence, error) {
 		}
 		f.marks = m
 	}
-	removeTemps(path)
+	atomicfile.RemoveTemps(path)
 	return f, nil
 }
 
@@ -365,7 +363,7 @@ func (f *FileFence) persist() error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(f.path, data)
+	return atomicfile.WriteFile(f.path, data)
 }
 
 // Check admits s unless it is superseded (see Fence for the rule). If s
@@ -462,80 +460,6 @@ func (f *FileFence) Close() error {
 	defer f.mu.Unlock()
 	f.closed = true
 	return nil
-}
-
-// tempPrefix is the name prefix of the temporary files used to rewrite path.
-func tempPrefix(path string) string {
-	return "." + filepath.Base(path) + ".tmp-"
-}
-
-// writeFileAtomic replaces the file at path with data so that, after a crash
-// at any point, the file holds either its old or its new contents: it writes a
-// temporary file in the same directory, fsyncs it, renames it over path and
-// fsyncs the directory so that the rename itself is durable.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, tempPrefix(path)+"*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			_ = tmp.Close() // already closed on the success path; error irrelevant
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
-	}
-	renamed = true
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory, making renames within it durable. Windows
-// cannot fsync a directory (and does not need to), so it is a no-op there.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return err
-	}
-	return d.Close()
-}
-
-// removeTemps deletes temporary files left next to path by a write that a
-// crash interrupted. Failures are ignored: a leftover file is harmless.
-func removeTemps(path string) {
-	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	p := tempPrefix(path)
-	for _, e := range entries {
-		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), p) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }
 
 // Current reports whether f would admit s now, without recording it (see

@@ -11,11 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"sync"
 
 	"github.com/raftlock/raftlock/sequencer"
+	"github.com/raftlock/raftlock/sequencer/internal/atomicfile"
 )
 
 // ErrFull is returned (wrapped) by Store.Check for a sequencer of a name
@@ -106,7 +105,7 @@ func OpenStore(path string, o StoreOptions) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeFileAtomic(path, data); err != nil {
+		if err := atomicfile.WriteFile(path, data); err != nil {
 			return nil, fmt.Errorf("open fence store %s: create snapshot: %w", path, err)
 		}
 	case err != nil:
@@ -117,7 +116,7 @@ func OpenStore(path string, o StoreOptions) (*Store, error) {
 		}
 	}
 	st.snapSize = int64(len(data))
-	removeTemps(path)
+	atomicfile.RemoveTemps(path)
 	if err := st.openLog(); err != nil {
 		return nil, fmt.Errorf("open fence store %s: %w", path, err)
 	}
@@ -157,7 +156,7 @@ func (st *Store) openLog() error {
 		f.Close()
 		return err
 	}
-	if err := syncDir(filepath.Dir(st.logPath)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(st.logPath)); err != nil {
 		f.Close()
 		return fmt.Errorf("fsync directory of %s: %w", st.logPath, err)
 	}
@@ -330,7 +329,7 @@ func (st *Store) compact() error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(st.path, data); err != nil {
+	if err := atomicfile.WriteFile(st.path, data); err != nil {
 		return fmt.Errorf("compact %s: %w", st.path, err)
 	}
 	st.snapSize = int64(len(data))
@@ -397,74 +396,4 @@ func (st *Store) Close() error {
 	}
 	st.closed = true
 	return st.log.Close()
-}
-
-// tempPrefix is the name prefix of the temporary files used to rewrite
-// path (FileFence's, so that either removes the other's leftovers).
-func tempPrefix(path string) string {
-	return "." + filepath.Base(path) + ".tmp-"
-}
-
-// writeFileAtomic replaces the file at path with data so that, after a
-// crash at any point, it holds its old or its new contents.
-func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, tempPrefix(path)+"*")
-	if err != nil {
-		return fmt.Errorf("create temporary file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("fsync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("rename %s: %w", tmp.Name(), err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// syncDir fsyncs a directory (a no-op on Windows, which cannot).
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
-
-// removeTemps deletes temporary files left next to path by a rewrite that
-// a crash interrupted.
-func removeTemps(path string) {
-	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	p := tempPrefix(path)
-	for _, e := range entries {
-		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), p) {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
 }
