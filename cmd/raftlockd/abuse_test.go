@@ -188,24 +188,9 @@ func flood(ctx context.Context, t *testing.T, from, addr string, n int) []net.Co
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
 	var open []net.Conn
 	for range n {
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			continue
+		if c, err := openIdle(ctx, d, addr, 5*time.Second); err == nil {
+			open = append(open, c)
 		}
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
-			c.Close()
-			continue
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		_ = c.SetDeadline(time.Time{})
-		open = append(open, c)
 	}
 	t.Cleanup(func() {
 		for _, c := range open {
@@ -213,6 +198,32 @@ func flood(ctx context.Context, t *testing.T, from, addr string, n int) []net.Co
 		}
 	})
 	return open
+}
+
+// openIdle dials addr with d, sends one request (GET /v1/health, so that
+// the node holds the connection for its idle timeout, not only its
+// header timeout), reads the answer within timeout and returns the
+// connection, idle; an error if the node refused, closed or did not
+// answer it.
+func openIdle(ctx context.Context, d *net.Dialer, addr string, timeout time.Duration) (net.Conn, error) {
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
 }
 
 // TestIdleConnectionsAreCappedPerSourceAndClosed pins issue 27 item 7 on

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -49,24 +47,10 @@ func idleConns(t *testing.T, addr string, pid, want, first, ips, perIP int) []ne
 			if openFDs(t, pid) >= want {
 				return open
 			}
-			c, err := d.Dial("tcp", addr)
+			c, err := openIdle(context.Background(), d, addr, 2*time.Second)
 			if err != nil {
-				return open
-			}
-			_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-			_, err = io.WriteString(c, "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n")
-			if err == nil {
-				var resp *http.Response
-				if resp, err = http.ReadResponse(bufio.NewReader(c), nil); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
-			}
-			if err != nil {
-				c.Close()
 				return open // refused, or not accepted: the table is full
 			}
-			_ = c.SetDeadline(time.Time{})
 			open = append(open, c)
 		}
 	}
