@@ -170,18 +170,14 @@ func analyze(h History, timeout time.Duration) *Report {
 	}
 	r.Worker = workerFiguresOf(h, ss)
 	if h.Permits > 0 {
-		return r.analyzeSemaphores(h)
+		return r.analyzeSemaphores(h, timeout)
 	}
 	if h.Mixed {
 		return r.analyzeMixed(h)
 	}
 	r.Lin = runPorcupine(h, timeout)
 	if r.Lin.Result == porcupine.Illegal {
-		what := fmt.Sprintf("the history of lock(s) %s is not linearizable", strings.Join(r.Lin.Illegal, ", "))
-		for i, lock := range r.Lin.Illegal {
-			what += fmt.Sprintf("\n  lock %s: %s", lock, strings.TrimSuffix(r.Lin.Explained[i], "\n"))
-		}
-		r.Violations = append(r.Violations, Violation{Check: checkLinearizable, Client: -1, What: what})
+		r.Violations = append(r.Violations, illegalViolation(r.Lin))
 	}
 	r.Violations = append(r.Violations, quickChecks(h)...)
 	_, r.GrantReads = checkGrantsKept(h)
@@ -218,11 +214,16 @@ func (r *Report) analyzeMixed(h History) *Report {
 }
 
 // analyzeSemaphores runs the checks of a semaphore run (semaphore.go) on
-// h, whose figures r already holds.
-func (r *Report) analyzeSemaphores(h History) *Report {
+// h, whose figures r already holds, the semaphore model given timeout.
+func (r *Report) analyzeSemaphores(h History, timeout time.Duration) *Report {
 	r.Permits = h.Permits
-	r.Lin = linearizability{Result: porcupine.Ok, NotRun: "a semaphore run: an acquire of unknown outcome may hold any slot"}
+	r.Lin = runSemPorcupine(h, timeout)
+	if r.Lin.Result == porcupine.Illegal {
+		r.Violations = append(r.Violations, illegalViolation(r.Lin))
+	}
 	r.Violations = append(r.Violations, semaphoreChecks(h)...)
+	_, r.QueueJudged = checkSemQueueOrder(h)
+	_, r.Ghost = checkNoGhostGrant(h)
 	_, r.SlotWrites = checkSlots(h)
 	ps := perSlot(h)
 	_, r.GrantReads = checkGrantsKept(ps)
@@ -444,8 +445,12 @@ func (r *Report) print(w io.Writer) {
 	if r.Lin.NotRun != "" {
 		p("  1 linearizable (porcupine): not run (%s)", r.Lin.NotRun)
 	} else {
-		p("  1 linearizable (porcupine): %s  (%d operations, %d of unknown outcome, %d locks, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Unknown,
-			r.Lin.Partitions, r.Lin.Elapsed.Round(time.Millisecond))
+		model := ""
+		if r.Permits > 0 {
+			model = fmt.Sprintf(", the semaphore model of %d slots", r.Permits)
+		}
+		p("  1 linearizable (porcupine): %s  (%d operations, %d of unknown outcome, %d locks%s, %v)", r.Lin.Result, r.Lin.Ops, r.Lin.Unknown,
+			r.Lin.Partitions, model, r.Lin.Elapsed.Round(time.Millisecond))
 	}
 	if r.Lin.Result == porcupine.Unknown {
 		p("    INCONCLUSIVE: porcupine gave up after %v (--check-timeout): it found no violation, nor a linearization; \"raftlock-check analyze\" of the history tries again",
@@ -459,8 +464,8 @@ func (r *Report) print(w io.Writer) {
 	p("  3 acknowledged grants kept: %d violations  (%d reads judged)", r.count(checkGrantKept), r.GrantReads)
 	p("  4 live sessions kept:       %d violations", r.count(checkSessionKept))
 	p("  5 Lost() before re-grant:   %d violations  (%d grants judged)", r.count(checkLostRegrant), r.LostJudged)
-	if r.Permits > 0 || r.Mixed {
-		p("  6, 7 queue order, no ghost grants: not run (a semaphore or mixed-kinds run; no naive waiter)")
+	if r.Mixed {
+		p("  6, 7 queue order, no ghost grants: not run (a mixed-kinds run; no naive waiter)")
 	} else {
 		p("  6 grants in queue order:    %d violations  (%d waiter pairs judged)", r.count(checkQueueFIFO), r.QueueJudged)
 		p("  7 no ghost grants:          %d violations  (%d holders judged, %d after no_leader)", r.count(checkNoGhost), r.Ghost.Judged, r.Ghost.AfterNoLeader)

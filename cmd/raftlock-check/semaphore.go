@@ -19,9 +19,10 @@ import (
 // the writers at any moment are at most one per slot; checkSlots checks
 // that every grant and every accepted write is of a slot below N, and
 // counts the slots with a current writer as the resource saw them.
-// Linearizability and the queue checks model one holder per lock and are
-// not run: an acquire of unknown outcome may hold any slot, which a
-// per-slot model cannot place.
+// Linearizability is judged on the whole semaphore, not per slot (an
+// acquire of unknown outcome may take any slot, which a per-slot model
+// cannot place): the semaphore model, model_sem.go. So are the queue
+// checks (one FIFO queue per semaphore): queuechecks_sem.go.
 
 // checkSlotBound names the semaphore's bound check.
 const checkSlotBound = "semaphore-slots"
@@ -158,6 +159,8 @@ func semaphoreChecks(h History) []Violation {
 	ps := perSlot(h)
 	gv, _ := checkGrantsKept(ps)
 	lv, _ := checkLostBeforeRegrant(ps)
+	qv, _ := checkSemQueueOrder(h)
+	nv, _ := checkNoGhostGrant(h)
 	vs = append(append(append(vs, checkFence(ps)...), gv...), lv...)
-	return append(vs, checkSessionsKept(h)...)
+	return append(append(append(vs, checkSessionsKept(h)...), qv...), nv...)
 }
