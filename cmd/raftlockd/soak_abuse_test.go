@@ -139,7 +139,7 @@ func (env *soakEnv) readerClient(nodes []int, ip string, opts ...client.ClientOp
 	for _, i := range nodes {
 		addrs = append(addrs, "https://"+env.api[i])
 	}
-	opts = append([]client.ClientOption{client.WithTLS(env.tls), client.WithToken(env.reader),
+	opts = append([]client.ClientOption{client.WithTLS(env.tls.Clone()), client.WithToken(env.reader),
 		client.WithDialer(sourced(ip).DialContext)}, opts...)
 	cl, err := client.NewClient(addrs, opts...)
 	if err != nil {
@@ -539,7 +539,7 @@ func largeAnswers(reset bool) func(context.Context, *soakEnv, *abuseStats) {
 		var wg sync.WaitGroup
 		for _, target := range []int{env.leader, env.follower} {
 			hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-				DialContext: sourced(ipSmall).DialContext, TLSClientConfig: env.tls, MaxIdleConnsPerHost: 2}}
+				DialContext: sourced(ipSmall).DialContext, TLSClientConfig: env.tls.Clone(), MaxIdleConnsPerHost: 2}}
 			u := "https://" + env.api[target] + "/v1/locks?" + q.Encode()
 			wg.Go(func() {
 				defer hc.CloseIdleConnections()
@@ -549,8 +549,11 @@ func largeAnswers(reset bool) func(context.Context, *soakEnv, *abuseStats) {
 					start := time.Now()
 					resp, err := hc.Do(req)
 					var n int64
+					var head []byte
 					if err == nil {
+						head, _ = io.ReadAll(io.LimitReader(resp.Body, 300))
 						n, err = io.Copy(io.Discard, resp.Body)
+						n += int64(len(head))
 						resp.Body.Close()
 					}
 					if ctx.Err() != nil {
@@ -560,7 +563,11 @@ func largeAnswers(reset bool) func(context.Context, *soakEnv, *abuseStats) {
 						st.note(errOutcome(err), err.Error())
 						continue
 					}
-					st.note(strconv.Itoa(resp.StatusCode), "")
+					detail := ""
+					if resp.StatusCode != http.StatusOK {
+						detail = string(head)
+					}
+					st.note(strconv.Itoa(resp.StatusCode), detail)
 					st.figure("answer KiB", n>>10)
 					st.figure("answer ms", time.Since(start).Milliseconds())
 				}
@@ -579,7 +586,7 @@ func largeAnswers(reset bool) func(context.Context, *soakEnv, *abuseStats) {
 func bootstrapPolling(ctx context.Context, env *soakEnv, st *abuseStats) {
 	var cls []*client.Client
 	for i := range env.c.Nodes {
-		cl, err := client.NewClient([]string{"https://" + env.api[i]}, client.WithTLS(env.tls),
+		cl, err := client.NewClient([]string{"https://" + env.api[i]}, client.WithTLS(env.tls.Clone()),
 			client.WithDialer(sourced(ipSmall).DialContext), client.WithStreamProtocol(false))
 		if err != nil {
 			env.t.Error(err)

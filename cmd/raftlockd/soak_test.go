@@ -148,8 +148,11 @@ func soakEnvDuration(t *testing.T, name string, def time.Duration) time.Duration
 
 // soakEnv is the soak's cluster, its tokens and its records.
 type soakEnv struct {
-	t     *testing.T
-	c     *proccluster.Cluster
+	t *testing.T
+	c *proccluster.Cluster
+	// tls is the clients' TLS configuration (the CA, the client
+	// certificate): only ever cloned, since an http.Transport writes
+	// into the one it is given.
 	tls   *tls.Config
 	admin string
 	// reader is the abuser's read-only token, writer the legitimate
