@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
@@ -95,6 +96,10 @@ func (n *Node) bootstrapAgain(ctx context.Context, resetSecret string) (api.Toke
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return api.TokenSecret{}, n.errBootstrapped()
+	case errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE):
+		// Out of file descriptors: it passes (retryable), and nothing
+		// is granted meanwhile.
+		return api.TokenSecret{}, api.Errorf(api.CodeResourceExhausted, "acl bootstrap reset: the node is out of file descriptors: try again: %v", err)
 	case err != nil:
 		return api.TokenSecret{}, api.Errorf(api.CodeInternal, "acl bootstrap reset: %v", err)
 	}
