@@ -15,7 +15,10 @@ import (
 // it answers the locks under prefix changed since index as soon as there
 // are any (at once for index 0, or when index is older than what the
 // state remembers: a reset, the whole state under prefix), or no change
-// once wait has passed (zero: api.DefaultWatchWait). The answer's index
+// once wait has passed (zero: api.DefaultWatchWait). Answers are bounded
+// by api.MaxAnswerBytes: a reset names its next page (ResetPage), a
+// change answer cut by the bound answers the index of its last change.
+// The answer's index
 // is the applied index it was read at, never below index: a leader that
 // has not applied index yet (a new one, behind the old) waits until it
 // has, and never answers older state. Like WatchLock it blocks on the

@@ -105,7 +105,9 @@ const PrefixWatchQuery = 10 * time.Second
 // (0: from a listing of the current state): it yields each batch of
 // changes the cluster answers (WatchLocks), in order, each lock changed
 // since the last batch once, in its current state. A batch with Reset set
-// is the whole state under prefix, which replaces what the caller knew:
+// is the whole state under prefix (read whole when the server pages it;
+// a lock changed while its pages were read comes in the next batch
+// instead), which replaces what the caller knew:
 // the first one, and one after the cluster forgot changes the watcher had
 // not seen yet or was restored from a backup. The watch resumes from the
 // last batch's index across failovers and lost connections (its queries
