@@ -301,9 +301,19 @@ type PastGrant struct {
 // (held, waited for or delayed), the whole state the watcher replaces its
 // own with. Index is what the watcher passes next; it never goes below
 // the index it passed.
+//
+// A reset is in name order, in pages of at most MaxAnswerBytes: Next,
+// when not empty, is the last name of this page, and the rest is read
+// page by page (GET /v1/locks?prefix=P&index=Index&after=Next; Node and
+// client.Client ResetPage) before watching on from Index. Those pages
+// leave out the locks changed above Index: the watch from Index answers
+// them, once. A change answer over MaxAnswerBytes stops after a change
+// index (the locks one entry changed are never split): its Index is that
+// change's, and the rest follows from it.
 type LocksChange struct {
 	Locks []LockState
 	Reset bool
+	Next  string
 	Index uint64
 }
 

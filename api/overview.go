@@ -31,7 +31,8 @@ type Overview struct {
 	Members       []MemberStatus `json:"members,omitempty"`
 	MembersHidden bool           `json:"members_hidden,omitempty"`
 	// Locks are the locks held, waited for or in lock-delay (at most
-	// MaxOverviewLocks, in name order); LocksTotal counts them all.
+	// MaxOverviewLocks, and no more than fit in MaxAnswerBytes, in name
+	// order); LocksTotal counts them all.
 	Locks      []OverviewLock `json:"locks"`
 	LocksTotal int            `json:"locks_total"`
 	// Sessions are the open sessions (at most MaxOverviewSessions, by

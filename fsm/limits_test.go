@@ -212,7 +212,7 @@ func TestLocksPagesListEveryLockOnceInOrderUnderChanges(t *testing.T) {
 	var got []string
 	after, pages := "", 0
 	for {
-		ls, next := h.f.LocksPage("p/", after, 7)
+		ls, next := h.f.LocksPage("p/", after, 7, unboundedAnswers)
 		pages++
 		for _, l := range ls {
 			got = append(got, l.Name)
@@ -248,7 +248,7 @@ func TestLocksPagesListEveryLockOnceInOrderUnderChanges(t *testing.T) {
 	if pages < 8 || seen["q/other"] {
 		t.Fatalf("%d pages, q/other listed %v", pages, seen["q/other"])
 	}
-	if ls, next := h.f.LocksPage("p/", "p/098", 7); len(ls) != 0 || next != "" {
+	if ls, next := h.f.LocksPage("p/", "p/098", 7, unboundedAnswers); len(ls) != 0 || next != "" {
 		t.Fatalf("page after the last lock: %d locks, next %q", len(ls), next)
 	}
 }

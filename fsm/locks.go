@@ -484,31 +484,6 @@ func (f *FSM) Locks(prefix string) []Lock {
 	return out
 }
 
-// LocksPage returns copies of at most limit locks whose names start with
-// prefix and sort after after, in name order, and the cursor of the next
-// page: the last name returned when more follow, else "".
-func (f *FSM) LocksPage(prefix, after string, limit int) ([]Lock, string) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	names := []string{}
-	for name := range f.locks {
-		if name > after && strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	next := ""
-	if len(names) > limit {
-		names = names[:limit]
-		next = names[limit-1]
-	}
-	out := make([]Lock, 0, len(names))
-	for _, name := range names {
-		out = append(out, copyLock(f.locks[name]))
-	}
-	return out, next
-}
-
 // LockCount returns how many locks are stored: held, waited for or in
 // lock-delay (the free histories are not counted).
 func (f *FSM) LockCount() int {

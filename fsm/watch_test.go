@@ -35,7 +35,7 @@ type watcher struct {
 // the order of the changes; the index never goes back.
 func (w *watcher) poll(t *testing.T, f *FSM, c *changeLog) {
 	t.Helper()
-	locks, reset, applied := f.LocksChangedSince(w.prefix, w.index)
+	locks, reset, applied := changedSince(f, w.prefix, w.index)
 	if applied < w.index {
 		t.Fatalf("answer index %d below the watcher's %d", applied, w.index)
 	}
@@ -139,7 +139,7 @@ func TestPrefixWatchAtIndexZeroListsTheWholeState(t *testing.T) {
 	h.must(StatusGranted, acqCmd("a/2", "s", "h", Exclusive, false))
 	h.must(StatusOK, relCmd("a/2", "s", "h"))
 	h.must(StatusGranted, acqCmd("b", "s", "h", Exclusive, false))
-	locks, reset, applied := h.f.LocksChangedSince("a/", 0)
+	locks, reset, applied := changedSince(h.f, "a/", 0)
 	if !reset || len(locks) != 1 || locks[0].Name != "a/1" || applied != h.idx {
 		t.Fatalf("watch at 0: %+v reset %v at %d; want a/1 alone, reset, at %d", locks, reset, applied, h.idx)
 	}
@@ -185,7 +185,7 @@ func TestPrefixWatchResetsOnceAChangeAboveItsIndexWasDropped(t *testing.T) {
 }
 
 func watchAt(f *FSM, prefix string, index uint64) ([]Lock, uint64, bool) {
-	locks, reset, applied := f.LocksChangedSince(prefix, index)
+	locks, reset, applied := changedSince(f, prefix, index)
 	return locks, applied, reset
 }
 
@@ -244,11 +244,11 @@ func TestPrefixWatchResetsAcrossARestore(t *testing.T) {
 	if err := h.f.Load(out); err != nil {
 		t.Fatal(err)
 	}
-	locks, reset, applied := h.f.LocksChangedSince("a/", watcherAt)
+	locks, reset, applied := changedSince(h.f, "a/", watcherAt)
 	if want := h.f.Locks("a/"); !reset || applied < floor || !reflect.DeepEqual(locks, want) {
 		t.Fatalf("watch from before the restore: %+v reset %v at %d; want the restored state %+v, reset, at ≥ %d", locks, reset, applied, want, floor)
 	}
-	if _, reset, _ := h.f.LocksChangedSince("a/", applied); reset {
+	if _, reset, _ := changedSince(h.f, "a/", applied); reset {
 		t.Fatal("a watcher from after the restore reset")
 	}
 }
@@ -271,8 +271,15 @@ func BenchmarkLocksChangedSince(b *testing.B) {
 	h.must(StatusGranted, acqCmd("watched/a", "s", "h", Exclusive, false))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if locks, reset, _ := h.f.LocksChangedSince("watched/", at); reset || len(locks) != 1 {
+		if locks, reset, _ := changedSince(h.f, "watched/", at); reset || len(locks) != 1 {
 			b.Fatalf("%d locks, reset %v", len(locks), reset)
 		}
 	}
+}
+
+// changedSince is LocksChangedSince without a bound in bytes, as the
+// three values the tests read.
+func changedSince(f *FSM, prefix string, index uint64) ([]Lock, bool, uint64) {
+	c := f.LocksChangedSince(prefix, index, unboundedAnswers)
+	return c.Locks, c.Reset, c.Index
 }

@@ -494,7 +494,9 @@ func (n *Node) Locks(ctx context.Context, prefix string) ([]api.LockState, error
 
 // LocksPage lists one page of the locks (held, waited for or delayed)
 // whose names start with q.Prefix: at most q.Limit after q.After, in name
-// order (api.LocksQuery).
+// order (api.LocksQuery), and no more than fit in api.MaxAnswerBytes
+// (always one). The page holds its bytes of the node's answer budget
+// (holdAnswer) until it is written.
 func (n *Node) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, error) {
 	if err := q.Resolve(); err != nil {
 		return api.LocksPage{}, err
@@ -507,7 +509,12 @@ func (n *Node) LocksPage(ctx context.Context, q api.LocksQuery) (api.LocksPage, 
 	if err := n.verifyRead(ctx); err != nil {
 		return api.LocksPage{}, err
 	}
-	ls, next := n.fsm.LocksPage(q.Prefix, q.After, q.Limit)
+	keep, _, err := n.holdAnswer(ctx)
+	if err != nil {
+		return api.LocksPage{}, err
+	}
+	defer keep()
+	ls, next := n.fsm.LocksPage(q.Prefix, q.After, q.Limit, api.MaxAnswerBytes)
 	page := api.LocksPage{Locks: make([]api.LockState, 0, len(ls)), Next: next}
 	for _, l := range ls {
 		page.Locks = append(page.Locks, n.lockStateOf(l))

@@ -127,6 +127,15 @@ type Config struct {
 	// token (zero: api.DefaultMaxBlockingQueries,
 	// api.DefaultMaxBlockingQueriesPerToken; negative refused).
 	MaxBlockingQueries, MaxBlockingQueriesPerToken int
+	// MaxAnswerBytesInFlight and MaxAnswerBytesInFlightPerToken bound the
+	// answers of many locks (listing pages, prefix watch answers) this
+	// node builds and sends at once, in bytes, in all and per ACL token,
+	// each counted api.MaxAnswerBytes (zero:
+	// api.DefaultMaxAnswerBytesInFlight,
+	// api.DefaultMaxAnswerBytesInFlightPerToken; below one answer
+	// refused). An answer waits up to api.AnswerBytesWait for room, then
+	// is refused with resource_exhausted (answers.go).
+	MaxAnswerBytesInFlight, MaxAnswerBytesInFlightPerToken int64
 	// ACL turns access control on (raftlockd --acl; every node of a
 	// cluster the same): every API call but GET /v1/health needs a token
 	// (api.Principal in its context, put there by the HTTP layer from
@@ -260,6 +269,9 @@ func (c *Config) fill() error {
 	if err := c.checkConnLimits(); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
+	if err := c.resolveAnswerBudget(); err != nil {
+		return fmt.Errorf("node: config: %w", err)
+	}
 	if err := c.resolveWatchCaps(); err != nil {
 		return fmt.Errorf("node: config: %w", err)
 	}
@@ -355,7 +367,10 @@ type Node struct {
 	// blocking counts the blocking queries served or forwarded,
 	// watchConfirm shares leadership confirmations among them, and
 	// lockWakers wakes the watches of one lock (blocking.go).
-	blocking     watchCount
+	blocking watchCount
+	// answers counts the bytes of the answers of many locks being built
+	// and sent (answers.go).
+	answers      answerBudget
 	watchConfirm keepAliveConfirmer
 	lockWakers   lockWakers
 	steps        chan struct{} // blockingSteps slots

@@ -100,7 +100,7 @@ func (n *Node) overview(ctx context.Context, admin bool) api.Overview {
 		ov.MembersHidden = true
 	}
 
-	locks, _ := n.fsm.LocksPage("", "", api.MaxOverviewLocks)
+	locks, _ := n.fsm.LocksPage("", "", api.MaxOverviewLocks, api.MaxAnswerBytes)
 	ov.LocksTotal = n.fsm.LockCount()
 	held := make(map[uint64]bool)
 	for _, l := range locks {

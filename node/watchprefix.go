@@ -8,13 +8,17 @@ import (
 
 	"github.com/raftlock/raftlock/api"
 	"github.com/raftlock/raftlock/fsm"
+	"github.com/raftlock/raftlock/sequencer"
 )
 
 // WatchLocks is a prefix watch (GET /v1/locks?prefix=P&index=I&wait=D):
 // it answers the locks under prefix changed since index as soon as there
 // are any (at once for index 0, or when index is older than what the
 // state remembers: a reset, the whole state under prefix), or no change
-// once wait has passed (zero: api.DefaultWatchWait). The answer's index
+// once wait has passed (zero: api.DefaultWatchWait). Answers are bounded
+// by api.MaxAnswerBytes: a reset names its next page (ResetPage), a
+// change answer cut by the bound answers the index of its last change.
+// The answer's index
 // is the applied index it was read at, never below index: a leader that
 // has not applied index yet (a new one, behind the old) waits until it
 // has, and never answers older state. Like WatchLock it blocks on the
@@ -69,11 +73,23 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 		changed := n.changed
 		n.mu.Unlock()
 		if scan || n.prefixChanges.changedSince(prefix, index) {
+			// The answer's bytes are taken before the state machine is
+			// read, without a step held while waiting for them.
+			free()
+			keep, drop, err := n.holdAnswer(ctx)
+			if err != nil {
+				return api.LocksChange{}, err
+			}
+			if free, err = n.step(ctx); err != nil {
+				drop()
+				return api.LocksChange{}, err
+			}
 			c := n.locksChange(prefix, index)
 			if c.Reset || len(c.Locks) > 0 {
 				defer free()
-				return n.answerWatchLocks(ctx, c)
+				return n.answerWatchLocks(ctx, c, keep, drop)
 			}
+			drop()
 		}
 		scan = false
 		free()
@@ -83,11 +99,16 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 				return api.LocksChange{}, err
 			}
 		case <-timer.C:
+			keep, drop, err := n.holdAnswer(ctx)
+			if err != nil {
+				return api.LocksChange{}, err
+			}
 			if free, err = n.step(ctx); err != nil {
+				drop()
 				return api.LocksChange{}, err
 			}
 			defer free()
-			return n.answerWatchLocks(ctx, n.locksChange(prefix, index))
+			return n.answerWatchLocks(ctx, n.locksChange(prefix, index), keep, drop)
 		case <-lost:
 			return api.LocksChange{}, n.noLeader()
 		case <-n.stop:
@@ -99,27 +120,71 @@ func (n *Node) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 }
 
 // locksChange reads the changes under prefix since index from the state
-// machine (fsm.FSM.LocksChangedSince).
+// machine, within api.MaxAnswerBytes (fsm.FSM.LocksChangedSince).
 func (n *Node) locksChange(prefix string, index uint64) api.LocksChange {
-	ls, reset, applied := n.fsm.LocksChangedSince(prefix, index)
-	c := api.LocksChange{Locks: make([]api.LockState, 0, len(ls)), Reset: reset, Index: max(applied, index)}
-	for _, l := range ls {
+	ch := n.fsm.LocksChangedSince(prefix, index, api.MaxAnswerBytes)
+	c := api.LocksChange{Locks: make([]api.LockState, 0, len(ch.Locks)), Reset: ch.Reset, Next: ch.Next, Index: max(ch.Index, index)}
+	for _, l := range ch.Locks {
 		c.Locks = append(c.Locks, n.lockStateOf(l))
 	}
-	if n.cfg.Faults.watchDropsChanges() && !reset && len(c.Locks) > 0 {
+	if n.cfg.Faults.watchDropsChanges() && !ch.Reset && len(c.Locks) > 0 {
 		c.Locks = c.Locks[1:] // testing the checker: a change never seen
 	}
 	return c
 }
 
 // answerWatchLocks answers a prefix watch with c, read after its wait,
-// as answerWatch does.
-func (n *Node) answerWatchLocks(ctx context.Context, c api.LocksChange) (api.LocksChange, error) {
+// as answerWatch does; keep and drop are what holdAnswer gave for it.
+func (n *Node) answerWatchLocks(ctx context.Context, c api.LocksChange, keep, drop func()) (api.LocksChange, error) {
 	if err := n.reauthorize(ctx); err != nil {
+		drop()
 		return api.LocksChange{}, err
 	}
 	if err := n.confirmWatch(ctx); err != nil {
+		drop()
 		return api.LocksChange{}, err
+	}
+	keep()
+	return c, nil
+}
+
+// ResetPage reads one page of the rest of a prefix watch's reset
+// (GET /v1/locks?prefix=P&index=I&after=N; api.LocksChange): the locks
+// under prefix named after after whose last change is at or below index
+// (the reset's Index), in name order, within api.MaxAnswerBytes, with
+// Next set when more follow. The locks changed above index are left out:
+// the watch from index answers them. It answers at once (a read, not a
+// blocking query), with the read access a prefix watch needs, and holds
+// its bytes of the node's answer budget like a listing page.
+func (n *Node) ResetPage(ctx context.Context, prefix string, index uint64, after string) (api.LocksChange, error) {
+	if err := api.CheckPrefix(prefix); err != nil {
+		return api.LocksChange{}, err
+	}
+	if err := api.CheckText("after", after, 1, sequencer.MaxNameBytes); err != nil {
+		return api.LocksChange{}, err
+	}
+	if index == 0 {
+		return api.LocksChange{}, invalid("a reset's page needs the reset's index (above 0)")
+	}
+	if err := n.authorize(ctx, api.AccessRead, prefix); err != nil {
+		return api.LocksChange{}, err
+	}
+	if err := n.verifyRead(ctx); err != nil {
+		return api.LocksChange{}, err
+	}
+	if applied := n.fsm.AppliedIndex(); applied < index {
+		return api.LocksChange{}, api.Errorf(api.CodeNoLeader,
+			"this node has applied index %d, not yet the reset's %d; retry", applied, index)
+	}
+	keep, _, err := n.holdAnswer(ctx)
+	if err != nil {
+		return api.LocksChange{}, err
+	}
+	defer keep()
+	ls, next := n.fsm.ResetPage(prefix, after, index, api.MaxAnswerBytes)
+	c := api.LocksChange{Locks: make([]api.LockState, 0, len(ls)), Reset: true, Next: next, Index: index}
+	for _, l := range ls {
+		c.Locks = append(c.Locks, n.lockStateOf(l))
 	}
 	return c, nil
 }

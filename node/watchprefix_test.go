@@ -37,7 +37,8 @@ func TestPrefixWatchRefusesBadInputAndWatchesPastItsCap(t *testing.T) {
 		{"prefix=a/&index=1&wait=-1s", "invalid_argument"},
 		{"prefix=a/&index=1&wait=soon", "invalid_argument"},
 		{"prefix=a/&index=1&limit=5", "invalid_argument"},
-		{"prefix=a/&index=1&after=a/1", "invalid_argument"},
+		{"prefix=a/&index=1&after=a/1&wait=1s", "invalid_argument"},
+		{"prefix=a/&index=0&after=a/1", "invalid_argument"},
 		{"prefix=a/&index=1&bogus=1", "invalid_argument"},
 	} {
 		if status, code, body := aclDo(ctx, addr, "GET", "/v1/locks?"+tc.query, "", nil); code != tc.code || status != 400 {

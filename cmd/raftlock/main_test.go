@@ -62,6 +62,10 @@ func (f *fake) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 	return httpapitest.WatchLocks(ctx, f.Backend, prefix, index, wait)
 }
 
+func (f *fake) ResetPage(ctx context.Context, prefix string, index uint64, after string) (api.LocksChange, error) {
+	return httpapitest.ResetPage(ctx, f.Backend, prefix, index, after)
+}
+
 // cluster starts a server over the fake and returns a runner of the CLI
 // against it.
 func cluster(t *testing.T) func(args ...string) (int, string, string) {

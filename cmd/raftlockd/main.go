@@ -99,6 +99,9 @@ type options struct {
 	// blockingQueries and blockingQueriesPerToken: --max-blocking-queries
 	// and --max-blocking-queries-per-token.
 	blockingQueries, blockingQueriesPerToken int
+	// answerBytes and answerBytesPerToken: --max-answer-bytes-in-flight
+	// and --max-answer-bytes-in-flight-per-token.
+	answerBytes, answerBytesPerToken int64
 	// debugRemote allows a non-loopback --debug-addr.
 	debugRemote bool
 	// streamAddr: the stream protocol's listener (--stream-addr; "": off).
@@ -147,6 +150,8 @@ func serveFlags(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.prefixWatchersPerToken, "max-prefix-watchers-per-token", api.DefaultMaxPrefixWatchersPerToken, "most prefix watches of one ACL token this node serves at once, with --acl")
 	fs.IntVar(&o.blockingQueries, "max-blocking-queries", api.DefaultMaxBlockingQueries, "most blocking queries (watches: GET /v1/lock?index=, /v1/locks?index=, /v1/overview?index=) this node serves or forwards at once")
 	fs.IntVar(&o.blockingQueriesPerToken, "max-blocking-queries-per-token", api.DefaultMaxBlockingQueriesPerToken, "most blocking queries of one ACL token this node serves or forwards at once, with --acl")
+	fs.Int64Var(&o.answerBytes, "max-answer-bytes-in-flight", api.DefaultMaxAnswerBytesInFlight, "most bytes of listing pages and prefix watch answers this node builds and sends at once, each counted 1 MiB (api.MaxAnswerBytes)")
+	fs.Int64Var(&o.answerBytesPerToken, "max-answer-bytes-in-flight-per-token", api.DefaultMaxAnswerBytesInFlightPerToken, "most bytes of those answers of one ACL token at once, with --acl")
 	fs.IntVar(&o.maxConnsPerIP, "max-conns-per-ip", api.DefaultMaxConnsPerIP,
 		fmt.Sprintf("most connections one source IP holds open on each port (%d to %d); on the Raft port the members' IPs are exempt", api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP))
 	fs.DurationVar(&o.idleTimeout, "http-idle-timeout", api.DefaultIdleTimeout,
@@ -205,6 +210,9 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.blockingQueries < 1 || o.blockingQueriesPerToken < 1 {
 		return o, fmt.Errorf("--max-blocking-queries %d and --max-blocking-queries-per-token %d: want 1 or more", o.blockingQueries, o.blockingQueriesPerToken)
+	}
+	if o.answerBytes < api.MaxAnswerBytes || o.answerBytesPerToken < api.MaxAnswerBytes {
+		return o, fmt.Errorf("--max-answer-bytes-in-flight %d and --max-answer-bytes-in-flight-per-token %d: want %d (one answer) or more", o.answerBytes, o.answerBytesPerToken, api.MaxAnswerBytes)
 	}
 	if o.maxConnsPerIP < api.MinMaxConnsPerIP || o.maxConnsPerIP > api.MaxMaxConnsPerIP {
 		return o, fmt.Errorf("--max-conns-per-ip %d: want %d to %d", o.maxConnsPerIP, api.MinMaxConnsPerIP, api.MaxMaxConnsPerIP)
@@ -709,6 +717,7 @@ func nodeConfig(spec serverSpec, o options, httpAddr string, logger hclog.Logger
 		MaxConnsPerIP: o.maxConnsPerIP, IdleTimeout: o.idleTimeout, Wire: nodehttp.Wire{},
 		MaxPrefixWatchers: o.prefixWatchers, MaxPrefixWatchersPerToken: o.prefixWatchersPerToken,
 		MaxBlockingQueries: o.blockingQueries, MaxBlockingQueriesPerToken: o.blockingQueriesPerToken,
+		MaxAnswerBytesInFlight: o.answerBytes, MaxAnswerBytesInFlightPerToken: o.answerBytesPerToken,
 		// --dev starts its nodes one after the other, in one process: a
 		// probe would wait for the next one forever.
 		ProbePeers: !o.dev,

@@ -29,6 +29,7 @@ var serveGroups = []flagGroup{
 	{"Limits", []string{"max-sessions", "max-locks", "max-waiters-per-lock", "max-locks-per-session",
 		"max-sessions-per-token", "max-locks-per-token", "max-waiters-per-token", "max-prefix-watchers", "max-prefix-watchers-per-token",
 		"max-blocking-queries", "max-blocking-queries-per-token",
+		"max-answer-bytes-in-flight", "max-answer-bytes-in-flight-per-token",
 		"max-conns-per-ip", "http-idle-timeout"}},
 	{"Observability", []string{"log-level", "log-json", "metrics-addr", "debug-addr", "debug-allow-remote", "version"}},
 	{"Development", []string{"dev", "unsafe-fault"}},

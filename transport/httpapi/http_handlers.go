@@ -321,12 +321,19 @@ func (s *Server) handleLock(w http.ResponseWriter, r *http.Request) error {
 
 // handleLocks answers GET /v1/locks?prefix=P (a listing, paged with
 // limit and after), and as a prefix watch with index=I or wait=D: the
-// locks under P changed since I (api.LocksChange), not paged.
+// locks under P changed since I (api.LocksChange); with index=I and
+// after=N, a page of the rest of a reset read at I. Every answer is
+// bounded (api.MaxAnswerBytes), holds its bytes of the node's answer
+// budget until written (api.AnswerHold), and is encoded as it is written
+// (writeLocksAnswer).
 func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r, "prefix", "limit", "after", "index", "wait")
 	if err != nil {
 		return err
 	}
+	ctx, hold := api.WithAnswerHold(r.Context())
+	defer hold.Release()
+	r = r.WithContext(ctx)
 	if q.Has("index") || q.Has("wait") {
 		return s.watchLocks(w, r, q)
 	}
@@ -340,25 +347,34 @@ func (s *Server) handleLocks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, api.NewLocksPageReply(page))
+	writeLocksAnswer(w, page.Locks, page.Next, false, 0)
 	return nil
 }
 
-// watchLocks answers a prefix watch (handleLocks).
+// watchLocks answers a prefix watch, or with after a page of a reset
+// (handleLocks).
 func (s *Server) watchLocks(w http.ResponseWriter, r *http.Request, q url.Values) error {
-	if q.Has("limit") || q.Has("after") {
-		return invalidf("a prefix watch (index or wait) is not paged: limit and after are for listings")
+	if q.Has("limit") {
+		return invalidf("a prefix watch (index or wait) is not paged by limit: its answers are bounded in bytes, and a reset names its next page")
 	}
 	index, wait, err := blockingQuery(q)
 	if err != nil {
 		return err
 	}
-	c, err := s.svc.WatchLocks(r.Context(), q.Get("prefix"), index, wait)
+	var c api.LocksChange
+	if q.Has("after") {
+		if q.Has("wait") {
+			return invalidf("a reset's page (index and after) answers at once: no wait")
+		}
+		c, err = s.svc.ResetPage(r.Context(), q.Get("prefix"), index, q.Get("after"))
+	} else {
+		c, err = s.svc.WatchLocks(r.Context(), q.Get("prefix"), index, wait)
+	}
 	if err != nil {
 		return err
 	}
 	w.Header().Set(api.HeaderIndex, strconv.FormatUint(c.Index, 10))
-	writeJSON(w, http.StatusOK, api.NewLocksChangeReply(c))
+	writeLocksAnswer(w, c.Locks, c.Next, c.Reset, c.Index)
 	return nil
 }
 

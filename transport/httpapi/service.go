@@ -52,6 +52,10 @@ type Replica interface {
 	// WatchLocks is a prefix watch (GET /v1/locks?prefix=P&index=I&wait=D;
 	// api.LocksChange).
 	WatchLocks(ctx context.Context, prefix string, index uint64, wait time.Duration) (api.LocksChange, error)
+	// ResetPage reads a page of the rest of a prefix watch's reset read
+	// at index, after the name after (GET
+	// /v1/locks?prefix=P&index=I&after=N; api.LocksChange).
+	ResetPage(ctx context.Context, prefix string, index uint64, after string) (api.LocksChange, error)
 }
 
 // ACLService serves ACLs. With ACLEnabled, the server authenticates every

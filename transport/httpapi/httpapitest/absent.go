@@ -160,6 +160,17 @@ func LocksPage(ctx context.Context, b api.Backend, q api.LocksQuery) (api.LocksP
 	return api.PageLocks(ls, q), nil
 }
 
+// ResetPage is httpapi.Replica's ResetPage for a fake whose WatchLocks
+// answers a reset whole (so no watcher asks for its pages): the rest of
+// b's listing after after, at most api.MaxLocksPage locks, at index.
+func ResetPage(ctx context.Context, b api.Backend, prefix string, index uint64, after string) (api.LocksChange, error) {
+	page, err := LocksPage(ctx, b, api.LocksQuery{Prefix: prefix, After: after, Limit: api.MaxLocksPage})
+	if err != nil {
+		return api.LocksChange{}, err
+	}
+	return api.LocksChange{Locks: page.Locks, Reset: true, Next: page.Next, Index: index}, nil
+}
+
 // WatchLocks answers a prefix watch from b's full listing: httpapi.Replica's
 // WatchLocks for a fake whose backend has no change notification. It
 // answers every lock under prefix whose index is above index (a reset

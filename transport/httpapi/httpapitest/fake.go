@@ -98,6 +98,11 @@ func (f *Fake) WatchLocks(ctx context.Context, prefix string, index uint64, wait
 	return WatchLocks(ctx, f.Backend, prefix, index, wait)
 }
 
+// ResetPage implements httpapi.Replica (the package's ResetPage).
+func (f *Fake) ResetPage(ctx context.Context, prefix string, index uint64, after string) (api.LocksChange, error) {
+	return ResetPage(ctx, f.Backend, prefix, index, after)
+}
+
 // Member returns the member record of id, if the fake holds one.
 func (f *Fake) Member(id string) (api.Member, bool) {
 	f.mu.Lock()
