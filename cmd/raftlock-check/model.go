@@ -117,6 +117,44 @@ type lockState struct {
 	// held has a token at or below it; any grant made since, one above
 	// every token before the restore.
 	Floor uint64
+	// Released are the holders that released the lock last (at most
+	// maxReleased, oldest first), as session and holder joined by
+	// fieldSep and separated by effectSep. The cluster answers a
+	// release repeated after the first one took effect ok, even once
+	// another holder has the lock (fsm.MaxRecentReleases, per session):
+	// a client whose first answer was lost, or that released twice,
+	// sends it. The model accepts that ok from these holders.
+	Released string
+}
+
+// maxReleased bounds lockState.Released. The cluster remembers each
+// session's last fsm.MaxRecentReleases releases, of any lock; the model
+// keeps the last releases of each lock, which covers a repeat that
+// follows its first within a few releases of the lock.
+const maxReleased = 8
+
+// releasedBy returns s once (session, holder) released it: freed, with
+// the pair last in Released.
+func (s lockState) releasedBy(session, holder string) lockState {
+	ns := s.freed(false)
+	var kept []string
+	if s.Released != "" {
+		kept = strings.Split(s.Released, effectSep)
+	}
+	kept = append(kept, session+fieldSep+holder)
+	if len(kept) > maxReleased {
+		kept = kept[len(kept)-maxReleased:]
+	}
+	ns.Released = strings.Join(kept, effectSep)
+	return ns
+}
+
+// releasedRecently reports whether (session, holder) is in s.Released.
+func (s lockState) releasedRecently(session, holder string) bool {
+	if s.Released == "" {
+		return false
+	}
+	return slices.Contains(strings.Split(s.Released, effectSep), session+fieldSep+holder)
 }
 
 // restoredToken reports whether token can be that of a grant of s's
@@ -133,7 +171,7 @@ func (s lockState) heldBy(session, holder string) bool {
 }
 
 func (s lockState) freed(delayed bool) lockState {
-	return lockState{Last: s.Last, Delayed: delayed, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor}
+	return lockState{Last: s.Last, Delayed: delayed, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor, Released: s.Released}
 }
 
 // granted is s after a grant to (session, holder) with token (0: unknown).
@@ -142,13 +180,14 @@ func (s lockState) granted(session, holder string, token uint64) lockState {
 	if token > last {
 		last = token
 	}
-	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor}
+	return lockState{Session: session, Holder: holder, Token: token, Last: last, Armed: s.Armed, Wild: s.Wild, Floor: s.Floor,
+		Released: s.Released}
 }
 
 // ghost is s held by a grant of the restored state (ghostSession), which
 // the history did not see made.
 func (s lockState) ghost() lockState {
-	return lockState{Session: ghostSession, Last: s.Last, Armed: s.Armed, Wild: true, Ghost: true, Floor: s.Floor}
+	return lockState{Session: ghostSession, Last: s.Last, Armed: s.Armed, Wild: true, Ghost: true, Floor: s.Floor, Released: s.Released}
 }
 
 // restored is the lock just after a restore: held by the backup's holder
@@ -212,7 +251,7 @@ func (e pendingEffect) fire(s lockState) (lockState, bool) {
 		}
 	case kindRelease:
 		if s.heldBy(e.Session, e.Holder) {
-			return s.freed(false), true
+			return s.releasedBy(e.Session, e.Holder), true
 		}
 	}
 	return s, false
@@ -429,11 +468,14 @@ func stepRelease(s lockState, in lockInput, out lockOutput) []lockState {
 	case resOK:
 		switch {
 		case mine:
-			return []lockState{s.freed(false)}
+			return []lockState{s.releasedBy(in.Session, in.Holder)}
 		case s.free():
 			return []lockState{s}
 		case !in.Unlock:
 			// Dequeues the abandoned waiter (session, holder).
+			return []lockState{s}
+		case s.releasedRecently(in.Session, in.Holder):
+			// A repeated release: the first one took effect.
 			return []lockState{s}
 		}
 		return nil
@@ -442,7 +484,7 @@ func stepRelease(s lockState, in lockInput, out lockOutput) []lockState {
 		case mine:
 			// A retry after an attempt whose outcome was unknown: that
 			// attempt released it, and someone else took it since.
-			return []lockState{s.freed(false)}
+			return []lockState{s.releasedBy(in.Session, in.Holder)}
 		case !s.free():
 			return []lockState{s}
 		}
@@ -452,7 +494,7 @@ func stepRelease(s lockState, in lockInput, out lockOutput) []lockState {
 		// what it held), but an earlier attempt of the call may have
 		// released the lock before it went.
 		if mine {
-			return []lockState{s, s.freed(false)}
+			return []lockState{s, s.releasedBy(in.Session, in.Holder)}
 		}
 		return []lockState{s}
 	}

@@ -44,6 +44,21 @@ func TestModelHistories(t *testing.T) {
 			opAcq(1, sB, hB, lk, 90, 100, resOK, 9),
 			opRead(0, lk, 110, 120, hold(sB, hB, 9)),
 		}, porcupine.Ok},
+		// The 30-minute run of issue 39 (seed 39): a Python client's
+		// release answered ok was sent again after another holder took
+		// the lock; the cluster answers such a repeat ok (each session
+		// remembers its last releases), so the history is linearizable.
+		{"a release repeated after another holder took the lock", []Op{
+			opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
+			opRel(0, sA, hA, lk, 30, 40, resOK),
+			opAcq(1, sB, hB, lk, 50, 60, resOK, 9),
+			opRel(0, sA, hA, lk, 70, 80, resOK),
+			opRead(2, lk, 90, 100, hold(sB, hB, 9)),
+		}, porcupine.Ok},
+		{"a release ok from a holder that never released the lock it did not hold", []Op{
+			opAcq(1, sB, hB, lk, 50, 60, resOK, 9),
+			opRel(0, sA, hA, lk, 70, 80, resOK),
+		}, porcupine.Illegal},
 		{"two holders at once", []Op{
 			opAcq(0, sA, hA, lk, 10, 20, resOK, 5),
 			opAcq(1, sB, hB, lk, 30, 40, resOK, 9),
