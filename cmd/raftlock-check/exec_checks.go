@@ -142,14 +142,18 @@ func checkExecWriters(h History) ([]Violation, int) {
 		if e.WriterDied != pending {
 			died = fmt.Sprintf("seen dead %v after it", time.Duration(e.WriterDied-g2.Acked).Round(time.Millisecond))
 		}
+		who := fmt.Sprintf("client %d", g2.Client)
+		if g2.Client >= h.Clients {
+			who = fmt.Sprintf("exec%d", g2.Client-h.Clients)
+		}
 		how := "exec ended"
 		if e.Fault != "" {
 			how = e.Fault
 		}
 		vs = append(vs, Violation{Check: checkExecWriterDead, At: e.AliveAt, Client: e.Client,
-			What: fmt.Sprintf("exec%d's writer (pid %d, lock %s token %d; %s) ran %v after client %d was granted the lock (token %d) at %.3fs (%s): CMD must be dead before the lock is anyone else's",
+			What: fmt.Sprintf("exec%d's writer (pid %d, lock %s token %d; %s) ran %v after %s was granted the lock (token %d) at %.3fs (%s): CMD must be dead before the lock is anyone else's",
 				e.Exec, e.WriterPID, e.Lock, e.Token, how, time.Duration(e.AliveAt-g2.Acked).Round(time.Millisecond),
-				g2.Client, g2.Token, float64(g2.Acked-h.Start)/1e9, died)})
+				who, g2.Token, float64(g2.Acked-h.Start)/1e9, died)})
 	}
 	return vs, judged
 }

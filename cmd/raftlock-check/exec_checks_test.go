@@ -24,8 +24,8 @@ func TestExecWriterAliveAfterNextGrantIsViolation(t *testing.T) {
 	if len(vs) != 1 || vs[0].Check != checkExecWriterDead || vs[0].Client != 10 || judged != 1 {
 		t.Fatalf("violations %+v, judged %d: want one %s of client 10, one grant judged", vs, judged, checkExecWriterDead)
 	}
-	if !strings.Contains(vs[0].What, "exec0's writer") {
-		t.Errorf("violation %q does not name exec0's writer", vs[0].What)
+	if !strings.Contains(vs[0].What, "exec0's writer") || !strings.Contains(vs[0].What, "after exec1 was granted") {
+		t.Errorf("violation %q does not name exec0's writer and exec1's grant", vs[0].What)
 	}
 	if qv := quickChecks(h); !containsCheck(qv, checkExecWriterDead) {
 		t.Errorf("quickChecks %+v: want the %s violation", qv, checkExecWriterDead)

@@ -60,7 +60,7 @@ func (in *injector) awaitRegrant(ctx context.Context, e ExecRec) bool {
 // from.
 func writerFate(e ExecRec, from int64) string {
 	if e.WriterDied == pending {
-		return "its writer still runs"
+		return "its writer still ran after"
 	}
 	return fmt.Sprintf("its writer died %v after", time.Duration(e.WriterDied-from).Round(time.Millisecond))
 }
