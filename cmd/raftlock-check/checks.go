@@ -16,8 +16,9 @@ import (
 type Violation struct {
 	// Check names the guarantee: "linearizable", "fencing", "grant-kept",
 	// "session-kept", "lost-before-regrant", "queue-order",
-	// "no-ghost-grant", "node-starts", "prefix-watch" or (a semaphore run)
-	// "semaphore-slots".
+	// "no-ghost-grant", "node-starts", "prefix-watch", (a semaphore run)
+	// "semaphore-slots" or (exec holders, exec_checks.go)
+	// "exec-writer-dead" and "exec-exit".
 	Check string `json:"check"`
 	At    int64  `json:"at"`
 	// Client is the client the violation is about (-1: none).
@@ -81,6 +82,7 @@ func grantsOf(h History) map[string][]grant {
 		out[o.Lock] = append(out[o.Lock], grant{Client: o.Client, Lock: o.Lock, Session: o.Session,
 			Holder: o.Holder, Token: o.Token, Acked: o.Return, ReleaseCall: rc})
 	}
+	execGrants(h, out)
 	for _, gs := range out {
 		sort.Slice(gs, func(i, j int) bool { return gs[i].Token < gs[j].Token })
 	}
@@ -453,13 +455,14 @@ func grantAcked(gs []grant, w WriteRec) int64 {
 
 // quickChecks runs every check but linearizability.
 func quickChecks(h History) []Violation {
+	ev, _ := checkExecWriters(h)
 	if h.Permits > 0 {
-		return semaphoreChecks(h)
+		return append(semaphoreChecks(h), ev...)
 	}
 	if h.Mixed {
 		return mixedChecks(h)
 	}
-	vs := checkFence(h)
+	vs := append(checkFence(h), ev...)
 	gv, _ := checkGrantsKept(h)
 	lv, _ := checkLostBeforeRegrant(h)
 	qv, _ := checkQueueOrder(h)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,9 +60,14 @@ var allFaults = []string{faultKillLeader, faultKillFollower, faultPauseLeader, f
 // where it cannot; a run that names them needs it.
 var diskFaults = []string{faultPowerLoss, faultSlowDisk, faultFillDisk}
 
-// knownFaults are every fault kind --faults accepts, in the order reports
-// show them.
+// knownFaults are every fault kind of --faults all without exec holders,
+// in the order reports show them.
 var knownFaults = append(append([]string(nil), allFaults...), diskFaults...)
+
+// execFaultKinds are the fault kinds aimed at the exec holders
+// (exec_faults.go): --faults accepts them with --exec-clients only, and
+// "all" includes them then.
+var execFaultKinds = []string{faultKillExec, faultFreezeExec}
 
 // isPartition reports whether a fault kind needs iptables.
 func isPartition(kind string) bool {
@@ -162,6 +168,17 @@ type Config struct {
 	// (HTTP/2 alone) or "stream" (the nodes serve --stream-addr and the
 	// Go clients use it).
 	ClientProto string
+
+	// ExecClients are the exec holders (exec.go): each runs `raftlock
+	// exec` with a writer as CMD, again and again, for one of
+	// (ExecClients+1)/2 locks of their own; the kill-exec and freeze-exec
+	// faults aim at them. Raftlock is the raftlock CLI binary (empty: go
+	// build it into the run's directory); UnsafeExecNoGuard (TESTING THE
+	// CHECKER) passes exec --unsafe-no-guard (a -tags raftlock_faults
+	// build, then), which starts CMD without its guard.
+	ExecClients       int
+	Raftlock          string
+	UnsafeExecNoGuard bool
 }
 
 // The protocols of --client-proto.
@@ -199,7 +216,8 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
 	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
-	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(knownFaults, ", ")+
+	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(append(slices.Clone(knownFaults), execFaultKinds...), ", ")+
+		" (with --exec-clients only, \"all\" then including them: "+strings.Join(execFaultKinds, ", ")+")"+
 		" (\"all\": every kind; the disk faults, "+strings.Join(diskFaults, ", ")+
 		", need root and /dev/fuse and put each node's data dir on a FUSE mount over a tmpfs: \"all\" leaves them out, with a warning, where that cannot be done; named, they must run)")
 	fs.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "session TTL of the clients")
@@ -219,6 +237,9 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
 	fs.BoolVar(&cfg.MixedKinds, "mixed-kinds", false, "every acquire picks its kind at random: exclusive, shared, or a semaphore of 1 to 3 permits (one refused with invalid_argument while the lock is held or waited for in another kind); the checks judge every tenure by its kind")
 	fs.IntVar(&cfg.Permits, "permits", 0, "above 0: a semaphore run, every lock taken with that many permits (slots); the checks judge each slot as a lock and at most N writers at once")
+	fs.IntVar(&cfg.ExecClients, "exec-clients", 0, "exec holders: each runs `raftlock exec NAME -- WRITER` again and again (WRITER writes to the resource with RAFTLOCK_SEQUENCER until its tenure ends), for locks of their own; --faults all then includes kill-exec (SIGKILL of a holding exec) and freeze-exec (SIGSTOP past its lease, then SIGCONT); the checks judge their writes, and that each writer is dead before its lock is granted again")
+	fs.StringVar(&cfg.Raftlock, "raftlock", "", "raftlock CLI binary for the exec holders (default: go build it into the run's directory)")
+	fs.BoolVar(&cfg.UnsafeExecNoGuard, "unsafe-exec-no-guard", false, "TESTING THE CHECKER: the exec holders run exec --unsafe-no-guard (CMD without its guard; the CLI is built with -tags raftlock_faults)")
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -230,6 +251,13 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	kinds, err := parseFaults(*faults)
 	if err != nil {
 		return cfg, err
+	}
+	if cfg.ExecClients > 0 && execFromAll(*faults) {
+		for _, k := range execFaultKinds {
+			if !slices.Contains(kinds, k) {
+				kinds = append(kinds, k)
+			}
+		}
 	}
 	cfg.Faults = kinds
 	cfg.DisksIfAble = disksFromAll(*faults)
@@ -250,6 +278,16 @@ func disksFromAll(s string) bool {
 		}
 	}
 	return all
+}
+
+// execFromAll reports whether the --faults list s asks for "all".
+func execFromAll(s string) bool {
+	for _, k := range strings.Split(s, ",") {
+		if k = strings.TrimSpace(k); k == "all" || k == "" && strings.TrimSpace(s) == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // parseFaults parses the --faults list ("all": every kind, the disk
@@ -279,8 +317,9 @@ func parseFaults(s string) ([]string, error) {
 		for _, a := range knownFaults {
 			known = known || a == k
 		}
+		known = known || isExecFault(k)
 		if !known {
-			return nil, fmt.Errorf("--faults: unknown fault %q (want %s)", k, strings.Join(knownFaults, ", "))
+			return nil, fmt.Errorf("--faults: unknown fault %q (want %s)", k, strings.Join(append(slices.Clone(knownFaults), execFaultKinds...), ", "))
 		}
 		if !seen[k] {
 			seen[k] = true
@@ -320,6 +359,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("--permits %d: want 0 (plain locks) to %d", c.Permits, api.MaxPermits)
 	case c.MixedKinds && (c.Permits > 0 || c.WorkerClients > 0):
 		return fmt.Errorf("--mixed-kinds: not with --permits or --worker-clients (the Go clients pick the kinds)")
+	case c.ExecClients < 0 || c.ExecClients > 16:
+		return fmt.Errorf("--exec-clients %d: want 0 to 16", c.ExecClients)
+	case c.ExecClients > 0 && c.MixedKinds:
+		return fmt.Errorf("--exec-clients: not with --mixed-kinds (exec takes exclusive locks, or with --permits semaphore slots)")
+	case c.ExecClients == 0 && slices.ContainsFunc(c.Faults, isExecFault):
+		return fmt.Errorf("--faults %s: kill-exec and freeze-exec need --exec-clients", strings.Join(c.Faults, ","))
+	case c.UnsafeExecNoGuard && c.ExecClients == 0:
+		return fmt.Errorf("--unsafe-exec-no-guard needs --exec-clients")
+	case c.ExecClients > 0 && c.LockDelay-session.LostMargin(c.TTL, c.LockDelay) < execKillGrace+500*time.Millisecond:
+		return fmt.Errorf("--lock-delay %v is too short for the exec holders (--kill-grace %v): exec refuses it", c.LockDelay, execKillGrace)
 	case c.Permits > 0 && c.WorkerClients > 0:
 		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
 	}

@@ -65,6 +65,8 @@ type injector struct {
 	failures []Violation
 	// tokens are the clients' ACL tokens now (ACLs on), by client.
 	tokens []clientToken
+	// execs are the exec holders (nil: none).
+	execs *execHolders
 }
 
 func (in *injector) between(lo, hi time.Duration) time.Duration {
@@ -79,7 +81,7 @@ func (in *injector) logf(format string, args ...any) {
 func (in *injector) kinds() []string {
 	var out []string
 	for _, k := range in.cfg.Faults {
-		if isPartition(k) && in.fw == nil || k == faultDeleteToken && !in.cfg.ACL {
+		if isPartition(k) && in.fw == nil || k == faultDeleteToken && !in.cfg.ACL || isExecFault(k) && in.execs == nil {
 			continue
 		}
 		out = append(out, k)
@@ -186,6 +188,10 @@ func (in *injector) inject(ctx context.Context, kind string) (FaultRec, error) {
 		return in.lateAnswer(ctx)
 	case faultRotateMembers:
 		return in.rotateMembers(ctx)
+	case faultKillExec:
+		return in.killExec(ctx)
+	case faultFreezeExec:
+		return in.freezeExec(ctx)
 	case faultPowerLoss:
 		return in.powerLoss(ctx)
 	case faultSlowDisk:

@@ -157,6 +157,8 @@ type History struct {
 	// Watches are the answers of the checker's prefix watcher
 	// (prefixwatch.go), in order.
 	Watches []WatchRec `json:"-"`
+	// Execs are the exec holders' exec processes (exec.go).
+	Execs []ExecRec `json:"-"`
 }
 
 // exitOf returns when client's process ended (pending: it still ran when
@@ -373,6 +375,8 @@ type historyLine struct {
 	// Watch: an answer of the prefix watcher.
 	Watch *WatchRec `json:"watch,omitempty"`
 	Meta  *History  `json:"meta,omitempty"`
+	// Exec: an exec holder's exec process.
+	Exec *ExecRec `json:"exec,omitempty"`
 }
 
 // writeHistory writes h to path as JSON lines: a "meta" line, then every
@@ -404,6 +408,9 @@ func writeHistory(path string, h History) error {
 	}
 	for i := range h.Watches {
 		lines = append(lines, historyLine{Type: "watch", Watch: &h.Watches[i]})
+	}
+	for i := range h.Execs {
+		lines = append(lines, historyLine{Type: "exec", Exec: &h.Execs[i]})
 	}
 	for _, l := range lines {
 		if err := enc.Encode(l); err != nil {
@@ -452,6 +459,8 @@ func readHistory(path string) (History, error) {
 			h.Expiries = append(h.Expiries, *l.Expiry)
 		case l.Watch != nil:
 			h.Watches = append(h.Watches, *l.Watch)
+		case l.Exec != nil:
+			h.Execs = append(h.Execs, *l.Exec)
 		}
 	}
 	if err := sc.Err(); err != nil {

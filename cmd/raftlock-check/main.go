@@ -48,6 +48,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "client" {
 		os.Exit(clientMain(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	if len(os.Args) > 1 && os.Args[1] == execWriterCommand {
+		os.Exit(execWriterMain(os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(checkMain(ctx, os.Args[1:], os.Stdout, os.Stderr))

@@ -74,6 +74,8 @@ type Report struct {
 	// Worker is what the clients that drove a conformance worker did
 	// (nil: none did).
 	Worker *workerFigures
+	// Execs is what the exec holders did (nil: none ran).
+	Execs *execFigures
 	// Permits is a semaphore run's (0: plain locks); SlotWrites counts the
 	// accepted writes the semaphore-slots check judged, and SlotsUsed the
 	// distinct slots granted.
@@ -169,6 +171,7 @@ func analyze(h History, timeout time.Duration) *Report {
 		}
 	}
 	r.Worker = workerFiguresOf(h, ss)
+	r.Execs = execFiguresOf(h)
 	if h.Permits > 0 {
 		return r.analyzeSemaphores(h, timeout)
 	}
@@ -476,6 +479,7 @@ func (r *Report) print(w io.Writer) {
 	p("  9 prefix watch:             %d violations  (%d answers, %d resets, %d grants judged)",
 		r.count(checkPrefixWatchName), r.Watch.Answers, r.Watch.Resets, r.Watch.Judged)
 	r.Worker.print(p, r.Violations)
+	r.Execs.print(p, r.Violations)
 	p("violations: %d", len(r.Violations))
 	for i, v := range r.Violations {
 		if i == 20 {

@@ -52,6 +52,12 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			return nil, err
 		}
 	}
+	if cfg.ExecClients > 0 && cfg.Raftlock == "" {
+		logf("building raftlock (the CLI, for the exec holders)")
+		if cfg.Raftlock, err = buildCLI(ctx, dir, cfg.UnsafeExecNoGuard); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.WorkerClients > 0 && len(cfg.Worker) == 0 {
 		logf("building the Go worker (raftlock-conformance)")
 		if cfg.Worker, err = buildWorker(ctx, dir); err != nil {
@@ -121,7 +127,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	var tokens []clientToken
 	if cfg.ACL {
 		actx, cancel := context.WithTimeout(ctx, time.Minute)
-		tokens, err = cl.setupACL(actx, cfg.Clients)
+		tokens, err = cl.setupACL(actx, cfg.Clients+cfg.ExecClients)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("cluster with ACLs (logs in %s): %w", dir, err)
@@ -148,6 +154,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	for _, n := range cl.spares {
 		spares = append(spares, cl.apiAddr(n))
 	}
+	tokens, execTokens := tokens[:min(len(tokens), cfg.Clients)], tokens[min(len(tokens), cfg.Clients):]
 	cs, err := startClients(cfg, cl.apiAddrs(), spares, cl.certs, tokens, locks, dir, hist, res, track)
 	if err != nil {
 		return nil, err
@@ -159,6 +166,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 	}()
 	logf("%d clients started", cfg.Clients)
+	var xs *execHolders
+	if cfg.ExecClients > 0 {
+		if xs, err = startRunExecs(ctx, cfg, cl, execTokens, dir, hist, res); err != nil {
+			return nil, err
+		}
+		defer xs.stop(0) // a no-op once stopped
+		logf("%d exec holders started", cfg.ExecClients)
+	}
 	// The prefix watcher (check 9), with every address a member may have.
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
@@ -167,7 +182,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 
 	in := &injector{cfg: cfg, cl: cl, fw: fw, cs: cs, track: track, hist: hist,
 		rng: rand.New(rand.NewSource(cfg.Seed)), progress: progress, start: start,
-		counts: map[string]int{}, skipped: map[string]int{}, tokens: tokens}
+		counts: map[string]int{}, skipped: map[string]int{}, tokens: tokens, execs: xs}
 	runCtx, stopRun := context.WithTimeout(ctx, cfg.Duration)
 	defer stopRun()
 	if cfg.StopOnViolation {
@@ -192,6 +207,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	cs.broadcast(message{T: msgVerify})
 	sleep(hctx, 2*time.Second) // let the last verify reads finish
+	if xs != nil {
+		xs.stop(30 * time.Second)
+	}
 	cs.stop(30 * time.Second)
 	stopped = true
 	stopWatch()
@@ -203,6 +221,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 
 	h := hist.snapshot(start, end, cfg.Clients)
+	h.Execs = xs.snapshot()
 	for i := cfg.Clients - cfg.WorkerClients; i < cfg.Clients; i++ {
 		h.Workers, h.Worker = append(h.Workers, i), cfg.Worker
 	}
@@ -330,6 +349,12 @@ func describe(cfg Config) string {
 	}
 	if cfg.ClientProto != "" && cfg.ClientProto != protoHTTP {
 		s += ", clients over " + cfg.ClientProto
+	}
+	if cfg.ExecClients > 0 {
+		s += fmt.Sprintf(", %d exec holders", cfg.ExecClients)
+	}
+	if cfg.UnsafeExecNoGuard {
+		s += ", UNSAFE exec --unsafe-no-guard"
 	}
 	if cfg.UnsafeFault != "" {
 		s += ", UNSAFE raftlockd --unsafe-fault " + cfg.UnsafeFault

@@ -93,6 +93,8 @@ type execOptions struct {
 	maxHold   time.Duration
 	// permits, above 0, takes a slot of a semaphore of that many (exec -n).
 	permits uint64
+	// unsafe: the raftlock_faults build's switches (exec_unsafe*.go).
+	unsafe execUnsafe
 }
 
 // maxKillGrace bounds --kill-grace: stopping CMD must fit in a lock-delay.
@@ -162,6 +164,7 @@ func (c *cli) execCmd(fs *flag.FlagSet) runFunc {
 	fs.DurationVar(&o.killGrace, "kill-grace", DefaultKillGrace, "time between SIGTERM and SIGKILL when CMD must stop")
 	fs.StringVar(&o.value, "value", "", "a value `V` to set on the lock (default: host:pid)")
 	fs.DurationVar(&o.maxHold, "max-hold", 0, "the grant's hold limit `D` (1s to 24h; 0: none): CMD is stopped before the cluster revokes the lock")
+	o.unsafe.addFlags(fs)
 	fs.Uint64Var(&o.permits, "n", 0, "take one of `N` slots of the semaphore NAME (1 to 256; every holder must pass the same N; default: the plain lock)")
 	return func(ctx context.Context, pos []string) error {
 		if o.maxHold != 0 {
@@ -363,7 +366,7 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 
 	// CMD runs under a guard process that outlives exec and SIGKILLs CMD's
 	// process group unless exec keeps renewing its deadline (exec_guard.go).
-	g, err := startGuard(argv, env, os.Stdin, c.stdout, c.stderr, guardDeadline(s))
+	g, err := o.unsafe.startGuard(argv, env, os.Stdin, c.stdout, c.stderr, guardDeadline(s))
 	if err != nil {
 		return err
 	}
