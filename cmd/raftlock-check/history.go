@@ -439,6 +439,7 @@ func readHistory(path string) (History, error) {
 		switch {
 		case l.Meta != nil:
 			h.Start, h.End, h.Clients, h.Exited = l.Meta.Start, l.Meta.End, l.Meta.Clients, l.Meta.Exited
+			h.Workers, h.Worker, h.Permits, h.Mixed = l.Meta.Workers, l.Meta.Worker, l.Meta.Permits, l.Meta.Mixed
 		case l.Op != nil:
 			h.Ops = append(h.Ops, *l.Op)
 		case l.Write != nil:
