@@ -145,6 +145,15 @@ type Config struct {
 	// --permits.
 	MixedKinds bool
 
+	// UnsafeClient and UnsafeResourceFence break a promise on purpose in
+	// the checker's own processes, for its "can it fail" tests: the Go
+	// client's (--unsafe-client, in the client processes) and the
+	// in-memory resource's fence (--unsafe-resource-fence). Both exist
+	// only in a checker built with -tags raftlock_faults (unsafe_on.go);
+	// the default build refuses them.
+	UnsafeClient        string
+	UnsafeResourceFence string
+
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
 	NodeFlags []string
@@ -197,7 +206,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Raftlockd, "raftlockd", "", "raftlockd binary (default: go build it into the run's directory)")
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
-	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes)")
+	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes, revoke-slot-early)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(knownFaults, ", ")+
 		" (\"all\": every kind; the disk faults, "+strings.Join(diskFaults, ", ")+
@@ -219,6 +228,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.UnfencedWriter, "unsafe-unfenced-writer", false, "TESTING THE CHECKER: the database resource's writer skips the fence (with --resource-postgres)")
 	fs.BoolVar(&cfg.MixedKinds, "mixed-kinds", false, "every acquire picks its kind at random: exclusive, shared, or a semaphore of 1 to 3 permits (one refused with invalid_argument while the lock is held or waited for in another kind); the checks judge every tenure by its kind")
 	fs.IntVar(&cfg.Permits, "permits", 0, "above 0: a semaphore run, every lock taken with that many permits (slots); the checks judge each slot as a lock and at most N writers at once")
+	addUnsafeFlags(fs, &cfg)
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -322,6 +332,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("--mixed-kinds: not with --permits or --worker-clients (the Go clients pick the kinds)")
 	case c.Permits > 0 && c.WorkerClients > 0:
 		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
+	}
+	if err := checkUnsafe(c); err != nil {
+		return err
 	}
 	// A paused client wakes after at most TTL+clientPauseExtra and writes
 	// at once; the fencing check is sound only if that stays well inside

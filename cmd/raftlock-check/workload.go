@@ -69,6 +69,12 @@ type clientConfig struct {
 	Permits int `json:"permits,omitempty"`
 	// MixedKinds: every acquire picks its kind at random (--mixed-kinds).
 	MixedKinds bool `json:"mixed_kinds,omitempty"`
+	// UnsafeClient names a deliberate bug of the Go client (Config's
+	// UnsafeClient): the client process must be built with -tags
+	// raftlock_faults.
+	UnsafeClient string `json:"unsafe_client,omitempty"`
+	// unsafeOpts are UnsafeClient's session options (newWorkload).
+	unsafeOpts []session.Option
 }
 
 // Shape of a client's work.
@@ -186,11 +192,14 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	// The Go client's requests go through la, which answers msgWhere.
 	// Under la, the layer that holds a late answer (faultLateAnswer).
 	late := newLateAnswers(hc.Transport, l)
-	l.late = late.handle
+	l.late, l.latePins = late.handle, late.pins
 	la := &lastAddr{inner: late}
 	l.where = la.last
 	c, err := client.NewClient(addrs, client.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
+		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+	}
+	if cfg.unsafeOpts, err = unsafeSessionOptions(cfg.UnsafeClient); err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
@@ -314,6 +323,7 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 	if w.cfg.Grace > 0 {
 		opts = append(opts, session.GracePeriod(w.cfg.Grace))
 	}
+	opts = append(opts, w.cfg.unsafeOpts...)
 	s, err := session.Open(ctx, w.backend, opts...)
 	if err != nil {
 		return nil, err
@@ -424,7 +434,10 @@ func lost(l clientLock) bool {
 // the session is not safe it gives the lock up, unless the checker pinned
 // it (msgPin): it then waits, without writing, until the session is safe
 // again or Lost() closes, like a program that trusts Lost() to tell it
-// when the lock is gone. Whenever Lost() closes, it tells the checker.
+// when the lock is gone; a pinned hold also goes on after a refused
+// write. A hold of the grant of an answer held by the late-answer fault
+// starts pinned (lateAnswers.pins). Whenever Lost() closes, it tells the
+// checker.
 func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: l.Token(), Session: s.ID(), Holder: l.Holder()}
 	if seq, err := sequencer.Parse(l.Seq()); err == nil && seq.Semaphore {
@@ -432,8 +445,9 @@ func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 	}
 	w.link.send(hold)
 	reported := w.reportLost(l, hold)
+	pinned := w.link.latePins != nil && w.link.latePins(l.Name(), l.Token())
 	w.hmu.Lock()
-	w.holding, w.holdS, w.pinned = l, s, false
+	w.holding, w.holdS, w.pinned = l, s, pinned
 	w.hmu.Unlock()
 	defer func() {
 		w.letGo(true)
@@ -472,7 +486,9 @@ func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 		if !sleep(ctx, d) {
 			return
 		}
-		if !w.write(ctx, s, l) || time.Now().After(end) && w.letGo(false) {
+		// A pinned hold goes on after a refused write: it ends when
+		// Lost() closes or the pin does.
+		if ok := w.write(ctx, s, l); !ok && !w.isPinned() || time.Now().After(end) && w.letGo(false) {
 			return
 		}
 	}
