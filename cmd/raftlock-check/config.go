@@ -115,6 +115,10 @@ type Config struct {
 	// request without the Go client's retries, taking no_leader at its
 	// word (see naiveWait).
 	NaiveShare float64
+	// MaxHoldShare of the Go clients' acquires set a hold limit
+	// (max_hold) of maxHoldMin..maxHoldMax: the cluster revokes the grant
+	// then (kind max_hold), and the client's Lost() closes first.
+	MaxHoldShare float64
 	// TLS runs the cluster with TLS: certificates made for the run, HTTPS
 	// and client certificates on the API, mutual TLS between the nodes.
 	TLS bool
@@ -221,6 +225,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
+	fs.Float64Var(&cfg.MaxHoldShare, "max-hold-share", 0, "share of the Go clients' acquires that set a hold limit (max_hold) of "+maxHoldMin.String()+" to "+maxHoldMax.String()+": the cluster revokes the grant then, an expected end for the checks")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "run the cluster with ACLs on: the checker bootstraps them and the clients use a token with write:"+lockPrefix+" only")
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
@@ -324,6 +329,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--gap-min %v, --gap-max %v: want 0 <= min <= max", c.GapMin, c.GapMax)
 	case !(c.NaiveShare >= 0 && c.NaiveShare <= 1):
 		return fmt.Errorf("--naive-share %v: want 0 to 1", c.NaiveShare)
+	case !(c.MaxHoldShare >= 0 && c.MaxHoldShare <= 1):
+		return fmt.Errorf("--max-hold-share %v: want 0 to 1", c.MaxHoldShare)
 	case c.WorkerClients < 0 || c.WorkerClients > c.Clients:
 		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
 	case c.Permits < 0 || c.Permits > api.MaxPermits:

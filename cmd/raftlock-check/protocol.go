@@ -154,6 +154,8 @@ type message struct {
 	// (exclusive), and its permits (0: a plain lock).
 	Mode    string `json:"mode,omitempty"`
 	Permits uint64 `json:"permits,omitempty"`
+	// MaxHold is an acquire's hold limit in nanoseconds (0: none).
+	MaxHold int64 `json:"max_hold,omitempty"`
 	// Secret is msgToken's ACL token secret (checker to client only; never
 	// logged).
 	Secret string `json:"secret,omitempty"`

@@ -40,6 +40,9 @@ type clientConfig struct {
 	SourceIP string `json:"source_ip,omitempty"`
 	// NaiveShare of the acquires are the naive waiter's (see naiveWait).
 	NaiveShare float64 `json:"naive_share,omitempty"`
+	// MaxHoldShare of the Go client's acquires set a hold limit
+	// (pickMaxHold).
+	MaxHoldShare float64 `json:"max_hold_share,omitempty"`
 	// Clients is the number of client processes of the run (they take
 	// turns at long holds).
 	Clients int `json:"clients,omitempty"`
@@ -86,9 +89,13 @@ const (
 	// A holder works for holdMin..holdMax, writing to the resource every
 	// writeMin..writeMax; its first write comes prepMin..prepMax after the
 	// grant.
-	holdMin, holdMax   = 500 * time.Millisecond, 2500 * time.Millisecond
-	writeMin, writeMax = 150 * time.Millisecond, 400 * time.Millisecond
-	prepMin, prepMax   = 300 * time.Millisecond, 800 * time.Millisecond
+	holdMin, holdMax = 500 * time.Millisecond, 2500 * time.Millisecond
+	// maxHoldMin..maxHoldMax is the hold limit of an acquire that sets
+	// one (--max-hold-share): within the holds' lengths, so that about
+	// half of them run into it.
+	maxHoldMin, maxHoldMax = time.Second, 2 * time.Second
+	writeMin, writeMax     = 150 * time.Millisecond, 400 * time.Millisecond
+	prepMin, prepMax       = 300 * time.Millisecond, 800 * time.Millisecond
 	// Of the waits, giveUpShare give up after giveUpMin..giveUpMax (their
 	// ctx is cancelled: the client must then dequeue them), longWaitShare
 	// have a deadline of longWaitMin..longWaitMax (longer than the 30 s
@@ -248,6 +255,15 @@ func (w *workload) pickKind(name string) (shared bool, permits uint64) {
 	return k.shared, k.permits
 }
 
+// pickMaxHold picks the hold limit of an acquire: maxHoldMin..maxHoldMax
+// for MaxHoldShare of them, else none (0).
+func (w *workload) pickMaxHold() time.Duration {
+	if w.float() >= w.cfg.MaxHoldShare {
+		return 0
+	}
+	return w.between(maxHoldMin, maxHoldMax)
+}
+
 // forgetKind makes the next acquire of name pick a new kind: the lock
 // refused the last one (invalid_argument).
 func (w *workload) forgetKind(name string) {
@@ -332,6 +348,9 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 	gs := goSession{Session: s, permits: uint64(w.cfg.Permits)}
 	if w.cfg.MixedKinds {
 		gs.pick = w.pickKind
+	}
+	if w.cfg.MaxHoldShare > 0 {
+		gs.maxHold = w.pickMaxHold
 	}
 	return gs, nil
 }
