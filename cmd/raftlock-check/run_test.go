@@ -452,7 +452,7 @@ func TestCatchesRevocationWithoutNotice(t *testing.T) {
 // TestRevokedGrantsUnderFaults: an operator's revocations of held grants,
 // and of grants whose answer is held on its way (late-answer), mixed with
 // leader kills, pauses and restarts, the clients over the stream protocol,
-// a fifth of the acquires with a hold limit (--max-hold-share: the
+// two fifths of the acquires with a hold limit (--max-hold-share: the
 // cluster revokes those grants at it, kind max_hold): no check may fail
 // (the revoked holder's Lost() closes before the next grant, a late grant
 // is not trusted; fenced writes never overlap), a late answer must have
@@ -468,7 +468,7 @@ func TestRevokedGrantsUnderFaults(t *testing.T) {
 	cfg.Duration = 90 * time.Second
 	cfg.Clients, cfg.Locks, cfg.Seed = 5, 2, 3
 	cfg.GapMin, cfg.GapMax = 500*time.Millisecond, time.Second
-	cfg.MaxHoldShare = 0.2
+	cfg.MaxHoldShare = 0.4
 	rep := runLogged(t, cfg)
 	requireClean(t, rep, cfg.Out)
 	if rep.Faults[faultRevokeGrant] == 0 || rep.LateAnswersHeld == 0 {
