@@ -15,3 +15,4 @@ func (Faults) localReads() bool          { return false }
 func (Faults) revokeWithoutNotice() bool { return false }
 func (Faults) extraSlot() bool           { return false }
 func (Faults) watchDropsChanges() bool   { return false }
+func (Faults) revokeSlotEarly() bool     { return false }

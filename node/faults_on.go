@@ -24,11 +24,18 @@ type Faults struct {
 	// answer that is not a reset, while its index moves on: a change the
 	// watcher never sees.
 	WatchDropsChanges bool
+	// RevokeSlotEarly frees a revoked semaphore slot at once: the leader
+	// ends the slot's delay as soon as the revocation's entry applies, so
+	// a waiter can be granted the slot while the revoked holder's client
+	// still trusts it (the bug issue 39 fixed, when the revocation delayed
+	// the plain lock instead of the slot). A revoked plain lock keeps its
+	// delay.
+	RevokeSlotEarly bool
 }
 
 // Any reports whether any fault is enabled.
 func (f Faults) Any() bool {
-	return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice || f.ExtraSlot || f.WatchDropsChanges
+	return f.SkipLockDelay || f.LocalReads || f.RevokeWithoutNotice || f.ExtraSlot || f.WatchDropsChanges || f.RevokeSlotEarly
 }
 
 func (f Faults) skipLockDelay() bool       { return f.SkipLockDelay }
@@ -36,3 +43,4 @@ func (f Faults) localReads() bool          { return f.LocalReads }
 func (f Faults) revokeWithoutNotice() bool { return f.RevokeWithoutNotice }
 func (f Faults) extraSlot() bool           { return f.ExtraSlot }
 func (f Faults) watchDropsChanges() bool   { return f.WatchDropsChanges }
+func (f Faults) revokeSlotEarly() bool     { return f.RevokeSlotEarly }

@@ -66,7 +66,15 @@ func (t *leaderTerm) onEvent(e fsm.Event) {
 	case fsm.EventSessionRemoved:
 		t.leases.Remove(e.Session)
 	case fsm.EventDelayStarted:
-		t.armDelay(delayKey{e.Lock, e.DelayUntil, e.Slot}, delayLength(e.DelayFor))
+		d := delayLength(e.DelayFor)
+		if e.Semaphore && e.Lock == t.revoking && t.n.cfg.Faults.revokeSlotEarly() {
+			d = 0
+		}
+		t.armDelay(delayKey{e.Lock, e.DelayUntil, e.Slot}, d)
+	case fsm.EventRevoked:
+		t.revoking = e.Lock
+	case fsm.EventLockChanged:
+		t.revoking = ""
 	}
 }
 

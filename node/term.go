@@ -46,6 +46,11 @@ type leaderTerm struct {
 	waits    map[waitKey][]chan waitResult
 	timers   map[leaderTimer]*time.Timer
 	timerDue map[leaderTimer]time.Time // when each armed timer fires
+
+	// revoking is the lock whose revocation the entry being applied
+	// emitted, until its lock changed: only the revoke-slot-early fault
+	// (Faults) reads it, from onEvent, which Apply runs one at a time.
+	revoking string
 }
 
 // newLeaderTerm returns the state of a leadership of n that starts now:

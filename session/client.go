@@ -117,6 +117,7 @@ type sessionConfig struct {
 	grace     time.Duration
 	clock     Clock
 	onEvent   func(Event)
+	faults    faults
 }
 
 // TTL asks for a session lease of d (MinTTL..MaxTTL; zero: DefaultTTL).
@@ -152,6 +153,7 @@ type Session struct {
 	lockDelay time.Duration
 	grace     time.Duration
 	onEvent   func(Event)
+	faults    faults // none but in a build with -tags raftlock_faults
 
 	ctx    context.Context // done when the session is over
 	cancel context.CancelFunc
@@ -222,6 +224,7 @@ func Open(ctx context.Context, b api.Backend, opts ...Option) (*Session, error) 
 		lockDelay: info.LockDelay,
 		grace:     cfg.grace,
 		onEvent:   cfg.onEvent,
+		faults:    cfg.faults,
 		events:    make(chan Event, eventBuffer),
 		results:   make(chan kaResult),
 		loopDone:  make(chan struct{}),

@@ -50,7 +50,15 @@ type grant struct {
 	// ReleaseCall is when the client first asked to release it (pending
 	// if never).
 	ReleaseCall int64
+	// LimitAt is the earliest moment the cluster may revoke it at its
+	// hold limit (pending: no limit; Op.limitAt).
+	LimitAt int64
 }
+
+// ended is the earliest moment g may end by its client's release or its
+// hold limit: an expected end (checks 2 and 3). Check 5 judges a grant
+// revoked at its hold limit as any other revoked grant.
+func (g grant) ended() int64 { return min(g.ReleaseCall, g.LimitAt) }
 
 // grantsOf returns the acknowledged grants of h by lock, in token order.
 func grantsOf(h History) map[string][]grant {
@@ -80,7 +88,7 @@ func grantsOf(h History) map[string][]grant {
 			rc = pending
 		}
 		out[o.Lock] = append(out[o.Lock], grant{Client: o.Client, Lock: o.Lock, Session: o.Session,
-			Holder: o.Holder, Token: o.Token, Acked: o.Return, ReleaseCall: rc})
+			Holder: o.Holder, Token: o.Token, Acked: o.Return, ReleaseCall: rc, LimitAt: o.limitAt()})
 	}
 	execGrants(h, out)
 	for _, gs := range out {
@@ -157,7 +165,7 @@ func checkFence(h History) []Violation {
 			continue
 		}
 		for _, g := range grants[w.Lock] {
-			if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token && g.Acked < w.At && g.ReleaseCall > w.At &&
+			if g.Session == w.Session && g.Holder == w.Holder && g.Token == w.Token && g.Acked < w.At && g.ended() > w.At &&
 				!revoked(h, w.Client, g.Acked, w.At) {
 				vs = append(vs, Violation{Check: checkFencing, At: w.At, Client: w.Client,
 					What: fmt.Sprintf("lock %s: client %d's write with token %d was rejected (%s) while its grant was current (session alive, not released): a newer grant coexisted with it",
@@ -186,7 +194,7 @@ func checkGrantsKept(h History) ([]Violation, int) {
 		}
 		for _, g := range grants[o.Lock] {
 			f := ss[g.Session]
-			if f == nil || g.Acked >= o.Call || g.ReleaseCall <= o.Return || !f.aliveAfter(o.Return) ||
+			if f == nil || g.Acked >= o.Call || g.ended() <= o.Return || !f.aliveAfter(o.Return) ||
 				f.CloseCall <= o.Return || revoked(h, g.Client, g.Acked, o.Return) {
 				continue
 			}

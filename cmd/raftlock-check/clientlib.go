@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"time"
 
 	"github.com/raftlock/raftlock/session"
 )
@@ -39,11 +40,13 @@ type clientLock interface {
 
 // goSession is a clientSession of the Go session package; permits above
 // 0 takes every lock as a semaphore of that many slots; pick, if set,
-// picks each acquire's kind (--mixed-kinds): shared, or its permits.
+// picks each acquire's kind (--mixed-kinds): shared, or its permits;
+// maxHold, if set, picks each acquire's hold limit (0: none).
 type goSession struct {
 	*session.Session
 	permits uint64
 	pick    func(name string) (shared bool, permits uint64)
+	maxHold func() time.Duration
 }
 
 // kind returns the next acquire's kind and options.
@@ -54,6 +57,11 @@ func (s goSession) kind(name string) (shared bool, opts []session.LockOption) {
 	}
 	if n > 0 {
 		opts = []session.LockOption{session.Permits(n)}
+	}
+	if s.maxHold != nil {
+		if d := s.maxHold(); d > 0 {
+			opts = append(opts, session.MaxHold(d))
+		}
 	}
 	return shared, opts
 }

@@ -107,9 +107,9 @@ func startClients(cfg Config, addrs, spares []string, certs *certFiles, tokens [
 	}
 	for i := 0; i < cfg.Clients; i++ {
 		cc := clientConfig{Index: i, Addrs: addrs, Locks: locks, Seed: cfg.Seed*1000 + int64(i),
-			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare,
+			TTL: cfg.TTL, LockDelay: cfg.LockDelay, Grace: cfg.Grace, SourceIP: clientIP(i), NaiveShare: cfg.NaiveShare, MaxHoldShare: cfg.MaxHoldShare,
 			Clients: cfg.Clients, Permits: cfg.Permits, Stream: cfg.ClientProto == protoStream, HTTP2: cfg.ClientProto == protoHTTP2,
-			MixedKinds: cfg.MixedKinds}
+			MixedKinds: cfg.MixedKinds, UnsafeClient: cfg.UnsafeClient}
 		if i < len(tokens) {
 			cc.Token = tokens[i].secret
 		}

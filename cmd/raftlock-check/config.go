@@ -121,6 +121,10 @@ type Config struct {
 	// request without the Go client's retries, taking no_leader at its
 	// word (see naiveWait).
 	NaiveShare float64
+	// MaxHoldShare of the Go clients' acquires set a hold limit
+	// (max_hold) of maxHoldMin..maxHoldMax: the cluster revokes the grant
+	// then (kind max_hold), and the client's Lost() closes first.
+	MaxHoldShare float64
 	// TLS runs the cluster with TLS: certificates made for the run, HTTPS
 	// and client certificates on the API, mutual TLS between the nodes.
 	TLS bool
@@ -150,6 +154,15 @@ type Config struct {
 	// between tenures only. The Go clients only, no naive waiter, no
 	// --permits.
 	MixedKinds bool
+
+	// UnsafeClient and UnsafeResourceFence break a promise on purpose in
+	// the checker's own processes, for its "can it fail" tests: the Go
+	// client's (--unsafe-client, in the client processes) and the
+	// in-memory resource's fence (--unsafe-resource-fence). Both exist
+	// only in a checker built with -tags raftlock_faults (unsafe_on.go);
+	// the default build refuses them.
+	UnsafeClient        string
+	UnsafeResourceFence string
 
 	// NodeFlags are more raftlockd flags for every node (e.g. snapshots
 	// every few entries, so that power losses follow snapshots closely).
@@ -214,7 +227,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.StringVar(&cfg.Raftlockd, "raftlockd", "", "raftlockd binary (default: go build it into the run's directory)")
 	fs.StringVar(&cfg.Out, "out", "", "directory for logs, history and visualisation (default: a new temp dir)")
 	fs.Int64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the fault schedule and the clients' choices")
-	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes)")
+	fs.StringVar(&cfg.UnsafeFault, "unsafe-fault", "", "TESTING THE CHECKER: pass --unsafe-fault to raftlockd (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes, revoke-slot-early)")
 	nodeFlags := fs.String("raftlockd-flags", "", "more raftlockd flags for every node, space-separated (e.g. \"--snapshot-threshold 64 --snapshot-interval 200ms\")")
 	faults := fs.String("faults", "all", "comma-separated fault kinds, \"all\" or \"none\": "+strings.Join(append(slices.Clone(knownFaults), execFaultKinds...), ", ")+
 		" (with --exec-clients only, \"all\" then including them: "+strings.Join(execFaultKinds, ", ")+")"+
@@ -230,6 +243,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.BoolVar(&cfg.StopOnViolation, "stop-on-violation", false, "end the run as soon as a check other than linearizability fails")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "log level of the raftlockd processes")
 	fs.Float64Var(&cfg.NaiveShare, "naive-share", cfg.NaiveShare, "share of the acquires sent by the naive waiter (one request, no retries, no_leader taken at its word)")
+	fs.Float64Var(&cfg.MaxHoldShare, "max-hold-share", 0, "share of the Go clients' acquires that set a hold limit (max_hold) of "+maxHoldMin.String()+" to "+maxHoldMax.String()+": the cluster revokes the grant then, an expected end for the checks")
 	fs.BoolVar(&cfg.TLS, "tls", cfg.TLS, "run the cluster with TLS: a CA and certificates made into --out, HTTPS and client certificates on the API, mutual TLS between the nodes")
 	fs.BoolVar(&cfg.ACL, "acl", cfg.ACL, "run the cluster with ACLs on: the checker bootstraps them and the clients use a token with write:"+lockPrefix+" only")
 	fs.IntVar(&cfg.WorkerClients, "worker-clients", 0, "how many of the clients (the last ones) drive the workload through a conformance worker (docs/CONFORMANCE.md) instead of the Go client")
@@ -240,6 +254,7 @@ func parseFlags(args []string, stderr io.Writer) (Config, error) {
 	fs.IntVar(&cfg.ExecClients, "exec-clients", 0, "exec holders: each runs `raftlock exec NAME -- WRITER` again and again (WRITER writes to the resource with RAFTLOCK_SEQUENCER until its tenure ends), for locks of their own; --faults all then includes kill-exec (SIGKILL of a holding exec) and freeze-exec (SIGSTOP past its lease, then SIGCONT); the checks judge their writes, and that each writer is dead before its lock is granted again")
 	fs.StringVar(&cfg.Raftlock, "raftlock", "", "raftlock CLI binary for the exec holders (default: go build it into the run's directory)")
 	fs.BoolVar(&cfg.UnsafeExecNoGuard, "unsafe-exec-no-guard", false, "TESTING THE CHECKER: the exec holders run exec --unsafe-no-guard (CMD without its guard; the CLI is built with -tags raftlock_faults)")
+	addUnsafeFlags(fs, &cfg)
 	worker := fs.String("worker", "", "the conformance worker's command line, space-separated, e.g. \"python3 clients/python/conformance-worker\" (default: the Go worker, raftlock-conformance worker, built into the run's directory)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -353,6 +368,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("--gap-min %v, --gap-max %v: want 0 <= min <= max", c.GapMin, c.GapMax)
 	case !(c.NaiveShare >= 0 && c.NaiveShare <= 1):
 		return fmt.Errorf("--naive-share %v: want 0 to 1", c.NaiveShare)
+	case !(c.MaxHoldShare >= 0 && c.MaxHoldShare <= 1):
+		return fmt.Errorf("--max-hold-share %v: want 0 to 1", c.MaxHoldShare)
 	case c.WorkerClients < 0 || c.WorkerClients > c.Clients:
 		return fmt.Errorf("--worker-clients %d: want 0 to --clients (%d)", c.WorkerClients, c.Clients)
 	case c.Permits < 0 || c.Permits > api.MaxPermits:
@@ -371,6 +388,9 @@ func (c Config) validate() error {
 		return fmt.Errorf("--lock-delay %v is too short for the exec holders (--kill-grace %v): exec refuses it", c.LockDelay, execKillGrace)
 	case c.Permits > 0 && c.WorkerClients > 0:
 		return fmt.Errorf("--permits %d: the conformance workers take no semaphores; use --worker-clients 0", c.Permits)
+	}
+	if err := checkUnsafe(c); err != nil {
+		return err
 	}
 	// A paused client wakes after at most TTL+clientPauseExtra and writes
 	// at once; the fencing check is sound only if that stays well inside

@@ -58,6 +58,19 @@ type Op struct {
 	// are an acquire's kind.
 	Mode    string `json:"mode,omitempty"`
 	Permits uint64 `json:"permits,omitempty"`
+	// MaxHold is an acquire's hold limit in nanoseconds (0: none): the
+	// cluster revokes the grant that long after it (kind max_hold).
+	MaxHold int64 `json:"max_hold,omitempty"`
+}
+
+// limitAt is the earliest moment the cluster may revoke an acquire's
+// grant at its hold limit (pending: no limit): its call plus the limit,
+// less the 1% the client takes off for clock rates.
+func (o Op) limitAt() int64 {
+	if o.MaxHold <= 0 {
+		return pending
+	}
+	return o.Call + o.MaxHold - o.MaxHold/100
 }
 
 // Done reports whether the operation returned.
@@ -214,7 +227,7 @@ func (h *historyLog) record(client int, m message) (Op, bool) {
 		h.open[key] = len(h.ops)
 		h.ops = append(h.ops, Op{Client: client, ID: m.ID, Kind: m.Kind, Call: m.At, Return: pending,
 			Lock: m.Lock, Session: m.Session, Holder: m.Holder, Wait: m.Wait, WaitFor: m.WaitFor, Unlock: m.Unlock,
-			Verify: m.Verify, Naive: m.Naive, Node: m.Node, Mode: m.Mode, Permits: m.Permits, Result: resUnknown})
+			Verify: m.Verify, Naive: m.Naive, Node: m.Node, Mode: m.Mode, Permits: m.Permits, MaxHold: m.MaxHold, Result: resUnknown})
 		return Op{}, false
 	case msgRet:
 		i, ok := h.open[key]
@@ -446,7 +459,7 @@ func readHistory(path string) (History, error) {
 		switch {
 		case l.Meta != nil:
 			h.Start, h.End, h.Clients, h.Exited = l.Meta.Start, l.Meta.End, l.Meta.Clients, l.Meta.Exited
-			h.Permits, h.Mixed = l.Meta.Permits, l.Meta.Mixed
+			h.Workers, h.Worker, h.Permits, h.Mixed = l.Meta.Workers, l.Meta.Worker, l.Meta.Permits, l.Meta.Mixed
 		case l.Op != nil:
 			h.Ops = append(h.Ops, *l.Op)
 		case l.Write != nil:

@@ -23,7 +23,9 @@ func TestHistoryRoundTrip(t *testing.T) {
 	h.Expiries = []ExpiryRec{{Client: 1, Session: sB, At: 80, Err: "no keepalive acknowledged"}}
 	h.Watches = []WatchRec{{At: 90, From: 0, Index: 7, Reset: true, Locks: []watchedLock{{Name: lockPrefix + "lock0", Index: 5, GrantsSince: 1, Tokens: []uint64{5}}}}}
 	h.Exited = []int64{90, pending, pending}
-	h.Permits, h.Mixed = 2, true // analyze judges a semaphore or mixed run as such
+	// The run's shape, which the checks judge by ("raftlock-check analyze"
+	// of a semaphore or mixed-kinds run).
+	h.Permits, h.Mixed, h.Workers, h.Worker = 2, true, []int{2}, []string{"worker"}
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	if err := writeHistory(path, h); err != nil {
 		t.Fatal(err)

@@ -44,6 +44,10 @@ const (
 	lateAnswerCatch  = 20 * time.Second
 	lateAnswerMin    = 3 * time.Second
 	lateAnswerMargin = 500 * time.Millisecond
+	// lateAnswerAfterNewer is how long after the next grant of the lock
+	// (the slot) a held answer is let go, if its hold lasts that long:
+	// more than a keepalive interval of the checker's sessions (ttl/3).
+	lateAnswerAfterNewer = time.Second
 )
 
 // lateAnswers is the client process's layer that holds one acquire's
@@ -55,6 +59,31 @@ type lateAnswers struct {
 	mu    sync.Mutex
 	armed *lateArm
 	held  map[uint64]*lateArm
+	// caught names the grant of each answer held, by its arm's id; pin
+	// is the one msgLatePin named: a hold of it starts pinned (pins).
+	caught map[uint64]lateGrantKey
+	pin    lateGrantKey
+}
+
+// lateGrantKey names a grant by its lock and token.
+type lateGrantKey struct {
+	lock  string
+	token uint64
+}
+
+// pins reports whether a hold of lock's grant token is that of the
+// answer msgLatePin named (and forgets it): the workload then holds it pinned, as if
+// the checker had pinned it (msgPin), until Lost() closes or msgUnpin, so
+// that a client that trusts the late grant keeps it with Lost() open
+// beyond lateGrantSlack even when its writes are refused.
+func (la *lateAnswers) pins(lock string, token uint64) bool {
+	la.mu.Lock()
+	defer la.mu.Unlock()
+	if la.pin != (lateGrantKey{lock, token}) {
+		return false
+	}
+	la.pin = lateGrantKey{}
+	return true
 }
 
 // lateArm is one msgLateArm: the answer it caught is held until release
@@ -69,7 +98,7 @@ type lateArm struct {
 func (a *lateArm) free() { a.once.Do(func() { close(a.release) }) }
 
 func newLateAnswers(inner http.RoundTripper, l *link) *lateAnswers {
-	return &lateAnswers{inner: inner, link: l, held: map[uint64]*lateArm{}}
+	return &lateAnswers{inner: inner, link: l, held: map[uint64]*lateArm{}, caught: map[uint64]lateGrantKey{}}
 }
 
 // handle takes msgLateArm and msgLateRelease.
@@ -82,6 +111,9 @@ func (la *lateAnswers) handle(m message) {
 			la.armed.free()
 		}
 		la.armed = &lateArm{id: m.ID, max: time.Duration(m.WaitFor), release: make(chan struct{})}
+	case msgLatePin:
+		la.pin = la.caught[m.ID]
+		delete(la.caught, m.ID)
 	case msgLateRelease:
 		if la.armed != nil && (m.ID == 0 || la.armed.id == m.ID) {
 			la.armed = nil
@@ -137,6 +169,9 @@ func (la *lateAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 		la.handle(message{T: msgLateRelease, ID: a.id})
 		return resp, nil
 	}
+	la.mu.Lock()
+	la.caught[a.id] = lateGrantKey{g.Name, uint64(g.Token)}
+	la.mu.Unlock()
 	caught := message{T: msgLateCaught, ID: a.id, At: monoNow(), Lock: g.Name, Token: g.Token, WaitFor: int64(a.max),
 		Holder: holderOf(req)}
 	if g.Slot != nil {
@@ -159,10 +194,10 @@ func (la *lateAnswers) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // lateAnswer injects faultLateAnswer: it arms every Go client (not a
 // worker's) that is not paused, takes the first answer one of them holds
-// (armLateAnswer), revokes that grant,
-// lets the answer go once another client was granted the lock (the slot)
-// or the client's hold ran out, and then watches the holder as after a
-// revoke-grant (watchRevoked).
+// (armLateAnswer), revokes that grant, lets the answer go
+// lateAnswerAfterNewer after another client was granted the lock (the
+// slot), or once the client's hold ran out, and then watches the holder as
+// after a revoke-grant (watchRevoked).
 func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
 	hold := in.cfg.TTL + in.cfg.LockDelay + lateAnswerExtra
 	c, caught, err := in.armLateAnswer(ctx, hold)
@@ -213,10 +248,24 @@ func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
 	}
 	rec.ActReturn = ret
 	in.hist.beginFault(rec)
+	// A client that trusts the late grant holds it pinned, until the
+	// msgUnpin below.
+	p.send(message{T: msgLatePin, ID: caught.ID})
 	t := time.NewTimer(time.Duration(caught.WaitFor) - time.Duration(monoNow()-caughtAt))
 	defer t.Stop()
 	select {
 	case <-newer:
+		// A little later than the next grant, within the hold: by then
+		// the client's keepalive answers no longer name the revocation
+		// (its delay ended), so only the client's own rule for late
+		// answers can distrust the grant.
+		after := time.NewTimer(lateAnswerAfterNewer)
+		select {
+		case <-after.C:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		after.Stop()
 	case <-t.C:
 	case <-ctx.Done():
 	}
@@ -225,6 +274,7 @@ func (in *injector) lateAnswer(ctx context.Context) (FaultRec, error) {
 		time.Duration(monoNow()-caughtAt).Round(100*time.Millisecond))
 	hd := message{Lock: caught.Lock, Token: caught.Token}
 	rec.Note += in.watchRevoked(ctx, c, hd, newer, lostCh, rec.ActCall) + ")"
+	p.send(message{T: msgUnpin})
 	rec.End = monoNow()
 	return rec, nil
 }

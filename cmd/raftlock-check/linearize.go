@@ -31,6 +31,11 @@ func modelOps(h History) []porcupine.Operation {
 		meta := fmt.Sprintf("client %d op %d: %s", o.Client, o.ID, o.Err)
 		switch o.Kind {
 		case kindAcquire, kindRelease:
+			if at := o.limitAt(); o.Kind == kindAcquire && at != pending && (o.Result == resOK || o.Result == resUnknown) {
+				// The cluster may revoke the grant at its hold limit at
+				// any moment from then on.
+				add(h.Clients+o.Client, armOf(in, kindMaxHold), lockOutput{Result: resOK}, at, at, meta+" (its hold limit)")
+			}
 			if o.Result == resUnknown {
 				// It may take effect after the client gave up on it.
 				add(o.Client, armOf(in, o.Kind), out, o.Call, o.Call, meta)

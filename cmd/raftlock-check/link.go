@@ -32,8 +32,11 @@ type link struct {
 	where func() string
 	// token, if set, takes the secret of a msgToken.
 	token func(secret string)
-	// late, if set, takes msgLateArm and msgLateRelease.
-	late func(m message)
+	// late, if set, takes msgLateArm, msgLateRelease and msgLatePin;
+	// latePins, if
+	// set, says whether a hold of a grant starts pinned (lateAnswers.pins).
+	late     func(m message)
+	latePins func(lock string, token uint64) bool
 }
 
 func newLink(w io.Writer) *link {
@@ -91,7 +94,7 @@ func (l *link) readLoop(r io.Reader) error {
 				node = l.where()
 			}
 			l.send(message{T: msgWhereReply, ID: m.ID, Node: node})
-		case msgLateArm, msgLateRelease:
+		case msgLateArm, msgLateRelease, msgLatePin:
 			if l.late != nil {
 				l.late(m)
 			}

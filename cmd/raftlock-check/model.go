@@ -63,6 +63,10 @@ const (
 	// (revoke-grant), from its call to its answer: it frees the lock (in
 	// its delay) if that grant holds it, and changes nothing otherwise.
 	kindRevoke = "revoke"
+	// kindMaxHold is the pendingEffect of a grant's hold limit, armed at
+	// the earliest moment the cluster may revoke it (Op.limitAt): it frees
+	// the lock (in its delay) if that grant still holds it.
+	kindMaxHold = "max_hold"
 )
 
 // ghostSession is the Session of a lock held, after a restore, by a grant
@@ -252,6 +256,10 @@ func (e pendingEffect) fire(s lockState) (lockState, bool) {
 	case kindRelease:
 		if s.heldBy(e.Session, e.Holder) {
 			return s.releasedBy(e.Session, e.Holder), true
+		}
+	case kindMaxHold:
+		if s.heldBy(e.Session, e.Holder) {
+			return s.freed(true), true
 		}
 	}
 	return s, false

@@ -63,10 +63,13 @@ const (
 	// client to hold the answer of its next granted waiting acquire (the
 	// late-answer fault); it answers msgLateCaught (ID, Lock, Token, Slot)
 	// once it holds one. msgLateRelease (ID; 0: whatever is armed) lets
-	// the answer go, or disarms.
+	// the answer go, or disarms. msgLatePin (ID), sent once the held
+	// answer's grant was revoked, makes a hold of that grant start pinned
+	// (lateAnswers.pins).
 	msgLateArm     = "late_arm"
 	msgLateCaught  = "late_caught"
 	msgLateRelease = "late_release"
+	msgLatePin     = "late_pin"
 )
 
 // Operation kinds.
@@ -151,6 +154,8 @@ type message struct {
 	// (exclusive), and its permits (0: a plain lock).
 	Mode    string `json:"mode,omitempty"`
 	Permits uint64 `json:"permits,omitempty"`
+	// MaxHold is an acquire's hold limit in nanoseconds (0: none).
+	MaxHold int64 `json:"max_hold,omitempty"`
 	// Secret is msgToken's ACL token secret (checker to client only; never
 	// logged).
 	Secret string `json:"secret,omitempty"`

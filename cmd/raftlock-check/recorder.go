@@ -131,7 +131,7 @@ func (r *recorder) SessionInfo(ctx context.Context, sid string) (api.Info, error
 // Acquire implements api.Backend.
 func (r *recorder) Acquire(ctx context.Context, req api.AcquireRequest) (api.Grant, error) {
 	m0 := message{Kind: kindAcquire, Lock: req.Name, Session: req.Session, Holder: req.Holder,
-		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive, Permits: req.Permits}
+		Wait: req.Wait > 0, WaitFor: int64(max(req.Wait, 0)), Naive: r.naive, Permits: req.Permits, MaxHold: int64(req.MaxHold)}
 	if req.Mode == sequencer.Shared {
 		m0.Mode = modeShared
 	}

@@ -47,6 +47,10 @@ type Report struct {
 	// the fencing check judge those; the others' clients refused the
 	// late grant, or gave up first.
 	LateAnswersHeld int
+	// MaxHoldGrants counts the acknowledged grants with a hold limit
+	// (--max-hold-share), MaxHoldLost those whose Lost() closed before
+	// their client asked to release them: the limit ended them.
+	MaxHoldGrants, MaxHoldLost int
 
 	// ClientCuts counts the partition-client faults, CutRegrants those
 	// during which another client was granted the cut client's lock.
@@ -112,6 +116,7 @@ func analyze(h History, timeout time.Duration) *Report {
 	r := &Report{OpCounts: map[string]map[string]int{}, Faults: map[string]int{}, Skipped: map[string]int{},
 		Naive: map[string]int{}}
 	r.Ops = len(h.Ops)
+	r.MaxHoldGrants, r.MaxHoldLost = maxHoldEnds(h)
 	for _, o := range h.Ops {
 		if o.Kind == kindRead && o.Result == resOK && len(o.Queue) >= 2 {
 			r.QueueReads++
@@ -392,6 +397,9 @@ func (r *Report) print(w io.Writer) {
 	if n := r.Faults[faultLateAnswer]; n > 0 {
 		p("late answers: %d, the revoked grant reported held by its client after %d", n, r.LateAnswersHeld)
 	}
+	if r.MaxHoldGrants > 0 {
+		p("hold limits: %d grants with one, %d of them lost before their release", r.MaxHoldGrants, r.MaxHoldLost)
+	}
 	if r.ClientCuts > 0 {
 		p("client cuts: %d, the cut client's lock granted to another during %d", r.ClientCuts, r.CutRegrants)
 	}
@@ -598,4 +606,26 @@ func (f *workerFigures) print(p func(string, ...any), vs []Violation) {
 		parts = append(parts, fmt.Sprintf("%s %d", c, k))
 	}
 	p("  violations naming them: %d (%s; linearizability judges all clients at once)", n, strings.Join(parts, ", "))
+}
+
+// maxHoldEnds counts h's acknowledged grants with a hold limit, and those
+// of them whose Lost() closed before their client asked to release them.
+func maxHoldEnds(h History) (grants, lost int) {
+	type key struct{ s, h, l string }
+	lostAt := map[key]int64{}
+	for _, hd := range h.Holds {
+		lostAt[key{hd.Session, hd.Holder, hd.Lock}] = hd.Lost
+	}
+	for _, gs := range grantsOf(h) {
+		for _, g := range gs {
+			if g.LimitAt == pending {
+				continue
+			}
+			grants++
+			if at, ok := lostAt[key{g.Session, g.Holder, g.Lock}]; ok && at < g.ReleaseCall {
+				lost++
+			}
+		}
+	}
+	return grants, lost
 }

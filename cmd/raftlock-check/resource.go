@@ -24,10 +24,27 @@ type fencedResource interface {
 // effect.
 type resource struct {
 	mu    sync.Mutex
-	fence *sequencer.Fence
+	fence stringFence
 }
 
-func newResource() *resource { return &resource{fence: sequencer.NewFence()} }
+// stringFence checks a sequencer's printable form: *sequencer.Fence, or a
+// deliberately broken fence (Config.UnsafeResourceFence).
+type stringFence interface {
+	CheckString(text string) error
+}
+
+// newResource returns the in-memory resource, with a sequencer.Fence, or
+// with the broken fence unsafeFence names (Config.UnsafeResourceFence).
+func newResource(unsafeFence string) (*resource, error) {
+	if unsafeFence == "" {
+		return &resource{fence: sequencer.NewFence()}, nil
+	}
+	f, err := newUnsafeFence(unsafeFence)
+	if err != nil {
+		return nil, err
+	}
+	return &resource{fence: f}, nil
+}
 
 // finish: the records are all there is.
 func (r *resource) finish(int) []Violation { return nil }

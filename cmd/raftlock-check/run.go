@@ -135,7 +135,14 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	hist, track := newHistoryLog(), newTracker()
 	hist.permits, hist.mixed = cfg.Permits, cfg.MixedKinds
-	var res fencedResource = newResource()
+	mem, err := newResource(cfg.UnsafeResourceFence)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.UnsafeResourceFence != "" {
+		logf("protected resource: in memory, its fence BROKEN (--unsafe-resource-fence %s: testing the checker)", cfg.UnsafeResourceFence)
+	}
+	var res fencedResource = mem
 	if cfg.ResourcePostgres != "" {
 		rctx, cancel := context.WithTimeout(ctx, time.Minute)
 		pg, err := newPGResource(rctx, cfg.ResourcePostgres, cfg.UnfencedWriter)

@@ -40,6 +40,9 @@ type clientConfig struct {
 	SourceIP string `json:"source_ip,omitempty"`
 	// NaiveShare of the acquires are the naive waiter's (see naiveWait).
 	NaiveShare float64 `json:"naive_share,omitempty"`
+	// MaxHoldShare of the Go client's acquires set a hold limit
+	// (pickMaxHold).
+	MaxHoldShare float64 `json:"max_hold_share,omitempty"`
 	// Clients is the number of client processes of the run (they take
 	// turns at long holds).
 	Clients int `json:"clients,omitempty"`
@@ -69,6 +72,12 @@ type clientConfig struct {
 	Permits int `json:"permits,omitempty"`
 	// MixedKinds: every acquire picks its kind at random (--mixed-kinds).
 	MixedKinds bool `json:"mixed_kinds,omitempty"`
+	// UnsafeClient names a deliberate bug of the Go client (Config's
+	// UnsafeClient): the client process must be built with -tags
+	// raftlock_faults.
+	UnsafeClient string `json:"unsafe_client,omitempty"`
+	// unsafeOpts are UnsafeClient's session options (newWorkload).
+	unsafeOpts []session.Option
 }
 
 // Shape of a client's work.
@@ -80,9 +89,13 @@ const (
 	// A holder works for holdMin..holdMax, writing to the resource every
 	// writeMin..writeMax; its first write comes prepMin..prepMax after the
 	// grant.
-	holdMin, holdMax   = 500 * time.Millisecond, 2500 * time.Millisecond
-	writeMin, writeMax = 150 * time.Millisecond, 400 * time.Millisecond
-	prepMin, prepMax   = 300 * time.Millisecond, 800 * time.Millisecond
+	holdMin, holdMax = 500 * time.Millisecond, 2500 * time.Millisecond
+	// maxHoldMin..maxHoldMax is the hold limit of an acquire that sets
+	// one (--max-hold-share): within the holds' lengths, so that about
+	// half of them run into it.
+	maxHoldMin, maxHoldMax = time.Second, 2 * time.Second
+	writeMin, writeMax     = 150 * time.Millisecond, 400 * time.Millisecond
+	prepMin, prepMax       = 300 * time.Millisecond, 800 * time.Millisecond
 	// Of the waits, giveUpShare give up after giveUpMin..giveUpMax (their
 	// ctx is cancelled: the client must then dequeue them), longWaitShare
 	// have a deadline of longWaitMin..longWaitMax (longer than the 30 s
@@ -186,11 +199,14 @@ func newWorkload(cfg clientConfig, l *link, stderr io.Writer) (*workload, error)
 	// The Go client's requests go through la, which answers msgWhere.
 	// Under la, the layer that holds a late answer (faultLateAnswer).
 	late := newLateAnswers(hc.Transport, l)
-	l.late = late.handle
+	l.late, l.latePins = late.handle, late.pins
 	la := &lastAddr{inner: late}
 	l.where = la.last
 	c, err := client.NewClient(addrs, client.WithHTTPClient(&http.Client{Transport: la}))
 	if err != nil {
+		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
+	}
+	if cfg.unsafeOpts, err = unsafeSessionOptions(cfg.UnsafeClient); err != nil {
 		return nil, fmt.Errorf("client %d: %w", cfg.Index, err)
 	}
 	w := &workload{cfg: cfg, link: l, backend: &recorder{inner: c, link: l}, rng: rng, born: time.Now(), longPeriod: -1}
@@ -237,6 +253,15 @@ func (w *workload) pickKind(name string) (shared bool, permits uint64) {
 		w.kinds[name] = k
 	}
 	return k.shared, k.permits
+}
+
+// pickMaxHold picks the hold limit of an acquire: maxHoldMin..maxHoldMax
+// for MaxHoldShare of them, else none (0).
+func (w *workload) pickMaxHold() time.Duration {
+	if w.float() >= w.cfg.MaxHoldShare {
+		return 0
+	}
+	return w.between(maxHoldMin, maxHoldMax)
 }
 
 // forgetKind makes the next acquire of name pick a new kind: the lock
@@ -314,6 +339,7 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 	if w.cfg.Grace > 0 {
 		opts = append(opts, session.GracePeriod(w.cfg.Grace))
 	}
+	opts = append(opts, w.cfg.unsafeOpts...)
 	s, err := session.Open(ctx, w.backend, opts...)
 	if err != nil {
 		return nil, err
@@ -322,6 +348,9 @@ func (w *workload) open(ctx context.Context) (clientSession, error) {
 	gs := goSession{Session: s, permits: uint64(w.cfg.Permits)}
 	if w.cfg.MixedKinds {
 		gs.pick = w.pickKind
+	}
+	if w.cfg.MaxHoldShare > 0 {
+		gs.maxHold = w.pickMaxHold
 	}
 	return gs, nil
 }
@@ -424,7 +453,10 @@ func lost(l clientLock) bool {
 // the session is not safe it gives the lock up, unless the checker pinned
 // it (msgPin): it then waits, without writing, until the session is safe
 // again or Lost() closes, like a program that trusts Lost() to tell it
-// when the lock is gone. Whenever Lost() closes, it tells the checker.
+// when the lock is gone; a pinned hold also goes on after a refused
+// write. A hold of the grant of an answer held by the late-answer fault
+// starts pinned (lateAnswers.pins). Whenever Lost() closes, it tells the
+// checker.
 func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 	hold := message{T: msgHold, At: monoNow(), Lock: l.Name(), Token: l.Token(), Session: s.ID(), Holder: l.Holder()}
 	if seq, err := sequencer.Parse(l.Seq()); err == nil && seq.Semaphore {
@@ -432,8 +464,9 @@ func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 	}
 	w.link.send(hold)
 	reported := w.reportLost(l, hold)
+	pinned := w.link.latePins != nil && w.link.latePins(l.Name(), l.Token())
 	w.hmu.Lock()
-	w.holding, w.holdS, w.pinned = l, s, false
+	w.holding, w.holdS, w.pinned = l, s, pinned
 	w.hmu.Unlock()
 	defer func() {
 		w.letGo(true)
@@ -472,7 +505,9 @@ func (w *workload) hold(ctx context.Context, s clientSession, l clientLock) {
 		if !sleep(ctx, d) {
 			return
 		}
-		if !w.write(ctx, s, l) || time.Now().After(end) && w.letGo(false) {
+		// A pinned hold goes on after a refused write: it ends when
+		// Lost() closes or the pin does.
+		if ok := w.write(ctx, s, l); !ok && !w.isPinned() || time.Now().After(end) && w.letGo(false) {
 			return
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // addFaultFlags adds --unsafe-fault, which exists only in a build with
 // -tags raftlock_faults (the fault checker's "can it fail" runs).
 func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
-	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes; comma-separated)", func(v string) error {
+	fs.Func("unsafe-fault", "TESTING ONLY: break a guarantee on purpose (skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes, revoke-slot-early; comma-separated)", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			switch strings.TrimSpace(name) {
 			case "skip-lock-delay":
@@ -27,8 +27,10 @@ func addFaultFlags(fs *flag.FlagSet, f *node.Faults) {
 				f.ExtraSlot = true
 			case "watch-drops-changes":
 				f.WatchDropsChanges = true
+			case "revoke-slot-early":
+				f.RevokeSlotEarly = true
 			default:
-				return fmt.Errorf("unknown fault %q (want skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot or watch-drops-changes)", name)
+				return fmt.Errorf("unknown fault %q (want skip-lock-delay, local-reads, revoke-without-notice, semaphore-extra-slot, watch-drops-changes or revoke-slot-early)", name)
 			}
 		}
 		return nil
