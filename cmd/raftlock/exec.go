@@ -371,6 +371,9 @@ func (c *cli) runLocked(s *session.Session, l *session.Lock, o *execOptions, arg
 		return err
 	}
 	defer g.close()
+	if c.guardStarted != nil {
+		c.guardStarted(g.pid)
+	}
 	renew := time.NewTicker(renewEvery(s.TTL()))
 	defer renew.Stop()
 	signalGroup := g.signal

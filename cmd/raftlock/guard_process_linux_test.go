@@ -214,10 +214,20 @@ func TestExecWhoseGuardDiesKillsCMDsGroupAndExits125(t *testing.T) {
 	pidFile, ppidFile, gpidFile := filepath.Join(dir, "pid"), filepath.Join(dir, "ppid"), filepath.Join(dir, "gpid")
 	out, errOut := newOutput(t), newOutput(t)
 	c := newCLI(out, errOut)
+	// The guard is killed once exec knows CMD's pid from it: a guard
+	// killed before it could report the start leaves CMD's children out
+	// of exec's reach (DESIGN.md, "exec's guard").
+	known := make(chan int, 1)
+	c.guardStarted = func(pid int) { known <- pid }
 	rl := background(t, c, "exec", "--ttl", "5s", "--lock-delay", "5s", "--kill-grace", "1s", "jobs/guarded", "--", "sh", "-c",
 		`echo $$ > "$3.tmp" && mv "$3.tmp" "$3"; echo $PPID > "$2.tmp" && mv "$2.tmp" "$2"; `+groupScript, "sh", gpidFile, ppidFile, pidFile)
 	child, grandchild := exitOf(t, awaitPID(t, pidFile)), exitOf(t, awaitPID(t, gpidFile))
 	guard := awaitPID(t, ppidFile)
+	select {
+	case <-known:
+	case <-time.After(time.Minute):
+		t.Fatal("exec never learnt CMD's pid from its guard")
+	}
 	if err := syscall.Kill(guard, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -57,6 +57,9 @@ type cli struct {
 	// (tests fix them).
 	now func() time.Time
 	loc *time.Location
+	// guardStarted, if set (tests), is told CMD's pid once exec knows it
+	// from its guard: from then on exec can kill CMD's group itself.
+	guardStarted func(pid int)
 }
 
 func newCLI(stdout, stderr io.Writer) *cli {
