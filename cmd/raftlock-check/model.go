@@ -323,67 +323,22 @@ func (s lockState) disarm(session string) lockState {
 	return s
 }
 
-// settle returns every state the lock may be in when the armed effects of
-// the states ss have had the chance to happen: the states ss, and the
-// states after any of their effects happened, in any order, each at most
-// once; but not a state that another one subsumes (see subsumes), nor what
-// follows from it. Without that the orders would multiply: a grant to one
-// waiter, its cancel, a grant to the next... each order using up other
-// effects.
-func settle(ss []lockState) []lockState {
-	type found struct {
-		s    lockState
-		dead bool // subsumed by a state found later
+// settle is settleStates (model_settle.go) for the lock model.
+func settle(ss []lockState) []lockState { return settleStates(ss) }
+
+// fire returns the state after e happens in s (none if it would change
+// nothing there), for settleStates.
+func (s lockState) fire(e pendingEffect) []lockState {
+	if next, ok := e.fire(s); ok {
+		return []lockState{next}
 	}
-	var all []found
-	byCore := map[lockState][]int{}
-	add := func(s lockState) {
-		c := s.core()
-		for _, k := range byCore[c] {
-			if !all[k].dead && (all[k].s == s || all[k].s.subsumes(s)) {
-				return
-			}
-		}
-		for _, k := range byCore[c] {
-			if s.subsumes(all[k].s) {
-				all[k].dead = true
-			}
-		}
-		byCore[c] = append(byCore[c], len(all))
-		all = append(all, found{s: s})
-	}
-	for _, s := range ss {
-		add(s)
-	}
-	for i := 0; i < len(all); i++ {
-		if all[i].dead {
-			continue
-		}
-		for _, next := range all[i].s.unseen() {
-			add(next)
-		}
-		if all[i].dead || all[i].s.Armed == "" {
-			continue
-		}
-		cur := all[i].s
-		es := cur.effects()
-		for j, e := range es {
-			if j > 0 && e == es[j-1] {
-				continue // a copy of the effect just tried
-			}
-			if next, ok := e.fire(cur); ok {
-				next.Armed = joinEffects(slices.Delete(slices.Clone(es), j, j+1))
-				add(next)
-			}
-		}
-	}
-	out := make([]lockState, 0, len(all))
-	for _, f := range all {
-		if !f.dead {
-			out = append(out, f.s)
-		}
-	}
-	return out
+	return nil
+}
+
+// withArmed returns s with Armed set to armed.
+func (s lockState) withArmed(armed string) lockState {
+	s.Armed = armed
+	return s
 }
 
 // core is s without its armed effects.

@@ -210,57 +210,17 @@ func (s semState) fire(e pendingEffect) []semState {
 	return nil
 }
 
-// settleSem is settle (model.go) for semaphores: the states ss and every
-// state their armed effects lead to, each effect at most once, in any
-// order, without the states another one subsumes.
-func settleSem(ss []semState) []semState {
-	type found struct {
-		s    semState
-		dead bool
-	}
-	var all []found
-	byCore := map[semState][]int{}
-	add := func(s semState) {
-		c := s.core()
-		for _, k := range byCore[c] {
-			if !all[k].dead && (all[k].s == s || all[k].s.subsumes(s)) {
-				return
-			}
-		}
-		for _, k := range byCore[c] {
-			if s.subsumes(all[k].s) {
-				all[k].dead = true
-			}
-		}
-		byCore[c] = append(byCore[c], len(all))
-		all = append(all, found{s: s})
-	}
-	for _, s := range ss {
-		add(s)
-	}
-	for i := 0; i < len(all); i++ {
-		if all[i].dead || all[i].s.Armed == "" {
-			continue
-		}
-		cur := all[i].s
-		es := cur.effects()
-		for j, e := range es {
-			if j > 0 && e == es[j-1] {
-				continue
-			}
-			for _, next := range cur.fire(e) {
-				next.Armed = joinEffects(slices.Delete(slices.Clone(es), j, j+1))
-				add(next)
-			}
-		}
-	}
-	out := make([]semState, 0, len(all))
-	for _, f := range all {
-		if !f.dead {
-			out = append(out, f.s)
-		}
-	}
-	return out
+// settleSem is settleStates (model_settle.go) for semaphores.
+func settleSem(ss []semState) []semState { return settleStates(ss) }
+
+// unseen: a semaphore's state moves only by operations and armed effects
+// (histories with a restore are not modelled).
+func (s semState) unseen() []semState { return nil }
+
+// withArmed returns s with Armed set to armed.
+func (s semState) withArmed(armed string) semState {
+	s.Armed = armed
+	return s
 }
 
 // stepSem returns every state the semaphore may be in after the
