@@ -447,23 +447,36 @@ func (w *goWorker) lockNewHolder(ctx context.Context, s *session.Session, m mess
 			last = err
 			continue
 		}
-		var ans struct {
-			Token     uint64
-			Sequencer string
-			Error     *struct{ Code, Message string }
-		}
-		err = json.NewDecoder(resp.Body).Decode(&ans)
-		resp.Body.Close()
-		switch {
-		case err != nil:
+		if reply, done, err := w.acquireAnswer(m, holder, resp); done {
+			return reply
+		} else if err != nil {
 			last = err
-		case ans.Error != nil && ans.Error.Code != string(api.CodeUnknownOutcome) && ans.Error.Code != string(api.CodeNoLeader):
-			return w.fail(m, api.Errorf(api.Code(ans.Error.Code), "%s", ans.Error.Message))
-		case ans.Error == nil:
-			return message{ID: m.ID, OK: ptr(true), Sequencer: ans.Sequencer, Token: ans.Token, Holder: holder}
 		}
 	}
 	return w.fail(m, api.Errorf(api.CodeUnknownOutcome, "gave up after 5 attempts: %v", last))
+}
+
+// acquireAnswer reads a raw POST /v1/acquire answer for the broken
+// variants that speak HTTP themselves: the reply to the suite and true,
+// or false for an attempt to make again (an answer that could not be
+// read, its error returned; unknown_outcome or no_leader).
+func (w *goWorker) acquireAnswer(m message, holder string, resp *http.Response) (message, bool, error) {
+	var ans struct {
+		Token     uint64
+		Sequencer string
+		Error     *struct{ Code, Message string }
+	}
+	err := json.NewDecoder(resp.Body).Decode(&ans)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return message{}, false, err
+	case ans.Error != nil && ans.Error.Code != string(api.CodeUnknownOutcome) && ans.Error.Code != string(api.CodeNoLeader):
+		return w.fail(m, api.Errorf(api.Code(ans.Error.Code), "%s", ans.Error.Message)), true, nil
+	case ans.Error == nil:
+		return message{ID: m.ID, OK: ptr(true), Sequencer: ans.Sequencer, Token: ans.Token, Holder: holder}, true, nil
+	}
+	return message{}, false, nil
 }
 
 // lockLateGrant is the broken "late-grant" variant of a waiting lock: it
@@ -489,20 +502,10 @@ func (w *goWorker) lockLateGrant(ctx context.Context, s *session.Session, m mess
 			last = err
 			continue
 		}
-		var ans struct {
-			Token     uint64
-			Sequencer string
-			Error     *struct{ Code, Message string }
-		}
-		err = json.NewDecoder(resp.Body).Decode(&ans)
-		resp.Body.Close()
-		switch {
-		case err != nil:
+		if reply, done, err := w.acquireAnswer(m, holder, resp); done {
+			return reply
+		} else if err != nil {
 			last = err
-		case ans.Error != nil && ans.Error.Code != string(api.CodeUnknownOutcome) && ans.Error.Code != string(api.CodeNoLeader):
-			return w.fail(m, api.Errorf(api.Code(ans.Error.Code), "%s", ans.Error.Message))
-		case ans.Error == nil:
-			return message{ID: m.ID, OK: ptr(true), Sequencer: ans.Sequencer, Token: ans.Token, Holder: holder}
 		}
 	}
 	return w.fail(m, api.Errorf(api.CodeUnknownOutcome, "gave up after 5 attempts: %v", last))
